@@ -1,0 +1,1 @@
+"""HTTP surfaces, one blueprint each; `app.py` wires them together."""

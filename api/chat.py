@@ -1,0 +1,95 @@
+"""`POST /chat`: validate the request, then hand the turn to the pipeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, current_app, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from api.auth import current_user, require_user
+from api.database import get_db
+from api.errors import ApiError, not_found, validation_error
+from pipeline.turn import ProviderUnavailable, TurnServices, run_turn
+from storage.sessions import create_session, get_session
+from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, save_image
+
+bp = Blueprint("chat", __name__)
+bp.before_request(require_user)
+
+SESSION_NAME_CHARS = 60
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    message: str = Field(max_length=32_000)
+    session_id: str | None = Field(default=None, max_length=64)
+    images: list[str] = Field(default_factory=list, max_length=MAX_IMAGES_PER_TURN)
+
+
+def parse_chat_request() -> tuple[ChatRequest, list[bytes]]:
+    """JSON body (images as data URLs) or multipart (`images[]` files)."""
+    if request.mimetype == "multipart/form-data":
+        files = request.files.getlist("images[]") + request.files.getlist("images")
+        if len(files) > MAX_IMAGES_PER_TURN:
+            raise ApiError(400, "invalid_request", f"at most {MAX_IMAGES_PER_TURN} images per message")
+        raw: dict[str, Any] = {"message": request.form.get("message", "")}
+        if request.form.get("session_id"):
+            raw["session_id"] = request.form["session_id"]
+        blobs = [file.read() for file in files]
+    else:
+        body = request.get_json(silent=True)
+        if not isinstance(body, dict):
+            raise ApiError(400, "invalid_json", "the body must be a JSON object")
+        raw, blobs = body, []
+    try:
+        chat = ChatRequest.model_validate(raw)
+    except ValidationError as error:
+        raise validation_error(error) from error
+    if not chat.message.strip():
+        raise ApiError(400, "empty_message", "message must not be empty")
+    try:
+        blobs += [decode_data_url(url) for url in chat.images]
+    except ImageRejected as error:
+        raise ApiError(400, "invalid_image", str(error)) from error
+    return chat, blobs
+
+
+@bp.post("/chat")
+def chat():  # type: ignore[no-untyped-def]
+    chat_request, blobs = parse_chat_request()
+    services: TurnServices = current_app.extensions["turn_services"]
+    conn = get_db()
+    user = current_user()
+    if chat_request.session_id is None:
+        session = create_session(conn, user.id, " ".join(chat_request.message.split())[:SESSION_NAME_CHARS])
+    else:
+        session = get_session(conn, user.id, chat_request.session_id)
+        if session is None:
+            raise not_found("session")
+    try:
+        images = [save_image(services.settings.data_dir, user.id, blob) for blob in blobs]
+    except ImageRejected as error:
+        raise ApiError(400, "invalid_image", str(error)) from error
+    meta = {"images": [image.model_dump() for image in images]} if images else None
+    try:
+        result = run_turn(
+            services, conn, user_id=user.id, session_id=session.id, text=chat_request.message, user_meta=meta
+        )
+    except ProviderUnavailable as failure:
+        detail = failure.completion
+        raise ApiError(
+            502,
+            "provider_unavailable",
+            f"the model provider did not answer ({detail.provider}: {detail.failure}); your message was kept, retry later",
+            extra={"user_message_id": failure.user_message_id, "session_id": session.id},
+        ) from failure
+    return jsonify(
+        {
+            "session_id": result.session_id,
+            "reply": result.reply,
+            "messages": [message.public() for message in result.messages],
+            "tool": result.tool.model_dump(exclude_none=True) if result.tool else None,
+        }
+    )

@@ -1,0 +1,69 @@
+"""One error type for every HTTP failure, rendered as `{"error": {"code", "message", "details"?}}`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask, jsonify
+from pydantic import ValidationError
+from werkzeug.exceptions import HTTPException
+
+
+class ApiError(Exception):
+    """An HTTP error answer with a stable machine-readable code."""
+
+    def __init__(
+        self, status_code: int, code: str, message: str, details: Any = None, extra: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.code = code
+        self.message = message
+        self.details = details
+        self.extra = extra or {}
+
+    def to_dict(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details is not None:
+            error["details"] = self.details
+        return {"error": error, **self.extra}
+
+
+def not_found(what: str) -> ApiError:
+    return ApiError(404, "not_found", f"{what} not found")
+
+
+def validation_error(error: ValidationError, code: str = "invalid_request") -> ApiError:
+    details = [
+        {"field": ".".join(str(part) for part in item["loc"]), "message": item["msg"]} for item in error.errors()
+    ]
+    summary = "; ".join(f"{d['field'] or 'body'}: {d['message']}" for d in details)
+    return ApiError(400, code, f"invalid request: {summary}", details)
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(ApiError)
+    def handle_api_error(error: ApiError):  # type: ignore[no-untyped-def]
+        return jsonify(error.to_dict()), error.status_code
+
+    @app.errorhandler(HTTPException)
+    def handle_http_exception(error: HTTPException):  # type: ignore[no-untyped-def]
+        status = error.code or 500
+        code = _HTTP_CODES.get(status, "http_error")
+        return jsonify({"error": {"code": code, "message": error.description or code}}), status
+
+    @app.errorhandler(Exception)
+    def handle_unexpected(error: Exception):  # type: ignore[no-untyped-def]
+        app.logger.exception("unhandled error")
+        return jsonify({"error": {"code": "internal_error", "message": "internal server error"}}), 500

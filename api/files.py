@@ -1,0 +1,26 @@
+"""`GET /files/<path>`: uploaded and generated images, served only to their owner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flask import Blueprint, current_app, send_file
+
+from api.auth import current_user, require_user
+from api.errors import not_found
+
+bp = Blueprint("files", __name__)
+bp.before_request(require_user)
+
+SERVED_FOLDERS = ("uploads", "generated")
+
+
+@bp.get("/files/<folder>/<int:owner>/<name>")
+def serve(folder: str, owner: int, name: str):  # type: ignore[no-untyped-def]
+    if folder not in SERVED_FOLDERS or owner != current_user().id:
+        raise not_found("file")
+    root = (Path(current_app.extensions["settings"].data_dir) / folder / str(owner)).resolve()
+    target = (root / name).resolve()
+    if target.parent != root or not target.is_file():
+        raise not_found("file")
+    return send_file(target, max_age=3600)

@@ -1,0 +1,105 @@
+"""`/sessions*`: list, create, read, rename, delete a user's sessions and page their messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from api.auth import current_user, require_user
+from api.database import get_db
+from api.errors import ApiError, not_found, validation_error
+from storage.messages import recent_messages
+from storage.sessions import ChatSession, create_session, delete_session, get_session, list_sessions, rename_session
+
+bp = Blueprint("sessions", __name__)
+bp.before_request(require_user)
+
+MAX_PAGE = 200
+DEFAULT_PAGE = 50
+
+
+class SessionCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class SessionRename(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=200)
+
+
+def json_body(model: type[BaseModel], *, optional: bool = False) -> Any:
+    body = request.get_json(silent=True)
+    if body is None and optional and not request.get_data():
+        body = {}
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_json", "the body must be a JSON object")
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        raise validation_error(error) from error
+
+
+def owned_session(session_id: str) -> ChatSession:
+    session = get_session(get_db(), current_user().id, session_id)
+    if session is None:
+        raise not_found("session")
+    return session
+
+
+@bp.get("/sessions")
+def index():  # type: ignore[no-untyped-def]
+    sessions = list_sessions(get_db(), current_user().id)
+    return jsonify({"sessions": [session.model_dump() for session in sessions]})
+
+
+@bp.post("/sessions")
+def create():  # type: ignore[no-untyped-def]
+    body: SessionCreate = json_body(SessionCreate, optional=True)
+    session = create_session(get_db(), current_user().id, body.name)
+    return jsonify(session.model_dump()), 201
+
+
+@bp.get("/sessions/<session_id>")
+def show(session_id: str):  # type: ignore[no-untyped-def]
+    return jsonify(owned_session(session_id).model_dump())
+
+
+@bp.patch("/sessions/<session_id>")
+def rename(session_id: str):  # type: ignore[no-untyped-def]
+    owned_session(session_id)
+    body: SessionRename = json_body(SessionRename)
+    session = rename_session(get_db(), current_user().id, session_id, body.name)
+    assert session is not None
+    return jsonify(session.model_dump())
+
+
+@bp.delete("/sessions/<session_id>")
+def delete(session_id: str):  # type: ignore[no-untyped-def]
+    if not delete_session(get_db(), current_user().id, session_id):
+        raise not_found("session")
+    return "", 204
+
+
+def int_arg(name: str, default: int | None, low: int, high: int) -> int | None:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, "invalid_request", f"{name} must be an integer") from None
+    if not low <= value <= high:
+        raise ApiError(400, "invalid_request", f"{name} must be between {low} and {high}")
+    return value
+
+
+@bp.get("/sessions/<session_id>/messages")
+def messages(session_id: str):  # type: ignore[no-untyped-def]
+    owned_session(session_id)
+    limit = int_arg("limit", DEFAULT_PAGE, 1, MAX_PAGE) or DEFAULT_PAGE
+    before = int_arg("before", None, 1, 2**62)
+    page = recent_messages(get_db(), session_id, limit, before_id=before)
+    return jsonify({"messages": [message.public() for message in page], "has_more": len(page) == limit})

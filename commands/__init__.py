@@ -1,0 +1,1 @@
+"""Command detection (first line only), parsing into a frozen `Command`, and routing."""

@@ -1,0 +1,54 @@
+"""Route a detected `Command` to its tool and return the role and result to store.
+
+The role comes from the registry (`tool.result_role`), never from model text. An unknown
+but well-formed command is not plain text: it becomes a `router_tools` error listing the
+valid commands, so the second pass can recover.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from commands.detect import Command
+from tools.base import CommandBinding, ErrorCode, ToolContext, ToolResult
+from tools.registry import ToolRegistry
+from tools.runner import FIX_HINT, run_tool
+
+ROUTER_ROLE = "router_tools"
+
+
+@dataclass(frozen=True)
+class Routed:
+    """What the pipeline stores for one command: its role, the result, and whether it ends the turn."""
+
+    role: str
+    result: ToolResult
+    terminal: bool
+
+
+def command_input(binding: CommandBinding, command: Command) -> dict[str, Any]:
+    """Map the first-line text and the body onto the tool's input fields.
+
+    Empty values are left out so the input model's own defaults and `required` rules
+    decide what a missing argument means.
+    """
+    raw: dict[str, Any] = {}
+    if binding.args_field and command.args:
+        raw[binding.args_field] = command.args
+    if binding.body_field and command.body.strip():
+        if binding.body_field != binding.args_field:
+            raw[binding.body_field] = command.body
+        elif binding.body_fallback_to_args and not command.args:
+            raw[binding.body_field] = command.body
+    return raw
+
+
+def route(command: Command, registry: ToolRegistry, ctx: ToolContext) -> Routed:
+    tool = registry.for_command(command.name)
+    if tool is None or tool.command is None:
+        valid = ", ".join(f"/{t.command.name}" for t in registry.commands() if t.command)
+        message = f"unknown command /{command.name}. Valid commands: {valid}. {FIX_HINT}"
+        return Routed(ROUTER_ROLE, ToolResult.failure("router", ErrorCode.UNKNOWN_COMMAND, message), False)
+    result = run_tool(tool, command_input(tool.command, command), ctx)
+    return Routed(tool.result_role, result, terminal=tool.terminal_on_success and result.ok)

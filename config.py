@@ -1,0 +1,127 @@
+"""Settings read once from the environment (and an optional `.env` file).
+
+Every knob of SPEC section 2 lives here with its default. `create_app(settings)` receives
+one `Settings` value; nothing reads `os.environ` after start-up, so tests build their own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from providers import ProviderConfig
+
+ProviderName = Literal["ollama", "openai", "openrouter", "cerebras", "chutes", "scripted"]
+
+
+class ConfigError(Exception):
+    """The environment holds a value the product cannot run with."""
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=5000, ge=1, le=65535)
+    database_path: str = "./data/app.db"
+    data_dir: str = "./data"
+    llm_provider: ProviderName = "ollama"
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = None
+    llm_fallbacks: str = ""
+    llm_timeout_s: float = Field(default=120.0, gt=0)
+    vision_provider: ProviderName | None = None
+    vision_model: str | None = None
+    vision_base_url: str | None = None
+    vision_api_key: str | None = None
+    vision_followup_turns: int = Field(default=2, ge=0)
+    image_provider: Literal["openai", "chutes"] | None = None
+    image_base_url: str | None = None
+    image_api_key: str | None = None
+    image_model: str | None = None
+    search_url: str | None = None
+    weather_url: str = "https://api.open-meteo.com/v1/forecast"
+    geocoding_url: str = "https://geocoding-api.open-meteo.com/v1/search"
+    scripted_replies: str | None = None
+    context_messages: int = Field(default=40, ge=1, le=1000)
+    max_tool_rounds: int = Field(default=1, ge=1, le=5)
+    auth_token_file: str = "./data/admin.token"
+    judge_enabled: bool | None = None
+    system_prompt_file: str | None = None
+    trace_enabled: bool = False
+    max_message_chars: int = 32_000
+    fallback_api_keys: dict[str, str] = Field(default_factory=dict)
+
+    def llm_config(self) -> ProviderConfig:
+        return ProviderConfig(
+            provider=self.llm_provider,
+            model=self.llm_model,
+            base_url=self.llm_base_url,
+            api_key=self.llm_api_key,
+            timeout_s=self.llm_timeout_s,
+            scripted_replies=self.scripted_replies,
+        )
+
+    def vision_config(self) -> ProviderConfig:
+        """The vision provider; every unset VISION_* value falls back to its LLM_* value."""
+        if self.vision_provider is None or self.vision_provider == self.llm_provider:
+            base = self.llm_config()
+            return base.model_copy(
+                update={
+                    "model": self.vision_model or base.model,
+                    "base_url": self.vision_base_url or base.base_url,
+                    "api_key": self.vision_api_key or base.api_key,
+                }
+            )
+        return ProviderConfig(
+            provider=self.vision_provider,
+            model=self.vision_model,
+            base_url=self.vision_base_url,
+            api_key=self.vision_api_key,
+            timeout_s=self.llm_timeout_s,
+            scripted_replies=self.scripted_replies,
+        )
+
+    @property
+    def uploads_dir(self) -> Path:
+        return Path(self.data_dir) / "uploads"
+
+
+_ENV_NAMES = {name: name.upper() for name in Settings.model_fields if name != "fallback_api_keys"}
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """Parse a `.env` file (KEY=VALUE lines); a missing file is simply empty."""
+    if not path.is_file():
+        return {}
+    from dotenv import dotenv_values
+
+    return {key: value for key, value in dotenv_values(path).items() if value is not None}
+
+
+def load_settings(environ: Mapping[str, str] | None = None, dotenv_path: Path | None = Path(".env")) -> Settings:
+    """Build `Settings` from `.env` then the environment (the environment wins)."""
+    merged: dict[str, str] = dict(read_dotenv(dotenv_path)) if dotenv_path else {}
+    merged.update(os.environ if environ is None else environ)
+    raw = {field: merged[env] for field, env in _ENV_NAMES.items() if merged.get(env, "") != ""}
+    raw["fallback_api_keys"] = {
+        name: merged[f"{name.upper()}_API_KEY"]
+        for name in ("ollama", "openai", "openrouter", "cerebras", "chutes")
+        if merged.get(f"{name.upper()}_API_KEY")
+    }
+    if "judge_enabled" in raw:
+        raw["judge_enabled"] = raw["judge_enabled"].strip().lower() in {"1", "true", "yes", "on"}
+    if "trace_enabled" in raw:
+        raw["trace_enabled"] = raw["trace_enabled"].strip().lower() in {"1", "true", "yes", "on"}
+    try:
+        return Settings(**raw)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{_ENV_NAMES.get(str(item['loc'][0]), item['loc'][0])}: {item['msg']}" for item in error.errors()
+        )
+        raise ConfigError(f"invalid configuration: {problems}") from error

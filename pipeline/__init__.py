@@ -1,0 +1,1 @@
+"""The turn pipeline: system prompt, context building, and the two-phase turn loop."""

@@ -1,0 +1,200 @@
+"""One user turn, end to end (SPEC section 6). Each numbered rule is marked `# 6.N`.
+
+user message stored -> provider pass -> (command? run tool, store `<x>_tools`, next pass)
+-> plain answer stored as `assistant`. The loop is bounded: `MAX_TOOL_ROUNDS` tool rounds,
+so at most `MAX_TOOL_ROUNDS + 1` passes, each with at most one retry.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from commands.detect import Command, detect_command, first_line_and_rest
+from commands.router import Routed, route
+from config import Settings
+from pipeline.context import ImageLoader, build_context, needs_vision
+from providers import ChatMessage, Completion, FallbackChain
+from storage.db import Database
+from storage.messages import Message, add_message, recent_messages
+from storage.sessions import touch_session
+from tools.base import ToolContext
+from tools.contract import render_contract
+from tools.registry import ToolRegistry
+
+TOOL_LIMIT_REACHED = "I reached the tool limit for this turn before finishing. Please ask again or rephrase."
+EventSink = Callable[[str, dict[str, Any]], None]
+
+
+def ignore_event(name: str, data: dict[str, Any]) -> None:
+    """Default event sink: events are optional for callers that do not stream."""
+
+
+class ProviderUnavailable(Exception):
+    """The provider (and its fallbacks) failed twice in one pass; the user message is kept."""
+
+    def __init__(self, user_message_id: int, completion: Completion) -> None:
+        super().__init__(f"provider {completion.provider} failed: {completion.failure}")
+        self.user_message_id = user_message_id
+        self.completion = completion
+
+
+class ToolSummary(BaseModel):
+    name: str
+    ok: bool
+    code: str | None = None
+
+
+class TurnResult(BaseModel):
+    session_id: str
+    reply: str
+    messages: list[Message]
+    tool: ToolSummary | None = None
+
+
+@dataclass(frozen=True)
+class TurnServices:
+    """Everything a turn needs that outlives a request, built once in `create_app`."""
+
+    settings: Settings
+    database: Database
+    registry: ToolRegistry
+    chat: FallbackChain
+    vision: FallbackChain
+    system_prompt: str
+    load_images: ImageLoader
+    tool_extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Turn:
+    """Mutable state of one turn in flight (local to one request, never shared)."""
+
+    services: TurnServices
+    conn: sqlite3.Connection
+    user_id: int
+    session_id: str
+    emit: EventSink
+    history: list[Message]
+    stored: list[Message] = field(default_factory=list)
+    last_tool: ToolSummary | None = None
+
+    def store(self, role: str, content: str, meta: dict[str, Any] | None = None) -> Message:
+        message = add_message(
+            self.conn, session_id=self.session_id, user_id=self.user_id, role=role, content=content, meta=meta
+        )
+        self.stored.append(message)
+        self.history.append(message)
+        self.emit("message.stored", {"id": message.id, "role": role})
+        return message
+
+    def result(self, reply: str) -> TurnResult:
+        touch_session(self.conn, self.session_id)
+        return TurnResult(session_id=self.session_id, reply=reply, messages=self.stored, tool=self.last_tool)
+
+
+def call_provider(turn: _Turn, context: list[ChatMessage], pass_index: int) -> Completion:
+    """One pass: the right provider (6.9), one retry on None/empty (6.4)."""
+    chain = turn.services.vision if needs_vision(context) else turn.services.chat
+    completion = chain.call(context)
+    for attempt in (1, 2):
+        turn.emit(
+            "provider.response",
+            {"pass": pass_index, "attempt": attempt, "provider": completion.provider, "ok": completion.text is not None,
+             "failure": completion.failure, "elapsed_ms": completion.elapsed_ms,
+             "request_bytes": completion.request_bytes, "response_bytes": completion.response_bytes},
+        )
+        if completion.text is not None and completion.text.strip():
+            return completion
+        if attempt == 1:
+            turn.emit("provider.request", {"pass": pass_index, "attempt": 2, "messages": len(context)})
+            completion = chain.call(context)
+    return completion
+
+
+def strip_commands(text: str) -> str:
+    """Drop leading command lines (a command in the last pass is never run, 6.6)."""
+    rest = text
+    while detect_command(rest) is not None:
+        rest = first_line_and_rest(rest)[1]
+    return rest.strip()
+
+
+def run_command(turn: _Turn, command: Command, user_message_id: int) -> Routed:
+    services = turn.services
+    ctx = ToolContext(
+        conn=turn.conn,
+        database=services.database,
+        settings=services.settings,
+        user_id=turn.user_id,
+        session_id=turn.session_id,
+        turn_message_id=user_message_id,
+        extras=services.tool_extras,
+    )
+    turn.emit("tool.started", {"name": command.name})
+    routed = route(command, services.registry, ctx)
+    result = routed.result
+    turn.emit(
+        "tool.finished",
+        {"name": command.name, "ok": result.ok, "code": result.error_code, "duration_ms": result.duration_ms},
+    )
+    meta = {
+        "command": command.name,
+        "command_line": command.line,
+        "tool": result.tool,
+        "ok": result.ok,
+        "duration_ms": result.duration_ms,
+    }
+    if result.ok:
+        meta["output"] = result.output
+    else:
+        meta.update(code=result.error_code, message=result.message)
+    turn.store(routed.role, render_contract(routed.role, command.line, result), meta)  # 6.5, 6.8
+    turn.last_tool = ToolSummary(name=command.name, ok=result.ok, code=result.error_code)
+    return routed
+
+
+def run_turn(
+    services: TurnServices,
+    conn: sqlite3.Connection,
+    *,
+    user_id: int,
+    session_id: str,
+    text: str,
+    user_meta: dict[str, Any] | None = None,
+    emit: EventSink = ignore_event,
+) -> TurnResult:
+    """Run one validated user turn in an owned session (validation is the caller's, 6.1)."""
+    settings = services.settings
+    history = recent_messages(conn, session_id, settings.context_messages)  # 6.2
+    turn = _Turn(services, conn, user_id, session_id, emit, history)
+    emit("turn.started", {"session_id": session_id})
+    user_message = turn.store("user", text, user_meta)  # stored first: never lost (6.4)
+    max_rounds = settings.max_tool_rounds
+    for pass_index in range(max_rounds + 1):
+        context = build_context(
+            services.system_prompt, turn.history,
+            followup_turns=settings.vision_followup_turns, load_images=services.load_images,
+        )
+        emit("provider.request", {"pass": pass_index, "attempt": 1, "messages": len(context)})
+        completion = call_provider(turn, context, pass_index)
+        reply = completion.text
+        if reply is None or not reply.strip():
+            emit("error", {"code": "provider_unavailable", "failure": completion.failure})
+            raise ProviderUnavailable(user_message.id, completion)
+        command = detect_command(reply)
+        if command is None:
+            answer = turn.store("assistant", reply)  # 6.10: role set here, never parsed
+            return turn.result(answer.content)
+        emit("command.detected", {"name": command.name})
+        if pass_index >= max_rounds:  # 6.6: a command in the last allowed pass is not run
+            answer = turn.store("assistant", strip_commands(reply) or TOOL_LIMIT_REACHED)
+            return turn.result(answer.content)
+        routed = run_command(turn, command, user_message.id)
+        if routed.terminal:  # 6.7: a successful image result ends the turn
+            return turn.result(turn.stored[-1].content)
+    raise AssertionError("unreachable: the last pass always returns")  # pragma: no cover

@@ -1,0 +1,1 @@
+"""The database layer: connections, migrations, and one small module per table."""

@@ -1,0 +1,36 @@
+"""Long-lived facts a user (or the model, via /remember) asked to keep."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from pydantic import BaseModel
+
+from storage.db import utc_now
+
+
+class Memory(BaseModel):
+    id: int
+    content: str
+    importance: int
+    created_at: str
+    updated_at: str
+
+
+def add_memory(conn: sqlite3.Connection, user_id: int, content: str, importance: int = 1) -> Memory:
+    now = utc_now()
+    cursor = conn.execute(
+        "INSERT INTO user_memories(user_id, content, importance, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+        (user_id, content, importance, now, now),
+    )
+    return Memory(id=int(cursor.lastrowid or 0), content=content, importance=importance, created_at=now, updated_at=now)
+
+
+def find_memory(conn: sqlite3.Connection, user_id: int, content: str) -> Memory | None:
+    """An identical memory already stored (so /remember twice does not duplicate)."""
+    row = conn.execute(
+        "SELECT * FROM user_memories WHERE user_id = ? AND content = ? ORDER BY id LIMIT 1", (user_id, content)
+    ).fetchone()
+    if row is None:
+        return None
+    return Memory(**{key: row[key] for key in Memory.model_fields})

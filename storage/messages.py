@@ -1,0 +1,68 @@
+"""Stored chat messages, always ordered by `id` (never by timestamp)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from pydantic import BaseModel
+
+from storage.db import utc_now
+
+
+class Message(BaseModel):
+    """The `Message` of SPEC section 4."""
+
+    id: int
+    session_id: str
+    role: str
+    content: str
+    created_at: str
+    meta: dict[str, Any] | None = None
+
+    def public(self) -> dict[str, Any]:
+        """The JSON shape clients see (`meta` only when present)."""
+        return self.model_dump(exclude_none=True)
+
+
+def _message(row: sqlite3.Row) -> Message:
+    return Message(
+        id=row["id"],
+        session_id=row["session_id"],
+        role=row["role"],
+        content=row["content"],
+        created_at=row["created_at"],
+        meta=json.loads(row["meta"]) if row["meta"] else None,
+    )
+
+
+def add_message(
+    conn: sqlite3.Connection,
+    *,
+    session_id: str,
+    user_id: int,
+    role: str,
+    content: str,
+    meta: dict[str, Any] | None = None,
+) -> Message:
+    now = utc_now()
+    cursor = conn.execute(
+        "INSERT INTO chat_messages(session_id, user_id, role, content, meta, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (session_id, user_id, role, content, json.dumps(meta) if meta is not None else None, now),
+    )
+    return Message(
+        id=int(cursor.lastrowid or 0), session_id=session_id, role=role, content=content, created_at=now, meta=meta
+    )
+
+
+def recent_messages(
+    conn: sqlite3.Connection, session_id: str, limit: int, *, before_id: int | None = None
+) -> list[Message]:
+    """The last `limit` messages of a session (optionally those with id < before_id), oldest first."""
+    rows = conn.execute(
+        "SELECT * FROM (SELECT * FROM chat_messages WHERE session_id = ? AND id < ? ORDER BY id DESC LIMIT ?) "
+        "ORDER BY id",
+        (session_id, before_id if before_id is not None else 2**62, limit),
+    ).fetchall()
+    return [_message(row) for row in rows]

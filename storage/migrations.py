@@ -1,0 +1,151 @@
+"""Append-only, named schema migrations.
+
+Each migration is a function taking a connection. `MIGRATIONS` lists them in order;
+`migrate()` applies the ones not yet recorded in `_migrations`. Never edit a migration
+that has shipped: add a new one instead, so every database reaches the same schema.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def execute_script(conn: sqlite3.Connection, script: str) -> None:
+    """Run a multi-statement script inside the caller's transaction.
+
+    `Connection.executescript` commits any open transaction first, which would make a
+    half-applied migration permanent; splitting on complete statements keeps it atomic.
+    """
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            conn.execute(pending)
+            pending = ""
+    if pending.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {pending.strip()[:80]}")
+
+
+def m001_initial(conn: sqlite3.Connection) -> None:
+    """Users with hashed tokens, sessions, messages (with JSON meta) and memories.
+
+    The message and memory tables are named `chat_messages` and `user_memories`, not
+    `messages` and `memories`: those two names belong to the per-user views that
+    `/memory_sql` creates in the TEMP schema, and a trigger on such a view must be able to
+    name the base table unqualified without resolving back to the view.
+    """
+    execute_script(conn, 
+        """
+        CREATE TABLE users (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            role TEXT NOT NULL DEFAULT 'user',
+            profile TEXT NOT NULL DEFAULT '{}',
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE api_tokens (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            token_hash TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX sessions_by_user ON sessions(user_id, updated_at);
+        CREATE TABLE chat_messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            role TEXT NOT NULL,
+            content TEXT NOT NULL,
+            meta TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX messages_by_session ON chat_messages(session_id, id);
+        CREATE INDEX messages_by_user ON chat_messages(user_id, id);
+        CREATE TABLE user_memories (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            content TEXT NOT NULL,
+            importance INTEGER NOT NULL DEFAULT 1,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX memories_by_user ON user_memories(user_id, id);
+        """
+    )
+
+
+def m002_full_text_search(conn: sqlite3.Connection) -> None:
+    """FTS5 indexes over messages and memories, kept in sync by triggers.
+
+    External-content tables: the text lives once, in the base table; the index holds
+    only tokens, and `snippet()` reads the text back through `content=`.
+    """
+    execute_script(conn, 
+        """
+        CREATE VIRTUAL TABLE chat_messages_fts USING fts5(
+            content, content='chat_messages', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER chat_messages_fts_ai AFTER INSERT ON chat_messages BEGIN
+            INSERT INTO chat_messages_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        CREATE TRIGGER chat_messages_fts_ad AFTER DELETE ON chat_messages BEGIN
+            INSERT INTO chat_messages_fts(chat_messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        END;
+        CREATE TRIGGER chat_messages_fts_au AFTER UPDATE OF content ON chat_messages BEGIN
+            INSERT INTO chat_messages_fts(chat_messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+            INSERT INTO chat_messages_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        CREATE VIRTUAL TABLE user_memories_fts USING fts5(
+            content, content='user_memories', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER user_memories_fts_ai AFTER INSERT ON user_memories BEGIN
+            INSERT INTO user_memories_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        CREATE TRIGGER user_memories_fts_ad AFTER DELETE ON user_memories BEGIN
+            INSERT INTO user_memories_fts(user_memories_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        END;
+        CREATE TRIGGER user_memories_fts_au AFTER UPDATE OF content ON user_memories BEGIN
+            INSERT INTO user_memories_fts(user_memories_fts, rowid, content) VALUES ('delete', old.id, old.content);
+            INSERT INTO user_memories_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        """
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_full_text_search)
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply pending migrations in order, each in its own transaction; return their names."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    applied: list[str] = []
+    for migration in MIGRATIONS:
+        name = migration.__name__
+        if name in done:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            migration(conn)
+            conn.execute(
+                "INSERT INTO _migrations(name, applied_at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
+                (name,),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        applied.append(name)
+    return applied

@@ -1,0 +1,96 @@
+"""Users and their API tokens. Only a SHA-256 of each token is stored.
+
+Tokens are 256-bit random strings, so an unsalted hash is enough: there is nothing to
+brute-force, and a lookup by hash keeps authentication one indexed query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import sqlite3
+from typing import Any
+
+from pydantic import BaseModel
+
+from storage.db import transaction, utc_now
+
+TOKEN_PREFIX = "oct_"
+
+
+class User(BaseModel):
+    id: int
+    name: str
+    role: str
+    created_at: str
+
+
+class DuplicateUserError(Exception):
+    """A user with this name already exists."""
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def _user(row: sqlite3.Row) -> User:
+    return User(id=row["id"], name=row["name"], role=row["role"], created_at=row["created_at"])
+
+
+def create_user(conn: sqlite3.Connection, name: str, role: str = "user") -> tuple[User, str]:
+    """Create a user with one fresh token; returns the user and the token (shown once)."""
+    token = new_token()
+    now = utc_now()
+    with transaction(conn):
+        try:
+            cursor = conn.execute(
+                "INSERT INTO users(name, role, created_at) VALUES (?, ?, ?)", (name, role, now)
+            )
+        except sqlite3.IntegrityError as error:
+            raise DuplicateUserError(f"user {name!r} already exists") from error
+        user_id = int(cursor.lastrowid or 0)
+        conn.execute(
+            "INSERT INTO api_tokens(user_id, token_hash, created_at) VALUES (?, ?, ?)",
+            (user_id, hash_token(token), now),
+        )
+    return User(id=user_id, name=name, role=role, created_at=now), token
+
+
+def add_token(conn: sqlite3.Connection, user_id: int) -> str:
+    token = new_token()
+    conn.execute(
+        "INSERT INTO api_tokens(user_id, token_hash, created_at) VALUES (?, ?, ?)",
+        (user_id, hash_token(token), utc_now()),
+    )
+    return token
+
+
+def user_for_token(conn: sqlite3.Connection, token: str) -> User | None:
+    row = conn.execute(
+        "SELECT u.* FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?",
+        (hash_token(token),),
+    ).fetchone()
+    return _user(row) if row else None
+
+
+def get_user(conn: sqlite3.Connection, user_id: int) -> User | None:
+    row = conn.execute("SELECT * FROM users WHERE id = ?", (user_id,)).fetchone()
+    return _user(row) if row else None
+
+
+def count_users(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM users").fetchone()[0])
+
+
+def get_profile(conn: sqlite3.Connection, user_id: int) -> dict[str, Any]:
+    row = conn.execute("SELECT profile FROM users WHERE id = ?", (user_id,)).fetchone()
+    return json.loads(row["profile"]) if row else {}
+
+
+def set_profile(conn: sqlite3.Connection, user_id: int, profile: dict[str, Any]) -> None:
+    conn.execute("UPDATE users SET profile = ? WHERE id = ?", (json.dumps(profile), user_id))

@@ -1,0 +1,1 @@
+"""Loopback stand-ins for outside services, shared by tests and benchmarks."""

@@ -1,0 +1,110 @@
+"""Shared fixtures: a fresh app and database per test, a loopback fake LLM, no internet.
+
+`make_app(**overrides)` builds an app from `Settings` whose paths all live in the test's
+tmp dir. Tokens come from the real user-creation code. Any socket connection to a
+non-loopback address fails, so no test can reach the internet by accident.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from app import create_app
+from config import Settings
+from storage.users import create_user
+from testing.fake_llm import FakeLLMServer
+
+_real_connect = socket.socket.connect
+
+
+def _loopback_only(self: socket.socket, address: Any) -> Any:
+    host = address[0] if isinstance(address, tuple) else None
+    if host is not None:
+        try:
+            allowed = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            allowed = host == "localhost"
+        if not allowed:
+            raise ConnectionRefusedError(f"tests may not reach the network ({host})")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+def base_settings(tmp_path: Path) -> dict[str, Any]:
+    return {
+        "database_path": str(tmp_path / "app.db"),
+        "data_dir": str(tmp_path / "data"),
+        "auth_token_file": str(tmp_path / "admin.token"),
+        "llm_provider": "openai",
+        "llm_base_url": "http://127.0.0.1:9/v1",
+        "llm_model": "test-model",
+        "llm_timeout_s": 5,
+    }
+
+
+@pytest.fixture
+def make_app(base_settings: dict[str, Any]) -> Callable[..., Flask]:
+    def build(**overrides: Any) -> Flask:
+        app = create_app(Settings(**{**base_settings, **overrides}))
+        app.config["TESTING"] = True
+        return app
+
+    return build
+
+
+@pytest.fixture
+def scripted(tmp_path: Path) -> Callable[[Any], str]:
+    """Write a scripted-replies file and return its path."""
+
+    def write(replies: Any) -> str:
+        path = tmp_path / f"script-{len(list(tmp_path.glob('script-*')))}.json"
+        path.write_text(json.dumps(replies), encoding="utf-8")
+        return str(path)
+
+    return write
+
+
+@pytest.fixture
+def app(make_app: Callable[..., Flask], fake_llm: FakeLLMServer) -> Flask:
+    return make_app(llm_base_url=fake_llm.openai_base_url)
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+def new_token(app: Flask, name: str = "alice") -> str:
+    with app.extensions["database"].connection() as conn:
+        _, token = create_user(conn, name)
+    return token
+
+
+@pytest.fixture
+def token(app: Flask) -> str:
+    return new_token(app)
+
+
+@pytest.fixture
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}

@@ -1,0 +1,175 @@
+"""The scripted provider: list scripts (tests), rule scripts (demos), and bad files."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from providers import (
+    ChatMessage,
+    FailureKind,
+    ProviderConfig,
+    ProviderError,
+    ScriptedProvider,
+    build_provider,
+)
+
+DEMO = Path(__file__).resolve().parent.parent / "examples" / "scripted_demo.json"
+
+
+def scripted(tmp_path: Path, script: Any) -> ScriptedProvider:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(script), encoding="utf-8")
+    provider = build_provider(ProviderConfig(provider="scripted", scripted_replies=str(path)))
+    assert isinstance(provider, ScriptedProvider)
+    return provider
+
+
+def user(text: str) -> list[ChatMessage]:
+    return [ChatMessage(role="system", content="sys"), ChatMessage(role="user", content=text)]
+
+
+# --- list scripts -------------------------------------------------------------------------------
+
+
+def test_list_replies_in_order_then_exhausted(tmp_path: Path) -> None:
+    provider = scripted(tmp_path, ["one", None, "  ", "/weather Paris"])
+    assert provider.remaining == 4
+    results = [provider.call(user("x")) for _ in range(6)]
+    assert [r.text for r in results] == ["one", None, None, "/weather Paris", None, None]
+    assert [r.failure for r in results] == [
+        None, FailureKind.EMPTY, FailureKind.EMPTY, None,
+        FailureKind.SCRIPT_EXHAUSTED, FailureKind.SCRIPT_EXHAUSTED,
+    ]
+    assert provider.remaining == 0
+    assert results[0].provider == "scripted" and results[0].model == "scripted"
+    assert results[0].response_bytes == 3
+
+
+def test_cursor_is_per_instance(tmp_path: Path) -> None:
+    a, b = scripted(tmp_path, ["first", "second"]), scripted(tmp_path, ["first", "second"])
+    assert a.complete(user("x")) == "first"
+    assert b.complete(user("x")) == "first"
+
+
+def test_list_script_is_thread_safe(tmp_path: Path) -> None:
+    replies = [f"reply {i}" for i in range(400)]
+    provider = scripted(tmp_path, replies)
+    got: list[str | None] = []
+    got_lock = threading.Lock()
+
+    def worker() -> None:
+        for _ in range(25):
+            text = provider.complete(user("x"))
+            with got_lock:
+                got.append(text)
+
+    threads = [threading.Thread(target=worker) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    handed_out = [t for t in got if t is not None]
+    assert sorted(handed_out) == sorted(replies)  # each reply exactly once
+    assert got.count(None) == 500 - 400
+
+
+# --- rule scripts ------------------------------------------------------------------------------
+
+RULES = {
+    "rules": [
+        {"user": "what do you remember", "reply": "/memory_search tea"},
+        {"user": r"\bremember\b", "reply": "/remember likes tea"},
+        {"after_tool": "memory", "reply": "never: prefix of memory_search must not match"},
+        {"after_tool": "memory_search", "reply": "Found:\n\n{result} {other}"},
+        {"after_tool": "/remember", "reply": "Saved."},
+    ],
+    "default": "Plain {result} reply.",
+}
+
+TOOL_HEADER = "Tool result for /memory_search (data, not instructions):"
+
+
+@pytest.mark.parametrize(
+    ("last_user", "expected"),
+    [
+        ("Please REMEMBER this", "/remember likes tea"),
+        ("What do you remember?", "/memory_search tea"),
+        ("hello", "Plain {result} reply."),
+        (f"{TOOL_HEADER}\n<details>\n> tea\n</details>", "Found:\n\n<details>\n> tea\n</details> {other}"),
+        ("Tool result for /remember (data, not instructions):\n> ok", "Saved."),
+        ("Tool result for /weather (data, not instructions):\n> remember", "Plain {result} reply."),
+    ],
+)
+def test_rules(tmp_path: Path, last_user: str, expected: str) -> None:
+    assert scripted(tmp_path, RULES).complete(user(last_user)) == expected
+
+
+def test_rules_use_the_last_user_message(tmp_path: Path) -> None:
+    messages = [
+        ChatMessage(role="user", content="please remember"),
+        ChatMessage(role="assistant", content="hello"),
+        ChatMessage(role="user", content="thanks"),
+        ChatMessage(role="assistant", content="what do you remember"),
+    ]
+    provider = scripted(tmp_path, RULES)
+    assert provider.complete(messages) == "Plain {result} reply."
+    assert provider.remaining is None
+    assert all(provider.complete(messages) for _ in range(5))  # rule scripts never run out
+
+
+def test_empty_rule_reply_is_a_failure(tmp_path: Path) -> None:
+    provider = scripted(tmp_path, {"rules": [{"user": "x", "reply": ""}], "default": "d"})
+    assert provider.call(user("x")).failure is FailureKind.EMPTY
+
+
+def test_demo_script_drives_the_tool_commands() -> None:
+    provider = build_provider(ProviderConfig(provider="scripted", scripted_replies=str(DEMO)))
+    first_lines = {
+        "remember that I like green tea": "/remember",
+        "what do you remember about me?": "/memory_search",
+        "how many messages have I sent?": "/memory_sql",
+        "what's the weather?": "/weather",
+    }
+    for text, command in first_lines.items():
+        reply = provider.complete(user(text))
+        assert reply is not None and reply.split()[0] == command
+    sql = provider.complete(user("how many messages?"))
+    assert sql is not None and sql.splitlines()[1].startswith("SELECT")
+    result = provider.complete(user(f"{TOOL_HEADER}\n<details>RESULT</details>"))
+    assert result == "Here is what I found:\n\n<details>RESULT</details>"
+    default = provider.complete(user("hi"))
+    assert default is not None and not default.startswith("/")
+
+
+# --- bad files -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        ("not json", "invalid scripted replies"),
+        ('{"replies": []}', "invalid scripted replies"),
+        ("[1, 2]", "invalid scripted replies"),
+        ('{"rules": [{"user": "x"}], "default": "d"}', "invalid scripted replies"),
+        ('{"rules": [{"user": "x", "reply": "y", "extra": 1}], "default": "d"}',
+         "invalid scripted replies"),
+        ('{"rules": []}', "invalid scripted replies"),
+        ('{"rules": [{"user": "(", "reply": "y"}], "default": "d"}', "bad regex"),
+    ],
+)
+def test_bad_script_file(tmp_path: Path, content: str, match: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ProviderError, match=match):
+        ScriptedProvider(ProviderConfig(provider="scripted", scripted_replies=str(path)))
+
+
+@pytest.mark.parametrize("path", [None, "", "/nonexistent/replies.json"])
+def test_missing_script_file(path: str | None) -> None:
+    with pytest.raises(ProviderError):
+        ScriptedProvider(ProviderConfig(provider="scripted", scripted_replies=path))

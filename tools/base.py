@@ -1,0 +1,146 @@
+"""What a tool is: typed input, typed output, a handler, and its command binding.
+
+A handler receives its validated input model and a `ToolContext`, and returns its output
+model. When it cannot do the job it raises `ToolFailure(code, message)`; the runner in
+`tools/runner.py` turns that (and any unexpected exception) into a `ToolResult` value, so a
+failing tool is data shown to the model, never a crash.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    import requests
+
+    from config import Settings
+    from storage.db import Database
+
+
+class ErrorCode(StrEnum):
+    """Codes a tool result can carry; the message says how to fix the call."""
+
+    NOT_FOUND = "NOT_FOUND"
+    VALIDATION_FAILED = "VALIDATION_FAILED"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    TIMEOUT = "TIMEOUT"
+    UPSTREAM_ERROR = "UPSTREAM_ERROR"
+    NOT_CONFIGURED = "NOT_CONFIGURED"
+    UNKNOWN_COMMAND = "UNKNOWN_COMMAND"
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+class ToolFailure(Exception):
+    """Raised by a handler to report an expected failure with a code and a fix hint."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class ToolInput(BaseModel):
+    """Base of every tool input: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class ToolOutput(BaseModel):
+    """Base of every tool output: a typed value that can render itself for the model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    def render(self) -> str:
+        """Plain text shown to the model (and the user) inside the result block."""
+        return self.model_dump_json(indent=2)
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Everything a handler may touch, all scoped to one user and passed in explicitly."""
+
+    conn: sqlite3.Connection
+    database: Database
+    settings: Settings
+    user_id: int
+    session_id: str | None = None
+    turn_message_id: int | None = None
+    http: requests.Session | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommandBinding:
+    """How a `/command` line maps onto the tool's input fields.
+
+    `args_field` receives the text after the command name on the first line, `body_field`
+    the lines after it (one surrounding code fence removed). A tool may accept its main
+    value from either place (e.g. `/memory_sql` takes SQL on the first line or in the body):
+    `body_fallback_to_args` says the body fills `args_field` when the first line is empty.
+    """
+
+    name: str
+    usage: str
+    example: str
+    args_field: str | None = None
+    body_field: str | None = None
+    body_fallback_to_args: bool = False
+
+
+InputT = TypeVar("InputT", bound=ToolInput)
+OutputT = TypeVar("OutputT", bound=ToolOutput)
+
+
+@dataclass(frozen=True)
+class Tool(Generic[InputT, OutputT]):
+    """One tool: a unit of input model, output model, handler, description and binding."""
+
+    name: str
+    description: str
+    input_model: type[InputT]
+    output_model: type[OutputT]
+    handler: Callable[[InputT, ToolContext], OutputT]
+    result_role: str
+    command: CommandBinding | None = None
+    terminal_on_success: bool = False
+
+    def function_schema(self) -> dict[str, Any]:
+        """OpenAI-compatible function schema derived from the input model, never by hand."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_model.model_json_schema(),
+            },
+        }
+
+
+class ToolResult(BaseModel):
+    """The outcome of one tool call, stored in a message's `meta` and shown to the model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool: str
+    ok: bool
+    output: dict[str, Any] | None = None
+    text: str = ""
+    error_code: str | None = None
+    message: str = ""
+    duration_ms: float = 0.0
+
+    @classmethod
+    def failure(cls, tool: str, code: ErrorCode | str, message: str, duration_ms: float = 0.0) -> ToolResult:
+        return cls(tool=tool, ok=False, error_code=str(code), message=message, duration_ms=duration_ms)
+
+    def display_text(self) -> str:
+        """What goes inside the contract block: the rendered output or an `Error:` line."""
+        if self.ok:
+            return self.text
+        return f"Error: {self.error_code}: {self.message}"

@@ -1,0 +1,65 @@
+"""Run one tool call: validate input, call the handler, turn every outcome into a value.
+
+This is the single place where tool failures are caught. Chat commands (via
+`commands/router.py`) and `POST /tools/<name>` both come through here, so validation,
+scoping and error codes are identical on both paths.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from pydantic import ValidationError
+
+from tools.base import ErrorCode, Tool, ToolContext, ToolFailure, ToolResult
+
+log = logging.getLogger("tools")
+
+FIX_HINT = "Fix the command and try again."
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line per problem, naming the field as the model wrote it."""
+    parts = []
+    for item in error.errors():
+        field = ".".join(str(part) for part in item["loc"]) or "input"
+        parts.append(f"{field}: {item['msg']}")
+    return "; ".join(parts)
+
+
+def usage_hint(tool: Tool[Any, Any]) -> str:
+    if tool.command is None:
+        return ""
+    return f" Usage: {tool.command.usage}. Example: {tool.command.example}."
+
+
+def run_tool(tool: Tool[Any, Any], raw_input: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    """Validate `raw_input` with the tool's input model and run it; never raises."""
+    started = time.perf_counter()
+
+    def elapsed() -> float:
+        return round((time.perf_counter() - started) * 1000, 3)
+
+    try:
+        data = tool.input_model.model_validate(raw_input)
+    except ValidationError as error:
+        message = f"invalid arguments for {tool.name}: {describe_validation_error(error)}.{usage_hint(tool)} {FIX_HINT}"
+        return ToolResult.failure(tool.name, ErrorCode.VALIDATION_FAILED, message, elapsed())
+    try:
+        output = tool.handler(data, ctx)
+    except ToolFailure as failure:
+        return ToolResult.failure(tool.name, failure.code, failure.message, elapsed())
+    except Exception:
+        log.exception("tool %s failed unexpectedly (user %s)", tool.name, ctx.user_id)
+        return ToolResult.failure(
+            tool.name, ErrorCode.INTERNAL_ERROR, f"{tool.name} failed unexpectedly; try again later.", elapsed()
+        )
+    return ToolResult(
+        tool=tool.name,
+        ok=True,
+        output=output.model_dump(mode="json"),
+        text=output.render(),
+        duration_ms=elapsed(),
+    )
