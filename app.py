@@ -125,8 +125,9 @@ def create_user_command(name: str, role: str) -> None:
 def serve() -> None:
     settings = load_settings()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(settings)
-    app.run(host=settings.host, port=settings.port, threaded=True)
+    from server import serve as serve_with_gunicorn
+
+    serve_with_gunicorn(create_app(settings), settings)
 
 
 if __name__ == "__main__":

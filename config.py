@@ -55,6 +55,7 @@ class Settings(BaseModel):
     system_prompt_file: str | None = None
     trace_enabled: bool = False
     max_message_chars: int = 32_000
+    web_threads: int = Field(default=32, ge=1, le=1024)
     fallback_api_keys: dict[str, str] = Field(default_factory=dict)
 
     def llm_config(self) -> ProviderConfig:

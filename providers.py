@@ -10,6 +10,7 @@ on them, and they are logged without any prompt text because prompts hold user d
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import re
@@ -545,8 +546,21 @@ class ScriptedProvider(Provider):
                 and isinstance(rule, AfterToolRule)
                 and rule.after_tool.lstrip("/").lower() == tool.group(1).lower()
             ):
-                return rule.reply.replace("{result}", last.partition("\n")[2])
+                return rule.reply.replace("{result}", quoted_result(last.partition("\n")[2]))
         return self.script.default
+
+
+def quoted_result(result: str) -> str:
+    """The readable text of a tool-result block: its `> ` lines, unquoted and unescaped.
+
+    Results reach a provider in the stored contract form (a `<details>` block with every
+    line quoted and HTML-escaped); a demo reply wants just the text. Anything that is not
+    in that form is returned as it is.
+    """
+    quoted = [line for line in result.splitlines() if line == ">" or line.startswith("> ")]
+    if not quoted:
+        return result
+    return html.unescape("\n".join(line[2:] for line in quoted))
 
 
 def load_script(path: str | None) -> list[str | None] | RuleScript:

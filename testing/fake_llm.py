@@ -78,6 +78,7 @@ class FakeLLMServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else headers/body writes meet delayed ACKs (+40 ms)
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence access log
                 return

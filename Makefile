@@ -1,0 +1,18 @@
+# The two commands of the README; each does all set-up first.
+.PHONY: run test bench setup demo
+
+run:
+	scripts/run.sh
+
+test:
+	scripts/test.sh
+
+setup:
+	scripts/setup.sh
+
+# Full tool turns without any model: the scripted provider and examples/scripted_demo.json.
+demo:
+	LLM_PROVIDER=scripted SCRIPTED_REPLIES=examples/scripted_demo.json scripts/run.sh
+
+bench: setup
+	.venv/bin/python bench/turn_overhead.py

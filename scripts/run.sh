@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Sets up the machine (scripts/setup.sh), then starts the server (HOST, PORT, LLM_* from
+# the environment or .env). On first run the admin token is written to AUTH_TOKEN_FILE.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+exec .venv/bin/python app.py "$@"
