@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -145,8 +146,22 @@ class Provider(ABC):
         sleep: Sleep = time.sleep,
     ) -> None:
         self.config = config
-        self.http = http if http is not None else requests.Session()
+        self.http = http if http is not None else self._session()
         self.sleep = sleep
+
+    def _session(self) -> requests.Session:
+        """A pooled session whose proxy settings are read from the environment once.
+
+        With `trust_env` on, requests re-scans `os.environ` for proxies on every call,
+        which costs a noticeable share of a loopback round trip; the answer cannot change
+        while the process runs, so it is resolved here.
+        """
+        session = requests.Session()
+        if self.base_url:
+            session.proxies.update(requests.utils.get_environ_proxies(self.base_url))
+        session.verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
+        session.trust_env = False
+        return session
 
     @property
     def model(self) -> str:

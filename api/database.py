@@ -1,4 +1,8 @@
-"""The request's own SQLite connection, opened lazily and closed on teardown (flaskr's get_db)."""
+"""The request's SQLite connection (flaskr's get_db): this thread's own, reused across requests.
+
+On teardown an unfinished transaction is rolled back; the connection itself stays with
+the thread (see `Database.thread_connection`).
+"""
 
 from __future__ import annotations
 
@@ -15,14 +19,14 @@ def database() -> Database:
 
 def get_db() -> sqlite3.Connection:
     if "db" not in g:
-        g.db = database().connect()
+        g.db = database().thread_connection()
     return g.db
 
 
 def close_db(_: BaseException | None = None) -> None:
     conn = g.pop("db", None)
-    if conn is not None:
-        conn.close()
+    if conn is not None and conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 def init_app(app: Flask) -> None:

@@ -1,13 +1,16 @@
-"""SQLite connections: one per request or thread, never shared.
+"""SQLite connections: one per thread, never shared between threads.
 
-`Database` only knows the file path and how to configure a fresh connection (WAL, busy
-timeout, foreign keys, row factory). Callers own the connection they open and close it;
-Flask keeps one per request on `g` (see `api/database.py`).
+`Database` knows the file path and how to configure a connection (WAL, busy timeout,
+foreign keys, row factory). `thread_connection()` hands each thread its own connection and
+keeps it for the thread's next request: opening one and, worse, closing the last one
+(which checkpoints and deletes the WAL file) would cost milliseconds per request.
+`connection()` opens a private one for CLI commands, jobs and sandboxes.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -28,6 +31,20 @@ class Database:
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
+        self._local = threading.local()
+
+    def thread_connection(self) -> sqlite3.Connection:
+        """This thread's own connection, opened on first use and then reused.
+
+        A connection handed back with a transaction still open (a request that crashed
+        mid-way) is rolled back first, so no request inherits another's transaction.
+        """
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self.connect()
+        elif conn.in_transaction:
+            conn.execute("ROLLBACK")
+        return conn
 
     def connect(self) -> sqlite3.Connection:
         """Open a new autocommit connection; transactions are explicit (`transaction()`)."""

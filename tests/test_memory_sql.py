@@ -1,0 +1,387 @@
+"""`/memory_sql`: what the model may read and change, and that refusals change nothing."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from storage.db import Database, utc_now
+from tools.base import ErrorCode, ToolContext, ToolFailure
+from tools.memory_sql import MEMORY_SQL_TOOL, MemorySqlInput, MemorySqlOutput, memory_sql_handler, run_memory_sql
+
+ALICE, BOB = 1, 2
+DENIED, INVALID, TIMEOUT = ErrorCode.PERMISSION_DENIED, ErrorCode.VALIDATION_FAILED, ErrorCode.TIMEOUT
+SNAPSHOT_TABLES = (
+    "users", "api_tokens", "sessions", "chat_messages", "user_memories", "_migrations",
+    "user_memories_fts_data", "user_memories_fts_docsize", "chat_messages_fts_data",
+)
+
+
+def seed(db: Database, *, alice_messages: int = 4, alice_memories: int = 3) -> dict[str, list[int]]:
+    """Two users, each with a session, messages and memories; returns the row ids by owner."""
+    now = utc_now()
+    ids: dict[str, list[int]] = {"alice_memories": [], "bob_memories": []}
+    with db.connection() as conn:
+        for user_id, name in ((ALICE, "alice"), (BOB, "bob")):
+            conn.execute("INSERT INTO users (id, name, created_at) VALUES (?, ?, ?)", (user_id, name, now))
+            conn.execute("INSERT INTO api_tokens (user_id, token_hash, created_at) VALUES (?, ?, ?)",
+                         (user_id, f"hash-of-{name}", now))
+            conn.execute("INSERT INTO sessions VALUES (?, ?, 'chat', ?, ?)", (f"s-{name}", user_id, now, now))
+        texts = ["please delete this draft", "hello there", "SELECT is my favourite word", "bye"]
+        for number in range(alice_messages):
+            conn.execute(
+                "INSERT INTO chat_messages (session_id, user_id, role, content, meta, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                ("s-alice", ALICE, "user" if number % 2 == 0 else "assistant", texts[number % 4], '{"k": 1}', now),
+            )
+        conn.execute("INSERT INTO chat_messages (session_id, user_id, role, content, created_at) VALUES "
+                     "('s-bob', ?, 'user', 'bob secret message', ?)", (BOB, now))
+        for owner, user_id, count, stem in (("alice", ALICE, alice_memories, "alice likes tea"),
+                                            ("bob", BOB, 2, "bob secret memory")):
+            for number in range(count):
+                cursor = conn.execute(
+                    "INSERT INTO user_memories (user_id, content, importance, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?)", (user_id, f"{stem} {number}", 1 + number % 10, now, now),
+                )
+                ids[f"{owner}_memories"].append(int(cursor.lastrowid or 0))
+    return ids
+
+
+def snapshot(db: Database) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table that matters, plus the schema: equal before and after = no change."""
+    with db.connection() as conn:
+        state = {t: [tuple(r) for r in conn.execute(f"SELECT * FROM {t} ORDER BY rowid")] for t in SNAPSHOT_TABLES}
+        state["schema"] = [tuple(r) for r in conn.execute("SELECT type, name, sql FROM sqlite_schema ORDER BY name")]
+    return state
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Database:
+    database = Database(tmp_path / "app.db")
+    database.migrate()
+    return database
+
+
+@pytest.fixture
+def ids(db: Database) -> dict[str, list[int]]:
+    return seed(db)
+
+
+def assert_refused(db: Database, sql: str, codes: set[ErrorCode], **kwargs: Any) -> ToolFailure:
+    before = snapshot(db)
+    with pytest.raises(ToolFailure) as caught:
+        run_memory_sql(db, ALICE, sql, **kwargs)
+    assert caught.value.code in codes, caught.value.message
+    assert snapshot(db) == before
+    return caught.value
+
+
+REFUSED: list[tuple[str, ErrorCode]] = [
+    # schema and pragmas
+    ("SELECT * FROM sqlite_master", DENIED),
+    ("SELECT name FROM sqlite_schema", DENIED),
+    ("SELECT * FROM sqlite_temp_master", DENIED),
+    ("SELECT sql FROM temp.sqlite_schema", DENIED),
+    ("SELECT * FROM pragma_table_info('users')", DENIED),
+    ("SELECT count(*) FROM pragma_table_info('chat_messages')", DENIED),
+    ("SELECT * FROM pragma_database_list", DENIED),
+    ("PRAGMA table_info(users)", DENIED),
+    ("PRAGMA writable_schema = 1", DENIED),
+    ("SELECT * FROM json_each((SELECT group_concat(sql) FROM sqlite_master))", DENIED),
+    # attach, extensions, tokenizers, other non-core functions
+    ("ATTACH DATABASE ':memory:' AS x", DENIED),
+    ("ATTACH DATABASE '{tmp}/evil.db' AS evil", DENIED),
+    ("DETACH DATABASE main", DENIED),
+    ("SELECT load_extension('x')", DENIED),
+    ("SELECT fts3_tokenizer('simple')", DENIED),
+    ("SELECT sqlite_version()", DENIED),
+    # base tables, other columns, main-schema names
+    ("SELECT * FROM chat_messages", DENIED),
+    ("SELECT * FROM main.chat_messages", DENIED),
+    ("SELECT content FROM user_memories", DENIED),
+    ("SELECT * FROM users", DENIED),
+    ("SELECT token_hash FROM api_tokens", DENIED),
+    ("SELECT * FROM sessions", DENIED),
+    ("SELECT count(*) FROM users", DENIED),
+    ("SELECT 1 FROM chat_messages, (SELECT 2)", DENIED),
+    ("SELECT * FROM main.messages", INVALID),
+    ("SELECT user_id FROM messages", INVALID),
+    ("SELECT meta FROM messages", INVALID),
+    # FTS index and its shadow tables
+    ("SELECT * FROM user_memories_fts", DENIED),
+    ("SELECT rowid FROM user_memories_fts WHERE user_memories_fts MATCH 'bob'", DENIED),
+    ("SELECT * FROM user_memories_fts_data", DENIED),
+    ("SELECT * FROM user_memories_fts_docsize", DENIED),
+    ("SELECT * FROM user_memories_fts_idx", DENIED),
+    ("SELECT * FROM chat_messages_fts_config", DENIED),
+    ("UPDATE memories SET content = (SELECT group_concat(block) FROM user_memories_fts_data)", DENIED),
+    ("UPDATE memories SET importance = (SELECT count(*) FROM user_memories_fts_docsize)", DENIED),
+    ("INSERT INTO user_memories_fts (user_memories_fts) VALUES ('delete-all')", DENIED),
+    ("DELETE FROM user_memories_fts_docsize", DENIED),
+    # writes other than UPDATE memories SET content/importance
+    ("UPDATE messages SET role = 'system'", DENIED),
+    ("UPDATE memories SET id = 999", DENIED),
+    ("UPDATE memories SET created_at = 'yesterday'", DENIED),
+    ("UPDATE memories SET content = 'x' WHERE user_id = 2", INVALID),
+    ("UPDATE user_memories SET content = 'x'", DENIED),
+    ("UPDATE memories SET content = (SELECT token_hash FROM api_tokens LIMIT 1)", DENIED),
+    ("UPDATE memories SET content = 'x' WHERE id IN (SELECT id FROM user_memories)", DENIED),
+    ("UPDATE memories SET content = users.name FROM users WHERE users.id = 2", DENIED),
+    ("UPDATE memories SET importance = 2 RETURNING id", INVALID),
+    ("INSERT INTO memories (content) VALUES ('x')", DENIED),
+    ("INSERT INTO user_memories (user_id, content, created_at, updated_at) VALUES (1, 'x', 't', 't')", DENIED),
+    ("REPLACE INTO user_memories (id, user_id, content, created_at, updated_at) VALUES (1, 1, 'x', 't', 't')", DENIED),
+    ("DELETE FROM memories", DENIED),
+    ("DELETE FROM user_memories", DENIED),
+    # DDL, maintenance, transactions
+    ("CREATE TABLE t (x)", DENIED),
+    ("CREATE TEMP TABLE t (x)", DENIED),
+    ("CREATE TEMP VIEW v AS SELECT * FROM user_memories", DENIED),
+    ("CREATE TEMP TRIGGER t AFTER UPDATE ON user_memories BEGIN DELETE FROM users; END", DENIED),
+    ("CREATE VIRTUAL TABLE v USING fts5(x)", DENIED),
+    ("DROP VIEW messages", DENIED),
+    ("DROP TABLE user_memories", DENIED),
+    ("ALTER TABLE user_memories ADD COLUMN x", DENIED),
+    ("ALTER TABLE memories RENAME TO m", INVALID),
+    ("VACUUM", DENIED),
+    ("VACUUM INTO '{tmp}/copy.db'", DENIED),
+    ("ANALYZE", DENIED),
+    ("REINDEX", DENIED),
+    ("REINDEX user_memories", DENIED),
+    ("BEGIN", DENIED),
+    ("COMMIT", DENIED),
+    ("ROLLBACK", DENIED),
+    ("SAVEPOINT s", DENIED),
+    ("RELEASE s", DENIED),
+    # several statements, comments and case tricks, name shadowing
+    ("SELECT 1; DELETE FROM memories", INVALID),
+    ("SELECT * FROM memories; DROP TABLE users", INVALID),
+    ("SELECT 1;;", INVALID),
+    ("SELECT * FROM memories -- hi\n; DELETE FROM memories", INVALID),
+    ("sElEcT * FrOm SqLiTe_MaStEr", DENIED),
+    ("/* harmless */ SELECT * FROM users", DENIED),
+    ("SELECT/**/token_hash/**/FROM/**/api_tokens", DENIED),
+    ('SELECT * FROM "users"', DENIED),
+    ("SELECT * FROM [api_tokens]", DENIED),
+    ("SELECT * FROM `sessions`", DENIED),
+    ("WITH messages AS (SELECT token_hash AS content FROM api_tokens) SELECT * FROM messages", DENIED),
+    ("WITH memories AS (SELECT * FROM user_memories) SELECT * FROM memories", DENIED),
+    ("SELECT * FROM (SELECT * FROM users) AS messages", DENIED),
+    ("WITH RECURSIVE users(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM users LIMIT 3) SELECT count(*) FROM users", DENIED),
+    ("EXPLAIN SELECT 1", INVALID),
+    ("EXPLAIN QUERY PLAN SELECT * FROM users", INVALID),
+    # bad values and sizes
+    ("UPDATE memories SET importance = 11", INVALID),
+    ("UPDATE memories SET importance = 'high'", INVALID),
+    ("UPDATE memories SET importance = 2.5", INVALID),
+    ("UPDATE memories SET content = '   '", INVALID),
+    ("UPDATE memories SET content = NULL", INVALID),
+    ("UPDATE memories SET content = printf('%.*c', 3000, 'x')", INVALID),
+    ("SELECT zeroblob(2000000000)", INVALID),
+    ("SELECT", INVALID),
+    ("   ", INVALID),
+    ("SELECT 1\x00; DELETE FROM memories", INVALID),
+]
+
+
+@pytest.mark.parametrize(("sql", "code"), REFUSED)
+def test_refused_and_nothing_changed(db: Database, ids: dict[str, list[int]], tmp_path: Path, sql: str,
+                                     code: ErrorCode) -> None:
+    failure = assert_refused(db, sql.replace("{tmp}", str(tmp_path)), {code})
+    assert failure.message
+    assert not (tmp_path / "evil.db").exists() and not (tmp_path / "copy.db").exists()
+
+
+def test_refusal_names_what_was_refused(db: Database, ids: dict[str, list[int]]) -> None:
+    failure = assert_refused(db, "SELECT * FROM sqlite_master", {DENIED})
+    assert "sqlite_master is not available" in failure.message
+    assert "memories(id, content, importance, created_at, updated_at)" in failure.message
+    assert "load_extension" in assert_refused(db, "SELECT load_extension('x')", {DENIED}).message
+    assert "memories.id" in assert_refused(db, "UPDATE memories SET id = 5", {DENIED}).message
+    assert "one statement" in assert_refused(db, "SELECT 1; SELECT 2", {INVALID}).message
+    assert "syntax error" in assert_refused(db, "SELEC 1", {INVALID}).message
+
+
+TIMEOUTS = [
+    "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
+    "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r LIMIT 5000) SELECT count(*) FROM r a, r b, r c",
+    "SELECT count(*) FROM messages a, messages b, messages c, messages d, messages e, messages f, messages g, "
+    "messages h, messages i, messages j, messages k, messages l",
+    "UPDATE memories SET importance = 2 WHERE id IN "
+    "(WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n FROM r WHERE n < 0)",
+]
+
+
+@pytest.mark.parametrize("sql", TIMEOUTS)
+def test_runaway_queries_time_out(db: Database, ids: dict[str, list[int]], sql: str) -> None:
+    started = time.monotonic()
+    assert_refused(db, sql, {TIMEOUT}, deadline_s=0.3)
+    assert time.monotonic() - started < 2
+
+
+def test_default_deadline_is_one_second(db: Database, ids: dict[str, list[int]]) -> None:
+    started = time.monotonic()
+    failure = assert_refused(db, TIMEOUTS[0], {TIMEOUT})
+    assert 0.9 <= time.monotonic() - started < 2.5
+    assert "1 s" in failure.message and "LIMIT" in failure.message
+
+
+def test_views_show_only_this_users_rows(db: Database, ids: dict[str, list[int]]) -> None:
+    messages = run_memory_sql(db, ALICE, "SELECT * FROM messages ORDER BY id")
+    assert messages.columns == ["id", "session_id", "role", "content", "created_at"]
+    assert {row[1] for row in messages.rows} == {"s-alice"} and messages.row_count == 4
+    memories = run_memory_sql(db, ALICE, "SELECT * FROM temp.memories")
+    assert memories.columns == ["id", "content", "importance", "created_at", "updated_at"]
+    assert [row[0] for row in memories.rows] == ids["alice_memories"]
+    everything = run_memory_sql(db, ALICE, "SELECT group_concat(content) FROM (SELECT content FROM messages "
+                                           "UNION ALL SELECT content FROM memories)").render()
+    assert "bob" not in everything
+    assert run_memory_sql(db, ALICE, f"SELECT * FROM memories WHERE id = {ids['bob_memories'][0]}").rows == []
+    assert run_memory_sql(db, BOB, "SELECT count(*) FROM memories").rows == [[2]]
+
+
+def test_update_of_another_users_memory_changes_nothing(db: Database, ids: dict[str, list[int]]) -> None:
+    before = snapshot(db)
+    bob_id = ids["bob_memories"][0]
+    result = run_memory_sql(db, ALICE, f"UPDATE memories SET content = 'pwned', importance = 9 WHERE id = {bob_id}")
+    assert (result.kind, result.updated) == ("update", 0)
+    assert result.render() == "Updated 0 memories."
+    assert snapshot(db) == before
+
+
+SELECTS: list[tuple[str, list[list[Any]]]] = [
+    ("WITH mine AS (SELECT role FROM messages) SELECT role, count(*) FROM mine GROUP BY role ORDER BY role",
+     [["assistant", 2], ["user", 2]]),
+    ("SELECT count(*), max(importance), sum(importance), avg(importance) FROM memories", [[3, 3, 6, 2.0]]),
+    ("SELECT json_object('n', count(*)), json_extract('{\"a\": [1, 2]}', '$.a[1]'), '{\"x\": 7}' ->> 'x' "
+     "FROM memories", [['{"n":3}', 2, 7]]),
+    ("SELECT sum(value) FROM json_each('[1, 2, 3]')", [[6]]),
+    ("SELECT content FROM messages WHERE content LIKE '%delete%'", [["please delete this draft"]]),
+    ("SELECT 'DROP TABLE users; ATTACH ''x'' AS y; sqlite_master' AS s", [["DROP TABLE users; ATTACH 'x' AS y; sqlite_master"]]),
+    ("SELECT content FROM messages WHERE content LIKE 'select%' -- a comment with DELETE", [["SELECT is my favourite word"]]),
+    ("SELECT id, row_number() OVER (ORDER BY id DESC) AS rn, lag(id) OVER (ORDER BY id) FROM messages ORDER BY id LIMIT 2",
+     [[1, 4, None], [2, 3, 1]]),
+    ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r LIMIT 5) SELECT count(*), sum(n) FROM r", [[5, 15]]),
+    ("SELECT date('2024-01-31', '+1 day'), upper(substr('abc', 2)), typeof(1.5)", [["2024-02-01", "BC", "real"]]),
+]
+
+
+@pytest.mark.parametrize(("sql", "rows"), SELECTS)
+def test_selects_work(db: Database, ids: dict[str, list[int]], sql: str, rows: list[list[Any]]) -> None:
+    before = snapshot(db)
+    result = run_memory_sql(db, ALICE, sql)
+    assert (result.kind, result.rows, result.truncated) == ("select", rows, False)
+    assert snapshot(db) == before
+
+
+def test_rows_are_capped_at_200(db: Database) -> None:
+    seed(db, alice_messages=250)
+    result = run_memory_sql(db, ALICE, "SELECT id, content FROM messages ORDER BY id")
+    assert (result.row_count, len(result.rows), result.truncated) == (200, 200, True)
+    assert result.render().splitlines()[-1] == "(200 rows, truncated at 200)"
+    assert len(result.render().splitlines()) == 202
+
+
+def test_render_is_a_compact_table(db: Database, ids: dict[str, list[int]]) -> None:
+    result = run_memory_sql(db, ALICE, "SELECT 1 AS n, NULL AS missing, 'a\nb' AS text, printf('%.*c', 500, 'x') AS long")
+    header, row, footer = result.render().splitlines()
+    assert header == "n | missing | text | long"
+    assert row.startswith('1 | NULL | "a\\nb" | "xxx') and row.endswith("…") and len(row) < 240
+    assert footer == "(1 row)"
+    assert result.rows[0][3] == "x" * 500  # stored cells keep up to 2000 characters
+
+
+def test_update_content_and_importance_reindexes_search(db: Database, ids: dict[str, list[int]]) -> None:
+    target, other = ids["alice_memories"][0], ids["alice_memories"][1]
+    before = snapshot(db)
+    result = run_memory_sql(db, ALICE, f"UPDATE memories SET content = 'prefers zanzibarite now', importance = 9 "
+                                       f"WHERE id = {target}")
+    assert (result.kind, result.updated, result.render()) == ("update", 1, "Updated 1 memory.")
+    with db.connection() as conn:
+        row = conn.execute("SELECT content, importance, updated_at, user_id FROM user_memories WHERE id = ?",
+                           (target,)).fetchone()
+        assert tuple(row)[:2] == ("prefers zanzibarite now", 9) and row["user_id"] == ALICE
+        assert row["updated_at"] > before["user_memories"][target - 1][5]
+        hits = conn.execute("SELECT rowid FROM user_memories_fts WHERE user_memories_fts MATCH 'zanzibarite'")
+        assert [hit[0] for hit in hits] == [target]
+        tea = conn.execute("SELECT rowid FROM user_memories_fts WHERE user_memories_fts MATCH 'tea'").fetchall()
+        assert target not in [hit[0] for hit in tea] and other in [hit[0] for hit in tea]
+    after = snapshot(db)
+    assert {k: v for k, v in after.items() if "memories" not in k} == {
+        k: v for k, v in before.items() if "memories" not in k}
+
+
+def test_update_may_use_ctes_and_read_the_views(db: Database, ids: dict[str, list[int]]) -> None:
+    first = ids["alice_memories"][0]
+    sql = (f"WITH best(n) AS (SELECT max(importance) + 4 FROM memories) UPDATE memories SET importance = "
+           f"(SELECT n FROM best), content = (SELECT content FROM messages ORDER BY id LIMIT 1) WHERE id = {first}")
+    assert run_memory_sql(db, ALICE, sql).updated == 1
+    assert run_memory_sql(db, ALICE, f"SELECT content, importance FROM memories WHERE id = {first}").rows == [
+        ["please delete this draft", 7]]
+
+
+@pytest.mark.parametrize(("count", "allowed"), [(50, True), (51, False)])
+def test_update_row_cap(db: Database, count: int, allowed: bool) -> None:
+    seed(db, alice_memories=count)
+    sql = "UPDATE memories SET importance = 10 WHERE content LIKE 'alice%'"
+    if not allowed:
+        failure = assert_refused(db, sql, {DENIED})
+        assert "51 > 50" in failure.message and "narrow the WHERE" in failure.message
+        return
+    assert run_memory_sql(db, ALICE, sql).updated == 50
+    assert run_memory_sql(db, ALICE, "SELECT count(*) FROM memories WHERE importance = 10").rows == [[50]]
+    assert run_memory_sql(db, BOB, "SELECT max(importance) FROM memories").rows == [[2]]
+
+
+def test_tool_unit(db: Database, ids: dict[str, list[int]]) -> None:
+    schema = MEMORY_SQL_TOOL.function_schema()["function"]["parameters"]
+    assert schema["required"] == ["sql"] and schema["properties"]["sql"]["maxLength"] == 10_000
+    assert MEMORY_SQL_TOOL.command is not None and MEMORY_SQL_TOOL.command.body_fallback_to_args
+    with db.connection() as conn:
+        ctx = ToolContext(conn=conn, database=db, settings=None, user_id=ALICE)  # type: ignore[arg-type]
+        result = memory_sql_handler(MemorySqlInput(sql="SELECT count(*) AS n FROM memories"), ctx)
+    assert isinstance(result, MemorySqlOutput) and result.rows == [[3]]
+    with pytest.raises(TypeError):
+        run_memory_sql(db, "1", "SELECT 1")  # type: ignore[arg-type]
+
+
+TOKENS = [
+    "SELECT", "UPDATE", "memories", "messages", "SET", "content", "importance", "=", "'x'", "5", "WHERE", "id",
+    "FROM", "*", ";", "DELETE", "INSERT", "INTO", "VALUES", "(", ")", ",", "WITH", "RECURSIVE", "AS", "UNION",
+    "ALL", "users", "sqlite_master", "user_memories", "user_id", "pragma_table_info('users')", "ATTACH", "':memory:'",
+    "load_extension('x')", "--", "/*", "*/", "LIKE", "'%delete%'", "count(*)", "LIMIT", "1", "json_each('[1]')",
+    "DROP", "TABLE", "BEGIN", "COMMIT", "OR", "NOT", "IN", "JOIN", "ON", "ORDER", "BY", "RETURNING", "\n",
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.text(max_size=120), st.lists(st.sampled_from(TOKENS), max_size=14).map(" ".join)))
+def test_random_text_only_fails_as_a_tool_failure(db: Database, text: str) -> None:
+    if not snapshot(db)["users"]:
+        seed(db)
+    before = snapshot(db)
+    try:
+        result: MemorySqlOutput | None = run_memory_sql(db, ALICE, text, deadline_s=0.2)
+    except ToolFailure:
+        result = None
+    after = snapshot(db)
+    if result is None or result.updated == 0:
+        assert after == before
+    else:  # a valid UPDATE memories only ever touches Alice's memories and their index
+        assert {k: v for k, v in after.items() if "memories" not in k} == {
+            k: v for k, v in before.items() if "memories" not in k}
+        assert [r for r in after["user_memories"] if r[1] == BOB] == [r for r in before["user_memories"] if r[1] == BOB]
+
+
+def test_the_connection_is_closed_and_temp_objects_are_gone(db: Database, ids: dict[str, list[int]]) -> None:
+    run_memory_sql(db, ALICE, "SELECT 1")
+    with pytest.raises(ToolFailure):
+        run_memory_sql(db, ALICE, "SELECT * FROM sqlite_master")
+    with db.connection() as conn:
+        assert conn.execute("SELECT count(*) FROM temp.sqlite_schema").fetchone()[0] == 0
+        conn.execute("BEGIN IMMEDIATE")  # no lock was left behind
+        conn.execute("ROLLBACK")
