@@ -350,3 +350,22 @@ def test_image_turn_uses_vision_provider_for_followup_turns(make_app, fake_llm):
         chat(client, auth, "thanks", session_id=session_id)  # window over: main provider
         assert len(vision.requests) == 2 and len(fake_llm.requests) == 1
         assert all("image_url" not in str(m) for m in fake_llm.requests[0]["messages"])
+
+
+# the Ollama wire format end to end ---------------------------------------------------------
+
+
+def test_tool_turn_through_the_ollama_wire_format(make_app, fake_llm):
+    from tests.conftest import new_token
+
+    app = make_app(llm_provider="ollama", llm_base_url=fake_llm.ollama_base_url, llm_model="qwen2.5:7b")
+    auth = {"Authorization": f"Bearer {new_token(app)}"}
+    fake_llm.queue("/remember prefers Ollama", "Saved for later.")
+    body = chat(app.test_client(), auth, "remember I use ollama").get_json()
+    assert body["reply"] == "Saved for later."
+    assert roles(body["messages"]) == ["user", "memory_tools", "assistant"]
+    assert fake_llm.paths == ["/api/chat", "/api/chat"]
+    for request_body in fake_llm.requests:
+        assert set(request_body) == {"model", "messages", "stream"}
+        assert request_body["stream"] is False and request_body["model"] == "qwen2.5:7b"
+    assert fake_llm.requests[1]["messages"][-1]["content"].startswith(FRAMING.format(name="remember"))
