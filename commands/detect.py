@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 COMMAND_LINE = re.compile(r"^/([A-Za-z][A-Za-z0-9_]*)(?:\s+(.*))?$", re.DOTALL)
 _TRIM = " \t\ufeff"
-_FENCE = "```"
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_FENCE_LINE = re.compile(r"^(`{3,})([^`]*)$")
 
 
 @dataclass(frozen=True)
@@ -29,17 +30,56 @@ class Command:
 
 def first_line_and_rest(text: str) -> tuple[str, str]:
     """Split at the first line break (\\n, \\r\\n or \\r); the rest excludes the break."""
-    match = re.search(r"\r\n|\r|\n", text)
+    match = _LINE_BREAK.search(text)
     if match is None:
         return text, ""
     return text[: match.start()], text[match.end() :]
 
 
+def _fence(line: str) -> tuple[int, str] | None:
+    """(backtick count, info string) when `line` is a ``` fence line, else None."""
+    match = _FENCE_LINE.match(line.strip())
+    return None if match is None else (len(match.group(1)), match.group(2).strip())
+
+
+def _surrounded(lines: list[str]) -> bool:
+    """Does the first line open a fence that only the last line closes?
+
+    Inside, a fence line with an info string (```python) opens a nested block and a bare
+    fence closes the innermost open one, so a nested block stays in the body while two
+    separate blocks (```…```, text, ```…```) are not mistaken for one surrounding fence.
+    """
+    opener, closer = _fence(lines[0]), _fence(lines[-1])
+    if opener is None or closer is None or closer[1] or closer[0] < opener[0]:
+        return False
+    depth = 0
+    for line in lines[1:-1]:
+        fence = _fence(line)
+        if fence is None:
+            continue
+        if fence[1]:
+            depth += 1
+        elif depth:
+            depth -= 1
+        elif fence[0] >= opener[0]:
+            return False  # the outer block ends before the last line
+    return depth == 0
+
+
 def strip_fence(body: str) -> str:
-    """Remove ONE fence that surrounds the whole body (```lang … ```), else keep it as is."""
-    lines = body.strip("\r\n").splitlines()
-    if len(lines) >= 2 and lines[0].strip().startswith(_FENCE) and lines[-1].strip() == _FENCE:
-        return "\n".join(lines[1:-1])
+    """Remove ONE fence that surrounds the whole body (```lang … ```), else keep it as is.
+
+    Lines are split on \\n, \\r\\n and \\r only (not `str.splitlines`, which would also
+    break at form feeds and other control characters inside the content) and joined with
+    \\n; blank lines around the body are dropped.
+    """
+    lines = _LINE_BREAK.split(body)
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if len(lines) >= 2 and _surrounded(lines):
+        lines = lines[1:-1]
     return "\n".join(lines)
 
 

@@ -86,10 +86,8 @@ def search_user_history(
                   created_at=r["created_at"], snippet=r["snippet"], score=r["score"])
         for r in memory_rows
     ]
-    hits.sort(key=lambda hit: (hit.score, _negated(hit.created_at)))
+    # Two stable sorts: newest first (then higher id), then best score; equal scores keep
+    # that recency order.
+    hits.sort(key=lambda hit: (hit.created_at, hit.id), reverse=True)
+    hits.sort(key=lambda hit: hit.score)
     return hits[:limit]
-
-
-def _negated(timestamp: str) -> tuple[int, ...]:
-    """Sort key that puts later ISO timestamps first."""
-    return tuple(-ord(char) for char in timestamp)
