@@ -22,17 +22,18 @@ from flask import Flask
 from api import chat, files, health, sessions
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
-from config import Settings, load_settings
+from config import ConfigError, Settings, load_settings
 from pipeline.prompt import build_system_prompt, load_persona
 from pipeline.turn import TurnServices
 from providers import FallbackChain, build_chain
 from storage.db import Database
 from storage.messages import Message
 from storage.uploads import StoredImage, load_data_url
-from storage.users import count_users, create_user
+from storage.users import DuplicateUserError, count_users, create_user
 from tools.catalog import build_registry
 
 MAX_REQUEST_BYTES = 48 * 1024 * 1024
+MAX_ADMIN_NAME_TRIES = 100
 
 
 def build_chains(settings: Settings) -> tuple[FallbackChain, FallbackChain]:
@@ -56,11 +57,22 @@ def image_loader(data_dir: str):  # type: ignore[no-untyped-def]
 
 
 def ensure_admin(database: Database, token_file: str) -> str | None:
-    """On first run (no users at all) create `admin` and write its token to `token_file`."""
+    """On first run (no admin yet) create `admin` and write its token to `token_file`.
+
+    Users made with `create-user` before the first start do not count: the admin is made
+    as long as no user has the admin role. A taken name `admin` gets a numbered suffix.
+    """
     with database.connection() as conn:
-        if count_users(conn) > 0:
+        if count_users(conn, role="admin") > 0:
             return None
-        _, token = create_user(conn, "admin", role="admin")
+        for suffix in ["", *map(str, range(2, MAX_ADMIN_NAME_TRIES + 1))]:
+            try:
+                _, token = create_user(conn, f"admin{suffix}", role="admin")
+                break
+            except DuplicateUserError:
+                continue
+        else:
+            raise RuntimeError(f"no free admin name after {MAX_ADMIN_NAME_TRIES} tries")
     path = Path(token_file)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(token + "\n", encoding="utf-8")
@@ -100,6 +112,14 @@ def create_app(settings: Settings | None = None) -> Flask:
     return app
 
 
+def cli_settings() -> Settings:
+    """Settings for a CLI entry point: a bad value is a one-line error, not a traceback."""
+    try:
+        return load_settings()
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from error
+
+
 @click.group(invoke_without_command=True)
 @click.pass_context
 def cli(ctx: click.Context) -> None:
@@ -108,22 +128,32 @@ def cli(ctx: click.Context) -> None:
         serve()
 
 
+def valid_user_name(_: click.Context, __: click.Parameter, value: str) -> str:
+    name = value.strip()
+    if not 1 <= len(name) <= 64 or any(char.isspace() or not char.isprintable() for char in name):
+        raise click.BadParameter("use 1-64 printable characters without spaces")
+    return name
+
+
 @cli.command("create-user")
-@click.argument("name")
+@click.argument("name", callback=valid_user_name)
 @click.option("--role", default="user", type=click.Choice(["user", "instructor", "admin"]))
 def create_user_command(name: str, role: str) -> None:
     """Create a user and print its API token on the last line."""
-    settings = load_settings()
+    settings = cli_settings()
     database = Database(settings.database_path)
     database.migrate()
     with database.connection() as conn:
-        user, token = create_user(conn, name, role=role)
+        try:
+            user, token = create_user(conn, name, role=role)
+        except DuplicateUserError as error:
+            raise click.ClickException(f"{error}; choose another name") from error
     click.echo(f"created user {user.name} (id {user.id}, role {user.role})")
     click.echo(token)
 
 
 def serve() -> None:
-    settings = load_settings()
+    settings = cli_settings()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from server import serve as serve_with_gunicorn
 

@@ -54,7 +54,6 @@ class Settings(BaseModel):
     judge_enabled: bool | None = None
     system_prompt_file: str | None = None
     trace_enabled: bool = False
-    max_message_chars: int = 32_000
     web_threads: int = Field(default=32, ge=1, le=1024)
     fallback_api_keys: dict[str, str] = Field(default_factory=dict)
 

@@ -12,7 +12,7 @@ from api.database import get_db
 from api.errors import ApiError, not_found, validation_error
 from pipeline.turn import ProviderUnavailable, TurnServices, run_turn
 from storage.sessions import create_session, get_session
-from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, save_image
+from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, inspect_image, save_image
 
 bp = Blueprint("chat", __name__)
 bp.before_request(require_user)
@@ -51,6 +51,8 @@ def parse_chat_request() -> tuple[ChatRequest, list[bytes]]:
         raise ApiError(400, "empty_message", "message must not be empty")
     try:
         blobs += [decode_data_url(url) for url in chat.images]
+        for blob in blobs:  # reject before anything (a session, a file) is written
+            inspect_image(blob)
     except ImageRejected as error:
         raise ApiError(400, "invalid_image", str(error)) from error
     return chat, blobs

@@ -61,7 +61,8 @@ def register_error_handlers(app: Flask) -> None:
     def handle_http_exception(error: HTTPException):  # type: ignore[no-untyped-def]
         status = error.code or 500
         code = _HTTP_CODES.get(status, "http_error")
-        return jsonify({"error": {"code": code, "message": error.description or code}}), status
+        headers = [(name, value) for name, value in error.get_headers() if name.lower() != "content-type"]
+        return jsonify({"error": {"code": code, "message": error.description or code}}), status, headers
 
     @app.errorhandler(Exception)
     def handle_unexpected(error: Exception):  # type: ignore[no-untyped-def]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from flask import Blueprint, jsonify, request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from api.auth import current_user, require_user
 from api.database import get_db
@@ -20,14 +20,17 @@ MAX_PAGE = 200
 DEFAULT_PAGE = 50
 
 
+SessionName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+
+
 class SessionCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+    name: SessionName | None = None
 
 
 class SessionRename(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=200)
+    name: SessionName
 
 
 def json_body(model: type[BaseModel], *, optional: bool = False) -> Any:
@@ -101,5 +104,5 @@ def messages(session_id: str):  # type: ignore[no-untyped-def]
     owned_session(session_id)
     limit = int_arg("limit", DEFAULT_PAGE, 1, MAX_PAGE) or DEFAULT_PAGE
     before = int_arg("before", None, 1, 2**62)
-    page = recent_messages(get_db(), session_id, limit, before_id=before)
-    return jsonify({"messages": [message.public() for message in page], "has_more": len(page) == limit})
+    page = recent_messages(get_db(), session_id, limit + 1, before_id=before)  # one extra row decides has_more
+    return jsonify({"messages": [message.public() for message in page[-limit:]], "has_more": len(page) > limit})

@@ -83,8 +83,10 @@ def get_user(conn: sqlite3.Connection, user_id: int) -> User | None:
     return _user(row) if row else None
 
 
-def count_users(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT COUNT(*) FROM users").fetchone()[0])
+def count_users(conn: sqlite3.Connection, role: str | None = None) -> int:
+    if role is None:
+        return int(conn.execute("SELECT COUNT(*) FROM users").fetchone()[0])
+    return int(conn.execute("SELECT COUNT(*) FROM users WHERE role = ?", (role,)).fetchone()[0])
 
 
 def get_profile(conn: sqlite3.Connection, user_id: int) -> dict[str, Any]:

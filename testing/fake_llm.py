@@ -43,7 +43,7 @@ class FakeLLMServer:
         self.headers: list[dict[str, str]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     @property
     def port(self) -> int:
@@ -56,6 +56,16 @@ class FakeLLMServer:
     @property
     def ollama_base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def reset(self, *, default_reply: str = "ok", delay_s: float = 0.0) -> None:
+        """Forget queued replies and recorded requests (one server shared by many tests)."""
+        with self._lock:
+            self._replies.clear()
+            self.requests.clear()
+            self.paths.clear()
+            self.headers.clear()
+        self.default_reply = default_reply
+        self.delay_s = delay_s
 
     def queue(self, *replies: Reply) -> None:
         with self._lock:

@@ -1,0 +1,213 @@
+"""`python app.py` as a user runs it: create-user, the server itself, and configuration loading.
+
+The subprocesses get a clean environment whose every path lives in the test's tmp dir, so
+they never touch ./data or a developer's `.env` values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import requests
+from flask import Flask
+
+from config import ConfigError, Settings, load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+SETTING_NAMES = {name.upper() for name in Settings.model_fields}
+
+
+def clean_env(tmp_path: Path, base_settings: dict[str, object], **extra: str) -> dict[str, str]:
+    """os.environ without any product setting, plus the test's paths and `extra`."""
+    env = {key: value for key, value in os.environ.items() if key not in SETTING_NAMES and not key.endswith("_API_KEY")}
+    env.update(
+        DATABASE_PATH=str(base_settings["database_path"]),
+        DATA_DIR=str(base_settings["data_dir"]),
+        AUTH_TOKEN_FILE=str(base_settings["auth_token_file"]),
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+def run_app(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "app.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# create-user ----------------------------------------------------------------------------------
+
+
+def test_create_user_prints_a_working_token_last(tmp_path, base_settings, make_app: Callable[..., Flask], scripted):
+    result = run_app(clean_env(tmp_path, base_settings), "create-user", "carol")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert "carol" in lines[0]
+    token = lines[-1].strip()
+    assert token and " " not in token
+
+    app = make_app(llm_provider="scripted", scripted_replies=scripted([]))  # same DATABASE_PATH as the CLI
+    client = app.test_client()
+    assert client.get("/sessions", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    assert client.get("/sessions", headers={"Authorization": f"Bearer {token}x"}).status_code == 401
+
+
+def test_create_user_twice_fails_cleanly(tmp_path, base_settings):
+    env = clean_env(tmp_path, base_settings)
+    assert run_app(env, "create-user", "dave").returncode == 0
+    result = run_app(env, "create-user", "dave")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert "dave" in result.stderr and "already exists" in result.stderr
+    assert result.stdout.strip() == ""
+
+
+def test_create_user_with_bad_config_names_the_variable(tmp_path, base_settings):
+    result = run_app(clean_env(tmp_path, base_settings, MAX_TOOL_ROUNDS="9"), "create-user", "erin")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert "MAX_TOOL_ROUNDS" in result.stderr
+
+
+# the server -----------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_server_starts_and_answers_a_chat(tmp_path, base_settings):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["hello from script"]), encoding="utf-8")
+    port = free_port()
+    env = clean_env(
+        tmp_path, base_settings, HOST="127.0.0.1", PORT=str(port), LLM_PROVIDER="scripted", SCRIPTED_REPLIES=str(script)
+    )
+    base = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "server.log").open("w")
+    server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        health = None
+        while time.monotonic() < deadline:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()
+            try:
+                health = requests.get(f"{base}/health", timeout=1)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        assert health is not None, "server did not answer /health within 20 s"
+        assert health.status_code == 200
+        assert health.json()["provider"]["name"] == "scripted"
+
+        token = Path(base_settings["auth_token_file"]).read_text(encoding="utf-8").strip()
+        assert token
+        assert requests.post(f"{base}/chat", json={"message": "hi"}, timeout=10).status_code == 401
+        answer = requests.post(
+            f"{base}/chat", json={"message": "hi"}, headers={"Authorization": f"Bearer {token}"}, timeout=10
+        )
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["reply"] == "hello from script"
+        assert [m["role"] for m in body["messages"]] == ["user", "assistant"]
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+# config.load_settings -------------------------------------------------------------------------
+
+
+def test_defaults_without_env_or_dotenv(tmp_path):
+    settings = load_settings({}, dotenv_path=tmp_path / "missing.env")
+    assert (settings.host, settings.port) == ("127.0.0.1", 5000)
+    assert settings.database_path == "./data/app.db"
+    assert settings.llm_provider == "ollama"
+    assert settings.max_tool_rounds == 1
+    assert settings.context_messages == 40
+
+
+def test_env_is_read(tmp_path):
+    settings = load_settings(
+        {"PORT": "8123", "LLM_PROVIDER": "openai", "LLM_MODEL": "m", "MAX_TOOL_ROUNDS": "5", "TRACE_ENABLED": "1"},
+        dotenv_path=None,
+    )
+    assert settings.port == 8123
+    assert (settings.llm_provider, settings.llm_model) == ("openai", "m")
+    assert settings.max_tool_rounds == 5
+    assert settings.trace_enabled is True
+
+
+def test_dotenv_is_read_and_the_environment_wins(tmp_path):
+    dotenv = tmp_path / ".env"
+    dotenv.write_text(
+        "# comment\nPORT=7001\nLLM_MODEL=from-dotenv\nDATA_DIR=/srv/data\nLLM_API_KEY='quoted key'\n", encoding="utf-8"
+    )
+    settings = load_settings({"PORT": "7002"}, dotenv_path=dotenv)
+    assert settings.port == 7002
+    assert settings.llm_model == "from-dotenv"
+    assert settings.data_dir == "/srv/data"
+    assert settings.llm_api_key == "quoted key"
+
+
+def test_empty_env_value_means_default(tmp_path):
+    assert load_settings({"PORT": ""}, dotenv_path=None).port == 5000
+
+
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("MAX_TOOL_ROUNDS", "9"),
+        ("MAX_TOOL_ROUNDS", "0"),
+        ("PORT", "abc"),
+        ("PORT", "70000"),
+        ("LLM_PROVIDER", "skynet"),
+        ("LLM_TIMEOUT_S", "-1"),
+        ("CONTEXT_MESSAGES", "many"),
+    ],
+)
+def test_bad_value_is_a_config_error_naming_the_variable(name, value):
+    with pytest.raises(ConfigError) as raised:
+        load_settings({name: value}, dotenv_path=None)
+    assert name in str(raised.value)
+
+
+def test_bad_value_in_dotenv_is_a_config_error(tmp_path):
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("PORT=abc\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="PORT"):
+        load_settings({}, dotenv_path=dotenv)
+
+
+def test_first_run_admin_is_created_even_after_create_user(tmp_path):
+    from app import ensure_admin
+    from storage.db import Database
+    from storage.users import create_user, user_for_token
+
+    database = Database(tmp_path / "a.db")
+    database.migrate()
+    with database.connection() as conn:
+        create_user(conn, "admin")  # an ordinary user took the name first
+    token = ensure_admin(database, str(tmp_path / "admin.token"))
+    assert token is not None and (tmp_path / "admin.token").read_text().strip() == token
+    with database.connection() as conn:
+        admin = user_for_token(conn, token)
+    assert admin is not None and admin.role == "admin" and admin.name == "admin2"
+    assert ensure_admin(database, str(tmp_path / "again.token")) is None
