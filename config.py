@@ -55,6 +55,7 @@ class Settings(BaseModel):
     system_prompt_file: str | None = None
     trace_enabled: bool = False
     web_threads: int = Field(default=32, ge=1, le=1024)
+    access_log: bool = False
     fallback_api_keys: dict[str, str] = Field(default_factory=dict)
 
     def llm_config(self) -> ProviderConfig:
@@ -116,8 +117,9 @@ def load_settings(environ: Mapping[str, str] | None = None, dotenv_path: Path | 
     }
     if "judge_enabled" in raw:
         raw["judge_enabled"] = raw["judge_enabled"].strip().lower() in {"1", "true", "yes", "on"}
-    if "trace_enabled" in raw:
-        raw["trace_enabled"] = raw["trace_enabled"].strip().lower() in {"1", "true", "yes", "on"}
+    for flag in ("trace_enabled", "access_log"):
+        if flag in raw:
+            raw[flag] = raw[flag].strip().lower() in {"1", "true", "yes", "on"}
     try:
         return Settings(**raw)
     except ValidationError as error:

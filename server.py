@@ -43,7 +43,7 @@ def serve(app: Flask, settings: Settings) -> None:
         "timeout": int(settings.llm_timeout_s * (settings.max_tool_rounds + 1) * 2 + 60),
         "graceful_timeout": GRACEFUL_TIMEOUT_S,
         "keepalive": 5,
-        "accesslog": "-",
+        "accesslog": "-" if settings.access_log else None,
         "errorlog": "-",
         "loglevel": "info",
     }

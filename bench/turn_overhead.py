@@ -1,7 +1,8 @@
 """How much time does the orchestrator add on top of the model? (issue: core, Speed)
 
 In one run, on loopback:
-  raw      N direct provider calls to a fake OpenAI-compatible server that answers at once
+  raw      N direct provider calls to a fake OpenAI-compatible server that answers at once,
+           each sending the exact request body the product sends for a plain turn
   plain    N plain turns through POST /chat (1 provider call each)
   memory   N `/memory_search` turns (2 provider calls each) on a session of 10,000 messages,
            searching two content words; and again with two of the 10 most frequent words
@@ -126,8 +127,8 @@ def main() -> None:
                     raise SystemExit("server did not start")
                 time.sleep(0.1)
             headers = {"Authorization": f"Bearer {token}"}
-            raw_body = {"model": "bench", "messages": [{"role": "system", "content": "x" * 3000},
-                                                      {"role": "user", "content": "hello"}]}
+            http.post(f"{base}/chat", json={"message": "hello", "session_id": session_id}, headers=headers, timeout=10)
+            raw_body = llm.requests[-1]  # the exact body a plain turn sends: same size, same work
 
             def raw() -> None:
                 http.post(f"{llm.openai_base_url}/chat/completions", json=raw_body, timeout=10).raise_for_status()

@@ -21,7 +21,6 @@ from pipeline.context import ImageLoader, build_context, needs_vision
 from providers import ChatMessage, Completion, FallbackChain
 from storage.db import Database
 from storage.messages import Message, add_message, recent_messages
-from storage.sessions import touch_session
 from tools.base import ToolContext
 from tools.contract import render_contract
 from tools.registry import ToolRegistry
@@ -93,7 +92,6 @@ class _Turn:
         return message
 
     def result(self, reply: str) -> TurnResult:
-        touch_session(self.conn, self.session_id)
         return TurnResult(session_id=self.session_id, reply=reply, messages=self.stored, tool=self.last_tool)
 
 

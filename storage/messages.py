@@ -26,14 +26,16 @@ class Message(BaseModel):
         return self.model_dump(exclude_none=True)
 
 
-def _message(row: sqlite3.Row) -> Message:
-    return Message(
-        id=row["id"],
-        session_id=row["session_id"],
-        role=row["role"],
-        content=row["content"],
-        created_at=row["created_at"],
-        meta=json.loads(row["meta"]) if row["meta"] else None,
+COLUMNS = "id, session_id, role, content, created_at, meta"
+
+
+def _message(row: sqlite3.Row | tuple[object, ...]) -> Message:
+    """A row of our own table (columns in `COLUMNS` order): its types are the schema's,
+    so pydantic validation is skipped; this runs for every message of every context."""
+    id_, session_id, role, content, created_at, meta = tuple(row)
+    return Message.model_construct(
+        id=id_, session_id=session_id, role=role, content=content, created_at=created_at,
+        meta=json.loads(meta) if meta else None,  # type: ignore[arg-type]
     )
 
 
@@ -60,9 +62,11 @@ def recent_messages(
     conn: sqlite3.Connection, session_id: str, limit: int, *, before_id: int | None = None
 ) -> list[Message]:
     """The last `limit` messages of a session (optionally those with id < before_id), oldest first."""
-    rows = conn.execute(
-        "SELECT * FROM (SELECT * FROM chat_messages WHERE session_id = ? AND id < ? ORDER BY id DESC LIMIT ?) "
-        "ORDER BY id",
+    cursor = conn.execute(
+        f"SELECT {COLUMNS} FROM chat_messages WHERE session_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
         (session_id, before_id if before_id is not None else 2**62, limit),
-    ).fetchall()
+    )
+    cursor.row_factory = None
+    rows = cursor.fetchall()
+    rows.reverse()
     return [_message(row) for row in rows]

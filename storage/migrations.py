@@ -122,7 +122,23 @@ def m002_full_text_search(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_full_text_search)
+def m003_session_activity(conn: sqlite3.Connection) -> None:
+    """A session's `updated_at` follows its newest message, kept by the database itself.
+
+    Every stored message marks its session active in the same statement, so no code path
+    can forget to, and a turn saves one write.
+    """
+    execute_script(
+        conn,
+        """
+        CREATE TRIGGER chat_messages_touch_session AFTER INSERT ON chat_messages BEGIN
+            UPDATE sessions SET updated_at = new.created_at WHERE id = new.session_id;
+        END;
+        """,
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_full_text_search, m003_session_activity)
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

@@ -55,10 +55,6 @@ def rename_session(conn: sqlite3.Connection, user_id: int, session_id: str, name
     return get_session(conn, user_id, session_id)
 
 
-def touch_session(conn: sqlite3.Connection, session_id: str) -> None:
-    conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (utc_now(), session_id))
-
-
 def delete_session(conn: sqlite3.Connection, user_id: int, session_id: str) -> bool:
     cursor = conn.execute("DELETE FROM sessions WHERE id = ? AND user_id = ?", (session_id, user_id))
     return cursor.rowcount > 0
