@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 from flask import Flask
 
-from api import chat, files, health, sessions
+from api import chat, files, health, sessions, tools
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
 from config import ConfigError, Settings, load_settings
@@ -107,7 +107,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     )
     init_database(app)
     register_error_handlers(app)
-    for blueprint in (chat.bp, sessions.bp, files.bp, health.bp):
+    for blueprint in (chat.bp, sessions.bp, files.bp, tools.bp, health.bp):
         app.register_blueprint(blueprint)
     return app
 

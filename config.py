@@ -56,6 +56,7 @@ class Settings(BaseModel):
     trace_enabled: bool = False
     web_threads: int = Field(default=32, ge=1, le=1024)
     access_log: bool = False
+    allow_private_fetch: bool = False
     fallback_api_keys: dict[str, str] = Field(default_factory=dict)
 
     def llm_config(self) -> ProviderConfig:
@@ -117,7 +118,7 @@ def load_settings(environ: Mapping[str, str] | None = None, dotenv_path: Path | 
     }
     if "judge_enabled" in raw:
         raw["judge_enabled"] = raw["judge_enabled"].strip().lower() in {"1", "true", "yes", "on"}
-    for flag in ("trace_enabled", "access_log"):
+    for flag in ("trace_enabled", "access_log", "allow_private_fetch"):
         if flag in raw:
             raw[flag] = raw[flag].strip().lower() in {"1", "true", "yes", "on"}
     try:

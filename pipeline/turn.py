@@ -122,17 +122,28 @@ def strip_commands(text: str) -> str:
     return rest.strip()
 
 
-def run_command(turn: _Turn, command: Command, user_message_id: int) -> Routed:
-    services = turn.services
-    ctx = ToolContext(
-        conn=turn.conn,
+def tool_context(
+    services: TurnServices,
+    conn: sqlite3.Connection,
+    user_id: int,
+    session_id: str | None = None,
+    turn_message_id: int | None = None,
+) -> ToolContext:
+    """The context every tool call gets, from chat or from `POST /tools/<name>` alike."""
+    return ToolContext(
+        conn=conn,
         database=services.database,
         settings=services.settings,
-        user_id=turn.user_id,
-        session_id=turn.session_id,
-        turn_message_id=user_message_id,
+        user_id=user_id,
+        session_id=session_id,
+        turn_message_id=turn_message_id,
         extras=services.tool_extras,
     )
+
+
+def run_command(turn: _Turn, command: Command, user_message_id: int) -> Routed:
+    services = turn.services
+    ctx = tool_context(services, turn.conn, turn.user_id, turn.session_id, user_message_id)
     turn.emit("tool.started", {"name": command.name})
     routed = route(command, services.registry, ctx)
     result = routed.result

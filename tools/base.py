@@ -9,6 +9,7 @@ failing tool is data shown to the model, never a crash.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -73,6 +74,18 @@ class ToolContext:
     turn_message_id: int | None = None
     http: requests.Session | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    deadline: float | None = None  # time.monotonic() value; set by the runner from Tool.timeout_s
+
+    def remaining(self, cap: float | None = None) -> float:
+        """Seconds left before this call's deadline (at most `cap`); raises TIMEOUT at 0.
+
+        Handlers pass this as the timeout of every blocking step (HTTP, regex, subprocess),
+        so a tool never outlives its deadline by more than one step.
+        """
+        left = float("inf") if self.deadline is None else self.deadline - time.monotonic()
+        if left <= 0:
+            raise ToolFailure(ErrorCode.TIMEOUT, "the tool ran out of time; try a smaller request.")
+        return left if cap is None else min(left, cap)
 
 
 @dataclass(frozen=True)
@@ -109,6 +122,7 @@ class Tool(Generic[InputT, OutputT]):
     result_role: str
     command: CommandBinding | None = None
     terminal_on_success: bool = False
+    timeout_s: float = 30.0
 
     def function_schema(self) -> dict[str, Any]:
         """OpenAI-compatible function schema derived from the input model, never by hand."""

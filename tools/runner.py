@@ -7,6 +7,7 @@ scoping and error codes are identical on both paths.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -47,6 +48,7 @@ def run_tool(tool: Tool[Any, Any], raw_input: dict[str, Any], ctx: ToolContext) 
     except ValidationError as error:
         message = f"invalid arguments for {tool.name}: {describe_validation_error(error)}.{usage_hint(tool)} {FIX_HINT}"
         return ToolResult.failure(tool.name, ErrorCode.VALIDATION_FAILED, message, elapsed())
+    ctx = dataclasses.replace(ctx, deadline=time.monotonic() + tool.timeout_s)
     try:
         output = tool.handler(data, ctx)
     except ToolFailure as failure:

@@ -1,0 +1,55 @@
+"""`GET /tools` (function schemas from the input models) and `POST /tools/<name>` (direct calls).
+
+A direct call goes through the same runner as a chat command: same validation, same
+user scoping, same error codes. Only the transport differs: the output model as JSON, or
+an HTTP error whose status follows the tool's error code.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, jsonify, request
+
+from api.auth import current_user, require_user
+from api.database import get_db
+from api.errors import ApiError
+from pipeline.turn import TurnServices, tool_context
+from tools.base import ErrorCode
+from tools.runner import run_tool
+
+bp = Blueprint("tools", __name__)
+bp.before_request(require_user)
+
+STATUS_BY_CODE: dict[str, int] = {
+    ErrorCode.VALIDATION_FAILED: 400,
+    ErrorCode.PERMISSION_DENIED: 403,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.UNKNOWN_COMMAND: 404,
+    ErrorCode.TIMEOUT: 504,
+    ErrorCode.UPSTREAM_ERROR: 502,
+    ErrorCode.NOT_CONFIGURED: 503,
+    ErrorCode.INTERNAL_ERROR: 500,
+}
+
+
+def services() -> TurnServices:
+    return current_app.extensions["turn_services"]
+
+
+@bp.get("/tools")
+def index():  # type: ignore[no-untyped-def]
+    return jsonify({"tools": services().registry.function_schemas()})
+
+
+@bp.post("/tools/<name>")
+def call(name: str):  # type: ignore[no-untyped-def]
+    tool = services().registry.get(name)
+    if tool is None:
+        raise ApiError(404, "not_found", f"tool {name!r} not found; GET /tools lists them")
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_json", "the body must be a JSON object: the tool's input")
+    result = run_tool(tool, body, tool_context(services(), get_db(), current_user().id))
+    if not result.ok:
+        code = result.error_code or ErrorCode.INTERNAL_ERROR
+        raise ApiError(STATUS_BY_CODE.get(code, 500), code, result.message)
+    return jsonify(result.output)

@@ -1,0 +1,54 @@
+"""`GET /tools` and `POST /tools/<name>`: schemas derived from input models, direct calls."""
+
+from __future__ import annotations
+
+from tests.conftest import new_token
+
+
+def test_tools_lists_openai_function_schemas_for_every_tool(app, client, auth):
+    body = client.get("/tools", headers=auth).get_json()
+    registry = app.extensions["turn_services"].registry
+    names = [entry["function"]["name"] for entry in body["tools"]]
+    assert names == [tool.name for tool in registry]
+    for entry, tool in zip(body["tools"], registry):
+        assert entry["type"] == "function"
+        assert entry["function"]["description"] == tool.description
+        assert entry["function"]["parameters"] == tool.input_model.model_json_schema()
+        assert entry["function"]["parameters"]["type"] == "object"
+
+
+def test_tools_need_auth(client):
+    assert client.get("/tools").status_code == 401
+    assert client.post("/tools/remember", json={"fact": "x"}).status_code == 401
+
+
+def test_direct_call_returns_the_output_model(client, auth):
+    response = client.post("/tools/remember", json={"fact": "likes jazz", "importance": 3}, headers=auth)
+    assert response.status_code == 200
+    assert response.get_json() == {"id": 1, "content": "likes jazz", "already_known": False}
+    found = client.post("/tools/memory_search", json={"query": "jazz"}, headers=auth).get_json()
+    assert found["hits"][0]["source"] == "memory" and "**jazz**" in found["hits"][0]["snippet"]
+
+
+def test_direct_call_is_scoped_to_the_caller(app, client, auth):
+    client.post("/tools/remember", json={"fact": "secret of alice"}, headers=auth)
+    bob = {"Authorization": f"Bearer {new_token(app, 'bob')}"}
+    assert client.post("/tools/memory_search", json={"query": "secret"}, headers=bob).get_json()["hits"] == []
+    rows = client.post("/tools/memory_sql", json={"sql": "SELECT content FROM memories"}, headers=bob).get_json()
+    assert rows["rows"] == []
+
+
+def test_direct_call_errors_use_the_tool_codes(client, auth):
+    cases = [
+        ("/tools/remember", {}, 400, "VALIDATION_FAILED"),
+        ("/tools/remember", {"fact": "x", "extra": 1}, 400, "VALIDATION_FAILED"),
+        ("/tools/memory_sql", {"sql": "SELECT * FROM sqlite_master"}, 403, "PERMISSION_DENIED"),
+        ("/tools/imagine", {"prompt": "a cat on a mat"}, 503, "NOT_CONFIGURED"),
+        ("/tools/nope", {}, 404, "not_found"),
+    ]
+    for path, body, status, code in cases:
+        response = client.post(path, json=body, headers=auth)
+        assert response.status_code == status, path
+        assert response.get_json()["error"]["code"] == code
+    bad = client.post("/tools/remember", data="not json", headers={**auth, "Content-Type": "application/json"})
+    assert bad.status_code == 400 and bad.get_json()["error"]["code"] == "invalid_json"
