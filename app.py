@@ -22,6 +22,7 @@ from flask import Flask
 from api import chat, files, health, sessions, tools
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
+from api.health import ProviderProbe
 from config import ConfigError, Settings, load_settings
 from pipeline.prompt import build_system_prompt, load_persona
 from pipeline.turn import TurnServices
@@ -94,6 +95,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     ensure_admin(database, settings.auth_token_file)
     registry = build_registry()
     chat_chain, vision_chain = build_chains(settings)
+    app.extensions["provider_probe"] = ProviderProbe(chat_chain)
     app.extensions["settings"] = settings
     app.extensions["database"] = database
     app.extensions["turn_services"] = TurnServices(

@@ -86,6 +86,15 @@ class Completion(BaseModel):
         return self.text is not None
 
 
+class ProbeResult(BaseModel):
+    """Is the provider reachable right now? What `/health` reports (no prompt is sent)."""
+
+    model_config = ConfigDict(frozen=True)
+    ok: bool
+    detail: str
+    elapsed_ms: float = 0.0
+
+
 class ProviderConfig(BaseModel):
     """Everything needed to build one provider; ``None`` fields take the class defaults."""
 
@@ -217,9 +226,19 @@ class Provider(ABC):
         """The pipeline's view of a provider: text or ``None``."""
         return self.call(messages).text
 
+    def probe(self, timeout_s: float = 2.0) -> ProbeResult:
+        """Whether the provider can answer; HTTP providers override this with a real request."""
+        if self.needs_key and not self.config.api_key:
+            return ProbeResult(ok=False, detail="no API key configured")
+        return ProbeResult(ok=True, detail="ready")
+
     @abstractmethod
     def _attempt(self, messages: tuple[ChatMessage, ...]) -> _Attempt:
         """Produce text or a classified failure for ``messages``."""
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
 
 
 def _scrub(detail: str, messages: Sequence[ChatMessage]) -> str:
@@ -285,6 +304,23 @@ class HttpProvider(Provider):
     @abstractmethod
     def parse_reply(self, data: Any) -> Any:
         """Pull the reply content out of a 200 body; return ``_Attempt`` for shape errors."""
+
+    probe_path: ClassVar[str] = "/models"
+
+    def probe(self, timeout_s: float = 2.0) -> ProbeResult:
+        """A cheap authenticated GET (model list) that proves the server answers and the key works."""
+        if self.needs_key and not self.config.api_key:
+            return super().probe(timeout_s)
+        started = time.perf_counter()
+        try:
+            response = self.http.get(f"{self.base_url}{self.probe_path}", headers=self.headers(), timeout=timeout_s)
+        except requests.Timeout:
+            return ProbeResult(ok=False, detail="timeout", elapsed_ms=_ms_since(started))
+        except requests.RequestException:
+            return ProbeResult(ok=False, detail="connection failed", elapsed_ms=_ms_since(started))
+        status = response.status_code
+        detail = "reachable" if status < 400 else f"HTTP {status} ({_status_failure(status).value})"
+        return ProbeResult(ok=status < 400, detail=detail, elapsed_ms=_ms_since(started))
 
     def headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -366,6 +402,8 @@ class OllamaProvider(HttpProvider):
     needs_key = False
     default_base_url = "http://127.0.0.1:11434"
     default_model = "qwen2.5:7b"
+
+    probe_path = "/api/tags"
 
     def endpoint(self) -> str:
         return f"{self.base_url}/api/chat"

@@ -1,26 +1,65 @@
-"""`GET /health`: the real state of the database, the provider and the judge."""
+"""`GET /health`: the real state of the database, the provider chain and the judge.
+
+Providers are probed with a cheap authenticated GET (their model list), at most once per
+`PROBE_TTL_S`, so a load balancer polling `/health` does not hammer a paid API.
+"""
 
 from __future__ import annotations
+
+import threading
+import time
+from typing import Any
 
 from flask import Blueprint, current_app, jsonify
 
 from api.database import get_db
+from providers import FallbackChain, ProbeResult
 
 bp = Blueprint("health", __name__)
+
+PROBE_TTL_S = 30.0
+PROBE_TIMEOUT_S = 2.0
+
+
+class ProviderProbe:
+    """Cached reachability of every provider of a chain (one instance per app)."""
+
+    def __init__(self, chain: FallbackChain, ttl_s: float = PROBE_TTL_S) -> None:
+        self.chain = chain
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._checked_at = float("-inf")
+        self._results: list[ProbeResult] = []
+
+    def results(self) -> list[ProbeResult]:
+        with self._lock:
+            if time.monotonic() - self._checked_at > self.ttl_s:
+                self._results = [provider.probe(PROBE_TIMEOUT_S) for provider in self.chain.providers]
+                self._checked_at = time.monotonic()
+            return list(self._results)
+
+    def report(self) -> dict[str, Any]:
+        results = self.results()
+        entries = [
+            {"name": provider.name, "model": provider.model, "ok": result.ok, "detail": result.detail}
+            for provider, result in zip(self.chain.providers, results)
+        ]
+        primary = entries[0]
+        return {**primary, "ok": any(entry["ok"] for entry in entries), "chain": entries}
 
 
 @bp.get("/health")
 def health():  # type: ignore[no-untyped-def]
-    services = current_app.extensions["turn_services"]
     try:
         get_db().execute("SELECT 1").fetchone()
-        database = {"ok": True, "path": services.database.path}
+        database: dict[str, Any] = {"ok": True}
     except Exception as error:  # the health answer must describe, not crash
         database = {"ok": False, "error": str(error)}
-    primary = services.chat.primary
-    provider = {"name": primary.name, "model": primary.model, "fallbacks": len(services.chat.providers) - 1}
-    judge = current_app.extensions.get("judge_status", {"available": False, "reason": "the Docker judge is not part of this build yet"})
-    status = "ok" if database["ok"] else "degraded"
+    provider = current_app.extensions["provider_probe"].report()
+    judge = current_app.extensions.get(
+        "judge_status", {"available": False, "reason": "the Docker judge is not part of this build yet"}
+    )
+    status = "ok" if database["ok"] and provider["ok"] else "degraded"
     return jsonify({"status": status, "database": database, "provider": provider, "judge": judge}), (
         200 if database["ok"] else 503
     )

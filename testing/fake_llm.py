@@ -40,6 +40,7 @@ class FakeLLMServer:
         self.delay_s = delay_s
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
+        self.get_paths: list[str] = []
         self.headers: list[dict[str, str]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
@@ -63,6 +64,7 @@ class FakeLLMServer:
             self._replies.clear()
             self.requests.clear()
             self.paths.clear()
+            self.get_paths.clear()
             self.headers.clear()
         self.default_reply = default_reply
         self.delay_s = delay_s
@@ -92,6 +94,16 @@ class FakeLLMServer:
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence access log
                 return
+
+            def do_GET(self) -> None:  # noqa: N802 - model lists, as /health probes them
+                with server._lock:
+                    server.get_paths.append(self.path)
+                if self.path.endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+                elif self.path.endswith("/api/tags"):
+                    self._send(200, {"models": [{"name": "fake", "model": "fake"}]})
+                else:
+                    self._send(404, {"error": "not found"})
 
             def do_POST(self) -> None:  # noqa: N802 - http.server naming
                 length = int(self.headers.get("Content-Length") or 0)
