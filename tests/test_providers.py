@@ -453,3 +453,32 @@ def test_parse_fallbacks(spec: str, expected: list[tuple[str, str]]) -> None:
 def test_parse_fallbacks_rejects_bad_entries(spec: str) -> None:
     with pytest.raises(ProviderError, match="bad fallback entry"):
         parse_fallbacks(spec)
+
+
+# --- probes (what /health reports) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "base", "url", "status", "ok", "detail"),
+    [
+        ("ollama", "http://127.0.0.1:11434", "http://127.0.0.1:11434/api/tags", 200, True, "reachable"),
+        ("openai", "http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1/models", 200, True, "reachable"),
+        ("openai", "http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1/models", 401, False, "HTTP 401 (auth)"),
+        ("openai", "http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1/models", 503, False, "HTTP 503 (server_error)"),
+    ],
+)
+@responses.activate
+def test_probe_reports_reachability(name, base, url, status, ok, detail):
+    responses.add(responses.GET, url, json={}, status=status)
+    result = build_provider(ProviderConfig(provider=name, base_url=base, api_key="k")).probe()
+    assert (result.ok, result.detail) == (ok, detail)
+    assert responses.calls[0].request.headers["Authorization"] == "Bearer k"
+
+
+@responses.activate
+def test_probe_connection_error_and_missing_key():
+    responses.add(responses.GET, "http://127.0.0.1:9/v1/models", body=requests.exceptions.ConnectionError())
+    assert build_provider(ProviderConfig(provider="openai", base_url="http://127.0.0.1:9/v1")).probe().detail == "connection failed"
+    no_key = build_provider(ProviderConfig(provider="openrouter")).probe()
+    assert (no_key.ok, no_key.detail) == (False, "no API key configured")
+    assert len(responses.calls) == 1
