@@ -109,7 +109,7 @@ def call_provider(turn: _Turn, context: list[ChatMessage], pass_index: int) -> C
         if completion.text is not None and completion.text.strip():
             return completion
         if attempt == 1:
-            turn.emit("provider.request", {"pass": pass_index, "attempt": 2, "messages": len(context)})
+            turn.emit("provider.request", {"pass": pass_index, "attempt": 2, "message_count": len(context)})
             completion = chain.call(context)
     return completion
 
@@ -189,7 +189,7 @@ def run_turn(
             services.system_prompt, turn.history,
             followup_turns=settings.vision_followup_turns, load_images=services.load_images,
         )
-        emit("provider.request", {"pass": pass_index, "attempt": 1, "messages": len(context)})
+        emit("provider.request", {"pass": pass_index, "attempt": 1, "message_count": len(context)})
         completion = call_provider(turn, context, pass_index)
         reply = completion.text
         if reply is None or not reply.strip():

@@ -1,0 +1,1 @@
+"""Progress events of turns and jobs, per session, with replay (SPEC section 7)."""
