@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 from flask import Flask
 
-from api import chat, files, health, sessions, tools
+from api import chat, files, health, profile, sessions, tools
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
 from api.health import ProviderProbe
@@ -106,10 +106,11 @@ def create_app(settings: Settings | None = None) -> Flask:
         vision=vision_chain,
         system_prompt=build_system_prompt(registry, load_persona(settings.system_prompt_file)),
         load_images=image_loader(settings.data_dir),
+        tool_extras={"vision": vision_chain},  # /image_analyze runs the vision provider
     )
     init_database(app)
     register_error_handlers(app)
-    for blueprint in (chat.bp, sessions.bp, files.bp, tools.bp, health.bp):
+    for blueprint in (chat.bp, sessions.bp, files.bp, tools.bp, health.bp, profile.bp):
         app.register_blueprint(blueprint)
     return app
 

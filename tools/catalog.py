@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+from tools.image_analyze import IMAGE_ANALYZE_TOOL
 from tools.imagine import IMAGINE_TOOL
 from tools.memory import MEMORY_SEARCH_TOOL, REMEMBER_TOOL
 from tools.memory_sql import MEMORY_SQL_TOOL
+from tools.open_url import OPEN_URL_TOOL
 from tools.registry import ToolRegistry
+from tools.web_search import WEB_SEARCH_TOOL
+from tools.weather import WEATHER_TOOL
 
 
 def build_registry() -> ToolRegistry:
     registry = ToolRegistry()
+    registry.register(WEB_SEARCH_TOOL)
+    registry.register(OPEN_URL_TOOL)
     registry.register(MEMORY_SEARCH_TOOL)
     registry.register(MEMORY_SQL_TOOL)
     registry.register(REMEMBER_TOOL)
+    registry.register(WEATHER_TOOL)
+    registry.register(IMAGE_ANALYZE_TOOL)
     registry.register(IMAGINE_TOOL)
     return registry
