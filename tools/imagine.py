@@ -16,6 +16,7 @@ import requests
 from pydantic import Field
 
 from storage.uploads import ImageRejected, save_image
+from tools.safe_http import safe_get
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 
 TIMEOUT_S = 120
@@ -41,7 +42,7 @@ def _post(ctx: ToolContext, url: str, payload: dict[str, object]) -> requests.Re
     settings = ctx.settings
     headers = {"Authorization": f"Bearer {settings.image_api_key}"} if settings.image_api_key else {}
     try:
-        response = requests.post(url, json=payload, headers=headers, timeout=TIMEOUT_S)
+        response = requests.post(url, json=payload, headers=headers, timeout=ctx.remaining(TIMEOUT_S))
     except requests.Timeout as error:
         raise ToolFailure(ErrorCode.TIMEOUT, "the image provider did not answer in time; try a simpler prompt later.") from error
     except requests.RequestException as error:
@@ -51,7 +52,7 @@ def _post(ctx: ToolContext, url: str, payload: dict[str, object]) -> requests.Re
     return response
 
 
-def _image_bytes(response: requests.Response) -> bytes:
+def _image_bytes(response: requests.Response, ctx: ToolContext) -> bytes:
     if response.headers.get("Content-Type", "").startswith("image/"):
         return response.content
     try:
@@ -64,11 +65,8 @@ def _image_bytes(response: requests.Response) -> bytes:
         except (binascii.Error, ValueError) as error:
             raise ToolFailure(ErrorCode.UPSTREAM_ERROR, "the image provider sent invalid base64.") from error
     if item.get("url"):
-        download = requests.get(item["url"], timeout=TIMEOUT_S, stream=True)
-        data = download.raw.read(MAX_DOWNLOAD_BYTES + 1, decode_content=True)
-        if len(data) > MAX_DOWNLOAD_BYTES:
-            raise ToolFailure(ErrorCode.UPSTREAM_ERROR, "the generated image is too large.")
-        return data
+        # The URL comes from a remote answer, so it is fetched under the SSRF rules.
+        return safe_get(str(item["url"]), ctx, max_bytes=MAX_DOWNLOAD_BYTES, accept_text_only=False).body
     raise ToolFailure(ErrorCode.UPSTREAM_ERROR, "the image provider's answer held no image.")
 
 
@@ -84,7 +82,7 @@ def imagine(data: ImagineInput, ctx: ToolContext) -> ImagineOutput:
     else:
         response = _post(ctx, base, {"model": settings.image_model, "prompt": data.prompt})
     try:
-        stored = save_image(settings.data_dir, ctx.user_id, _image_bytes(response), folder=GENERATED_FOLDER)
+        stored = save_image(settings.data_dir, ctx.user_id, _image_bytes(response, ctx), folder=GENERATED_FOLDER)
     except ImageRejected as error:
         raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"the image provider sent something unusable: {error}") from error
     return ImagineOutput(prompt=data.prompt, url=f"/files/{stored.path}", width=stored.width, height=stored.height)
@@ -100,4 +98,5 @@ IMAGINE_TOOL = Tool(
     command=CommandBinding(name="imagine", usage="/imagine <description of the image>",
                            example="/imagine a watercolor fox in a snowy forest", args_field="prompt"),
     terminal_on_success=True,
+    timeout_s=TIMEOUT_S + 10,
 )
