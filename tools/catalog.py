@@ -10,6 +10,7 @@ from tools.open_url import OPEN_URL_TOOL
 from tools.registry import ToolRegistry
 from tools.web_search import WEB_SEARCH_TOOL
 from tools.weather import WEATHER_TOOL
+from tools.workspace import WORKSPACE_TOOLS
 
 
 def build_registry() -> ToolRegistry:
@@ -22,4 +23,6 @@ def build_registry() -> ToolRegistry:
     registry.register(WEATHER_TOOL)
     registry.register(IMAGE_ANALYZE_TOOL)
     registry.register(IMAGINE_TOOL)
+    for tool in WORKSPACE_TOOLS:
+        registry.register(tool)
     return registry
