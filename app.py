@@ -19,11 +19,12 @@ from pathlib import Path
 import click
 from flask import Flask
 
-from api import chat, files, health, profile, sessions, tools
+from api import chat, files, health, profile, sessions, streams, tools
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
 from api.health import ProviderProbe
 from config import ConfigError, Settings, load_settings
+from events.bus import EventBus
 from pipeline.prompt import build_system_prompt, load_persona
 from pipeline.turn import TurnServices
 from providers import FallbackChain, build_chain
@@ -96,6 +97,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     registry = build_registry()
     chat_chain, vision_chain = build_chains(settings)
     app.extensions["provider_probe"] = ProviderProbe(chat_chain)
+    app.extensions["events"] = EventBus()
     app.extensions["settings"] = settings
     app.extensions["database"] = database
     app.extensions["turn_services"] = TurnServices(
@@ -110,7 +112,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     )
     init_database(app)
     register_error_handlers(app)
-    for blueprint in (chat.bp, sessions.bp, files.bp, tools.bp, health.bp, profile.bp):
+    for blueprint in (chat.bp, sessions.bp, streams.bp, files.bp, tools.bp, health.bp, profile.bp):
         app.register_blueprint(blueprint)
     return app
 

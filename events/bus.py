@@ -75,16 +75,26 @@ class EventBus:
             del self._channels[key]
 
     def publish(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> Event:
+        """Buffer and deliver one event. Only `done` may carry the turn's answer (the same
+        JSON the HTTP answer has); every other payload is refused if it has text keys."""
         payload = dict(data or {})
         leaked = PRIVATE_KEYS.intersection(payload)
-        if leaked:
+        if leaked and name != "done":
             raise PrivatePayloadError(f"event {name!r} may not carry {sorted(leaked)}")
+        return self._emit(session_id, name, payload, buffered=True)
+
+    def heartbeat(self, session_id: str) -> Event:
+        """A heartbeat with its own id, delivered to no one else and never replayed."""
+        return self._emit(session_id, "heartbeat", {}, buffered=False)
+
+    def _emit(self, session_id: str, name: str, payload: dict[str, Any], *, buffered: bool) -> Event:
         channel = self._channel(session_id)
         with channel.condition:
             event = Event(id=channel.next_id, name=name, data=payload, at=time.time())
             channel.next_id += 1
-            channel.buffer.append(event)
-            channel.condition.notify_all()
+            if buffered:
+                channel.buffer.append(event)
+                channel.condition.notify_all()
         return event
 
     def last_id(self, session_id: str) -> int:
@@ -104,12 +114,13 @@ class EventBus:
             return channel.next_id - 1
 
     def subscribe(
-        self, session_id: str, last_event_id: int | None = None, *, max_wait_s: float | None = None
+        self, session_id: str, last_event_id: int | None = None, *, max_wait_s: float | None = None,
+        until_terminal: bool = True,
     ) -> Iterator[Event | None]:
         """Yield events after `last_event_id`, then new ones as they come; `None` = heartbeat due.
 
-        Ends after a terminal event, or after `max_wait_s` without one (a bound for tests
-        and for clients that only want a replay).
+        Ends after a terminal event (unless `until_terminal` is False: the trace feed), or
+        after `max_wait_s` (a bound for tests and for clients that only want a replay).
         """
         channel = self._channel(session_id)
         cursor = self.start_cursor(session_id) if last_event_id is None else last_event_id
@@ -131,5 +142,5 @@ class EventBus:
             for event in pending:
                 cursor = event.id
                 yield event
-                if event.terminal:
+                if until_terminal and event.terminal:
                     return

@@ -193,7 +193,6 @@ def run_turn(
         completion = call_provider(turn, context, pass_index)
         reply = completion.text
         if reply is None or not reply.strip():
-            emit("error", {"code": "provider_unavailable", "failure": completion.failure})
             raise ProviderUnavailable(user_message.id, completion)
         command = detect_command(reply)
         if command is None:

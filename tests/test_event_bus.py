@@ -86,3 +86,17 @@ def test_non_final_error_does_not_close_the_stream():
 def test_private_keys_are_refused(key):
     with pytest.raises(PrivatePayloadError):
         EventBus().publish("s", "provider.response", {key: "secret"})
+
+
+def test_done_carries_the_turn_answer():
+    event = EventBus().publish("s", "done", {"reply": "hello", "messages": []})
+    assert event.data == {"reply": "hello", "messages": []}
+
+
+def test_heartbeats_take_an_id_but_are_never_replayed():
+    bus = EventBus()
+    bus.publish("s", "turn.started")
+    beat = bus.heartbeat("s")
+    later = bus.publish("s", "done")
+    assert beat.id == 2 and later.id == 3
+    assert names(bus.subscribe("s", 0, max_wait_s=1)) == ["turn.started", "done"]
