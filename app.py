@@ -14,12 +14,13 @@ import logging
 import os
 import secrets
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import click
 from flask import Flask
 
-from api import chat, files, health, profile, sessions, streams, tools
+from api import auth, chat, files, health, profile, sessions, streams, tools
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
 from api.health import ProviderProbe
@@ -58,6 +59,17 @@ def image_loader(data_dir: str):  # type: ignore[no-untyped-def]
     return load
 
 
+def persistent_secret(path: Path) -> str:
+    """The cookie-signing key, made once and kept in DATA_DIR so logins survive restarts."""
+    if path.is_file():
+        return path.read_text(encoding="utf-8").strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_hex(32)
+    path.write_text(key, encoding="utf-8")
+    path.chmod(0o600)
+    return key
+
+
 def ensure_admin(database: Database, token_file: str) -> str | None:
     """On first run (no admin yet) create `admin` and write its token to `token_file`.
 
@@ -87,8 +99,10 @@ def create_app(settings: Settings | None = None) -> Flask:
     app = Flask(__name__, static_folder="static", static_url_path="/static")
     app.config.update(
         MAX_CONTENT_LENGTH=MAX_REQUEST_BYTES,
-        SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_hex(32),
-        JSON_SORT_KEYS=False,
+        SECRET_KEY=os.environ.get("SECRET_KEY") or persistent_secret(Path(settings.data_dir) / "secret.key"),
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Strict",
+        PERMANENT_SESSION_LIFETIME=timedelta(days=30),
     )
     app.json.sort_keys = False  # type: ignore[attr-defined]
     database = Database(settings.database_path)
@@ -112,7 +126,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     )
     init_database(app)
     register_error_handlers(app)
-    for blueprint in (chat.bp, sessions.bp, streams.bp, files.bp, tools.bp, health.bp, profile.bp):
+    for blueprint in (auth.bp, chat.bp, sessions.bp, streams.bp, files.bp, tools.bp, health.bp, profile.bp):
         app.register_blueprint(blueprint)
     return app
 
