@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 from flask import Flask
 
-from api import auth, chat, files, health, profile, sessions, streams, tools
+from api import auth, chat, files, health, profile, sessions, streams, tools, ui
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
 from api.health import ProviderProbe
@@ -111,7 +111,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     registry = build_registry()
     chat_chain, vision_chain = build_chains(settings)
     app.extensions["provider_probe"] = ProviderProbe(chat_chain)
-    app.extensions["events"] = EventBus()
+    app.extensions["events"] = EventBus(heartbeat_s=settings.sse_heartbeat_s)
     app.extensions["settings"] = settings
     app.extensions["database"] = database
     app.extensions["turn_services"] = TurnServices(
@@ -126,7 +126,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     )
     init_database(app)
     register_error_handlers(app)
-    for blueprint in (auth.bp, chat.bp, sessions.bp, streams.bp, files.bp, tools.bp, health.bp, profile.bp):
+    for blueprint in (auth.bp, chat.bp, sessions.bp, streams.bp, files.bp, tools.bp, health.bp, profile.bp, ui.bp):
         app.register_blueprint(blueprint)
     return app
 

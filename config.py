@@ -54,7 +54,8 @@ class Settings(BaseModel):
     judge_enabled: bool | None = None
     system_prompt_file: str | None = None
     trace_enabled: bool = False
-    web_threads: int = Field(default=32, ge=1, le=1024)
+    web_threads: int = Field(default=256, ge=1, le=4096)
+    sse_heartbeat_s: float = Field(default=15.0, gt=0, le=15.0)
     access_log: bool = False
     allow_private_fetch: bool = False
     fallback_api_keys: dict[str, str] = Field(default_factory=dict)

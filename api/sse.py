@@ -20,7 +20,10 @@ RETRY_MS = 3000
 
 
 def frame(event: Event) -> str:
-    return f"id: {event.id}\nevent: {event.name}\ndata: {json.dumps(event.data, ensure_ascii=False)}\n\n"
+    """One SSE frame. The leading comment line (ignored by clients) carries the publication
+    time, so delivery delay can be measured without changing any payload."""
+    data = json.dumps(event.data, ensure_ascii=False)
+    return f": ts={event.at:.6f}\nid: {event.id}\nevent: {event.name}\ndata: {data}\n\n"
 
 
 def last_event_id() -> int | None:
