@@ -1,0 +1,290 @@
+"""`Judge`: run a program once (`run`) or against tests (`run_tests`) and return a `Verdict`.
+
+Each call uses one fresh sandbox (`judge/sandbox.py`), optionally taken from the pool
+(`judge/pool.py`): files in, compile step once, then one run step per test, and the sandbox
+is destroyed in a `finally` whatever happens. Verdicts:
+- `compile_error`: the compile step exited non-zero (its stderr is kept);
+- `memory_limit`: a step died of SIGKILL and the cgroup OOM counter went up;
+- `timeout`: a step passed its wall-clock deadline (the container was killed);
+- `output_limit`: stdout or stderr passed the cap (the partial output is kept);
+- `runtime_error`: a step exited non-zero or died of a signal (`exit_code` 128+N);
+- `wrong_answer`: a test step exited 0 but its stdout (or SQL result document) differs;
+- `internal_error`: the Docker engine failed (the message is in `stderr`).
+A timeout or output overflow kills the sandbox, so later tests are reported as not run.
+In `run_tests` the overall status is `ok` only when every test passed, else the status of
+the first failing test, whose stdout/stderr/exit code the verdict carries; `duration_ms` is
+the sum of the run steps (compilation excluded). For SQL, `run` treats `stdin` as the setup
+script of the in-memory database. Bad submissions (names, sizes, missing entry file, wrong
+case type) raise `SubmissionError` before any container starts.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+import docker
+
+from judge.compare import compare_sql, compare_stdout
+from judge.files import SubmissionError, build_archive, check_files
+from judge.languages import LANGUAGES, SQL_RUNNER, Language
+from judge.models import Limits, RunRequest, SqlCase, Status, TestCase, TestResult, Verdict
+from judge.pool import ContainerPool
+from judge.sandbox import Sandbox, SandboxError, StepResult
+
+MAX_TESTS = 100
+
+
+class Judge:
+    """The code judge; `client` None means Docker is unavailable for `reason`."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient | None,
+        *,
+        limits: Limits | None = None,
+        pool_size: int = 0,
+        reason: str = "",
+    ) -> None:
+        self.client = client
+        self.limits = limits or Limits()
+        self.owner = uuid.uuid4().hex[:12]  # label of this judge's containers
+        self._reason = reason or "no Docker client"
+        self._pool: ContainerPool | None = None
+        if client is not None and pool_size > 0:
+            images = sorted({language.image for language in LANGUAGES.values()})
+            self._pool = ContainerPool(client, images, pool_size, self.limits, self.owner)
+
+    @classmethod
+    def from_env(cls, *, limits: Limits | None = None, pool_size: int = 0, timeout_s: float = 30) -> Judge:
+        """A judge on the engine of DOCKER_HOST (or the local socket); never raises."""
+        try:
+            client = docker.from_env(timeout=int(timeout_s))
+            client.ping()
+        except docker.errors.DockerException as error:
+            return cls(None, reason=f"Docker engine unreachable: {error}")
+        return cls(client, limits=limits, pool_size=pool_size)
+
+    @property
+    def pool(self) -> ContainerPool | None:
+        return self._pool
+
+    def available(self) -> tuple[bool, str]:
+        """(True, "") when the engine answers and every language image is present."""
+        if self.client is None:
+            return False, self._reason
+        try:
+            self.client.ping()
+            present = {tag for image in self.client.images.list(name="orchestrator-judge-*") for tag in image.tags}
+        except docker.errors.DockerException as error:
+            return False, f"Docker engine unreachable: {error}"
+        missing = sorted({language.image for language in LANGUAGES.values()} - present)
+        if missing:
+            return False, f"judge images missing (run `make judge-images`): {', '.join(missing)}"
+        return True, ""
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def run(self, request: RunRequest) -> Verdict:
+        """Run the files once with `request.stdin`."""
+        language = _language(request.language)
+        user_files = _checked(language, request.files)
+        stdin = request.stdin.encode("utf-8", "replace")
+        judge_files = {"stdin": stdin} if language.name != "sql" else {"setup.sql": stdin}
+        limits = request.limits
+        try:
+            with self._sandbox(language, limits, build_archive(user_files, _with_runner(language, judge_files))) as box:
+                failed = self._compile(box, language, limits)
+                if failed is not None:
+                    return failed
+                argv, stdin_file = _run_step(language, "stdin", "setup.sql")
+                step = box.exec(argv, limits.wall_s, stdin_file)
+        except SandboxError as error:
+            return _internal(error)
+        return _verdict(_status(step), step)
+
+    def run_tests(
+        self,
+        language_name: str,
+        files: Mapping[str, str],
+        cases: Sequence[TestCase] | Sequence[SqlCase],
+        limits: Limits | None = None,
+    ) -> Verdict:
+        """Compile once, run every case in the same sandbox, report each test."""
+        language = _language(language_name)
+        user_files = _checked(language, files)
+        _check_cases(language, cases)
+        limits = limits or self.limits
+        judge_files: dict[str, bytes] = {}
+        for index, case in enumerate(cases):
+            if isinstance(case, SqlCase):
+                judge_files[f"setup_{index}.sql"] = case.setup_sql.encode("utf-8", "replace")
+            else:
+                judge_files[f"stdin_{index}"] = case.stdin.encode("utf-8", "replace")
+        results: list[TestResult] = []
+        first_failure: tuple[Status, StepResult] | None = None
+        last: StepResult | None = None
+        total_ms = 0
+        try:
+            with self._sandbox(language, limits, build_archive(user_files, _with_runner(language, judge_files))) as box:
+                failed = self._compile(box, language, limits)
+                if failed is not None:
+                    not_run = [TestResult(name=c.name, passed=False, message="not run: compile error") for c in cases]
+                    return failed.model_copy(update={"tests": not_run})
+                for index, case in enumerate(cases):
+                    if box.killed:
+                        results.append(TestResult(name=case.name, passed=False, message=_not_run_message(first_failure)))
+                        continue
+                    argv, stdin_file = _run_step(language, f"stdin_{index}", f"setup_{index}.sql")
+                    step = box.exec(argv, limits.wall_s, stdin_file)
+                    total_ms += step.duration_ms
+                    last = step
+                    status = _status(step)
+                    if status == "ok" or (status == "runtime_error" and isinstance(case, SqlCase)):
+                        passed, message = _compare(case, step)
+                        if not passed and status == "ok":
+                            status = "wrong_answer"
+                    else:
+                        passed, message = False, _failure_message(status, step, limits)
+                    results.append(TestResult(name=case.name, passed=passed, message=message))
+                    if not passed and first_failure is None:
+                        first_failure = (status, step)
+        except SandboxError as error:
+            return _internal(error).model_copy(update={"tests": results or None})
+        status, shown = first_failure if first_failure else ("ok", last)
+        assert shown is not None  # at least one case ran
+        verdict = _verdict(status, shown)
+        truncated = any(r.message.startswith("output limit") for r in results) or verdict.truncated
+        return verdict.model_copy(update={"tests": results, "duration_ms": total_ms, "truncated": truncated})
+
+    @contextmanager
+    def _sandbox(self, language: Language, limits: Limits, archive: bytes) -> Iterator[Sandbox]:
+        """A sandbox holding `archive` in /work; destroyed (or handed to the pool thread) at exit."""
+        if self.client is None:
+            raise SandboxError(f"judge unavailable: {self._reason}")
+        box = self._pool.take(language.image, limits) if self._pool else None
+        if box is not None:
+            try:
+                box.put_archive(archive)
+            except SandboxError:  # a pooled container that died meanwhile: start a fresh one
+                self._release(box)
+                box = None
+        if box is None:
+            box = Sandbox.start(self.client, language.image, limits, owner=self.owner)
+            try:
+                box.put_archive(archive)
+            except BaseException:
+                self._release(box)
+                raise
+        try:
+            yield box
+        finally:
+            self._release(box)
+
+    def _release(self, box: Sandbox) -> None:
+        if self._pool is not None:
+            self._pool.discard(box)
+        else:
+            box.destroy()
+
+    def _compile(self, box: Sandbox, language: Language, limits: Limits) -> Verdict | None:
+        if language.compile is None:
+            return None
+        step = box.exec(language.compile, timeout_s=limits.compile_wall_s)
+        status = _status(step)
+        if status == "ok":
+            return None
+        if status in ("runtime_error", "output_limit"):
+            status = "compile_error"
+        return _verdict(status, step)
+
+
+def _language(name: str) -> Language:
+    if name not in LANGUAGES:
+        raise SubmissionError(f"unknown language {name!r}; use one of {', '.join(LANGUAGES)}")
+    return LANGUAGES[name]
+
+
+def _checked(language: Language, files: Mapping[str, str]) -> dict[str, bytes]:
+    user_files = check_files(files)
+    if language.entry not in user_files:
+        raise SubmissionError(f"{language.name} submissions need a file named {language.entry!r}")
+    return user_files
+
+
+def _check_cases(language: Language, cases: Sequence[TestCase] | Sequence[SqlCase]) -> None:
+    if not cases:
+        raise SubmissionError("no tests to run")
+    if len(cases) > MAX_TESTS:
+        raise SubmissionError(f"{len(cases)} tests; at most {MAX_TESTS} run per submission")
+    wanted = SqlCase if language.name == "sql" else TestCase
+    if not all(isinstance(case, wanted) for case in cases):
+        raise SubmissionError(f"{language.name} tests must be {wanted.__name__} values")
+
+
+def _with_runner(language: Language, judge_files: dict[str, bytes]) -> dict[str, bytes]:
+    if language.name == "sql":
+        return {**judge_files, "sql_runner.py": SQL_RUNNER.read_bytes()}
+    return judge_files
+
+
+def _run_step(language: Language, stdin_name: str, setup_name: str) -> tuple[list[str], str | None]:
+    """(argv, stdin file) of the run step; SQL passes its setup script as an argument."""
+    if language.name == "sql":
+        return [*language.run, f".judge/{setup_name}"], None
+    return list(language.run), f".judge/{stdin_name}"
+
+
+def _status(step: StepResult) -> Status:
+    if step.oom_killed:
+        return "memory_limit"
+    if step.timed_out:
+        return "timeout"
+    if step.truncated:
+        return "output_limit"
+    if step.exit_code is None:
+        return "internal_error"
+    return "ok" if step.exit_code == 0 else "runtime_error"
+
+
+def _compare(case: TestCase | SqlCase, step: StepResult) -> tuple[bool, str]:
+    stdout = step.stdout.decode("utf-8", "replace")
+    return compare_sql(case, stdout) if isinstance(case, SqlCase) else compare_stdout(case, stdout)
+
+
+def _failure_message(status: Status, step: StepResult, limits: Limits) -> str:
+    if status == "timeout":
+        return f"timeout: no answer within {limits.wall_s:g} s"
+    if status == "memory_limit":
+        return f"memory limit: more than {limits.memory_mb} MB used"
+    if status == "output_limit":
+        return f"output limit: more than {limits.output_bytes} bytes printed"
+    if status == "runtime_error" and step.exit_code is not None and step.exit_code > 128:
+        return f"runtime error: killed by signal {step.exit_code - 128}"
+    if status == "runtime_error":
+        return f"runtime error: exit code {step.exit_code}"
+    return "internal error: the step's exit code could not be read"
+
+
+def _not_run_message(first_failure: tuple[Status, StepResult] | None) -> str:
+    reason = first_failure[0] if first_failure else "an earlier failure"
+    return f"not run: the sandbox was stopped after a {reason.replace('_', ' ')}"
+
+
+def _verdict(status: Status, step: StepResult) -> Verdict:
+    return Verdict(
+        status=status,
+        exit_code=step.exit_code,
+        stdout=step.stdout.decode("utf-8", "replace"),
+        stderr=step.stderr.decode("utf-8", "replace"),
+        duration_ms=step.duration_ms,
+        truncated=step.truncated,
+    )
+
+
+def _internal(error: Exception) -> Verdict:
+    return Verdict(status="internal_error", stderr=str(error)[:2000])

@@ -1,0 +1,57 @@
+"""Runs inside the judge's python image (shipped in the archive, not imported by the app).
+
+usage: python3 sql_runner.py QUERY_FILE [SETUP_FILE]
+Opens a fresh in-memory SQLite database, runs SETUP_FILE as a script, then each statement of
+QUERY_FILE, and prints one JSON document for the last statement that returned rows:
+{"columns": [...], "rows": [[...], ...]}. A failing statement prints {"error": "..."} and
+exits 1. The backend parses this document; nothing else is printed on stdout.
+"""
+
+import json
+import sqlite3
+import sys
+
+
+def statements(script):
+    buffer = ""
+    for piece in script.split(";"):
+        buffer += piece + ";"
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip(" \t\r\n;"):
+                yield buffer
+            buffer = ""
+    if buffer.strip(" \t\r\n;"):
+        yield buffer
+
+
+def cell(value):
+    if isinstance(value, bytes):
+        return value.hex()
+    return value
+
+
+def main(argv):
+    with open(argv[1], encoding="utf-8") as handle:
+        query = handle.read()
+    setup = ""
+    if len(argv) > 2:
+        with open(argv[2], encoding="utf-8") as handle:
+            setup = handle.read()
+    db = sqlite3.connect(":memory:")
+    result = {"columns": [], "rows": []}
+    try:
+        db.executescript(setup)
+        for statement in statements(query):
+            cursor = db.execute(statement)
+            if cursor.description is not None:
+                rows = cursor.fetchall()
+                result = {"columns": [col[0] for col in cursor.description], "rows": [[cell(v) for v in row] for row in rows]}
+    except sqlite3.Error as error:
+        print(json.dumps({"error": f"{type(error).__name__}: {error}"}))
+        return 1
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
