@@ -1,5 +1,5 @@
 # The two commands of the README; each does all set-up first.
-.PHONY: run test bench setup demo
+.PHONY: run test bench setup demo judge-images
 
 run:
 	scripts/run.sh
@@ -9,6 +9,10 @@ test:
 
 setup:
 	scripts/setup.sh
+
+# Docker engine and the code judge's images (built from Debian packages; see judge/recipes.py).
+judge-images:
+	scripts/judge_images.sh
 
 # Full tool turns without any model: the scripted provider and examples/scripted_demo.json.
 demo:
