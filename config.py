@@ -58,6 +58,7 @@ class Settings(BaseModel):
     sse_heartbeat_s: float = Field(default=15.0, gt=0, le=15.0)
     access_log: bool = False
     allow_private_fetch: bool = False
+    judge_pool_size: int = Field(default=2, ge=0, le=16)
     fallback_api_keys: dict[str, str] = Field(default_factory=dict)
 
     def llm_config(self) -> ProviderConfig:
