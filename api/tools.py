@@ -28,6 +28,9 @@ STATUS_BY_CODE: dict[str, int] = {
     ErrorCode.UPSTREAM_ERROR: 502,
     ErrorCode.NOT_CONFIGURED: 503,
     ErrorCode.INTERNAL_ERROR: 500,
+    ErrorCode.INVALID_STATE: 409,
+    ErrorCode.BLOCKED: 409,
+    ErrorCode.UNKNOWN_TOOL: 404,
 }
 
 
@@ -51,5 +54,8 @@ def call(name: str):  # type: ignore[no-untyped-def]
     result = run_tool(tool, body, tool_context(services(), get_db(), current_user().id))
     if not result.ok:
         code = result.error_code or ErrorCode.INTERNAL_ERROR
-        raise ApiError(STATUS_BY_CODE.get(code, 500), code, result.message)
+        status = STATUS_BY_CODE.get(code, 500)
+        if tool.error_style == "task":  # SPEC section 10's error shape
+            return jsonify({"success": False, "error_code": code, "message": result.message}), status
+        raise ApiError(status, code, result.message)
     return jsonify(result.output)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -35,6 +35,14 @@ class ErrorCode(StrEnum):
     NOT_CONFIGURED = "NOT_CONFIGURED"
     UNKNOWN_COMMAND = "UNKNOWN_COMMAND"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+    # learner task tools (SPEC section 10)
+    INVALID_STATE = "INVALID_STATE"
+    BLOCKED = "BLOCKED"
+    UNKNOWN_TOOL = "UNKNOWN_TOOL"
+    # interactive tool results (SPEC section 8)
+    TOOL_EXECUTION_FAILED = "TOOL_EXECUTION_FAILED"
+    INVALID_TOOL_RESULT = "INVALID_TOOL_RESULT"
+    PROFILE_UPDATE_FAILED = "PROFILE_UPDATE_FAILED"
 
 
 class ToolFailure(Exception):
@@ -123,6 +131,7 @@ class Tool(Generic[InputT, OutputT]):
     command: CommandBinding | None = None
     terminal_on_success: bool = False
     timeout_s: float = 30.0
+    error_style: Literal["api", "task"] = "api"  # how POST /tools/<name> shapes an error body
 
     def function_schema(self) -> dict[str, Any]:
         """OpenAI-compatible function schema derived from the input model, never by hand."""
