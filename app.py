@@ -20,12 +20,15 @@ from pathlib import Path
 import click
 from flask import Flask
 
-from api import auth, chat, files, health, profile, sessions, streams, tools, ui
+from api import auth, chat, files, health, profile, sessions, streams, tool_results, tools, ui
+from api import judge as judge_api
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
 from api.health import ProviderProbe
 from config import ConfigError, Settings, load_settings
 from events.bus import EventBus
+from judge.reaper import reap
+from judge.service import Judge
 from pipeline.prompt import build_system_prompt, load_persona
 from pipeline.turn import TurnServices
 from providers import FallbackChain, build_chain
@@ -57,6 +60,23 @@ def image_loader(data_dir: str):  # type: ignore[no-untyped-def]
         return tuple(url for url in urls if url)
 
     return load
+
+
+def build_judge(settings: Settings) -> tuple[Judge | None, dict[str, object]]:
+    """The Docker judge when it can run here, else None and the reason (the app still starts).
+
+    At start-up the reaper removes containers a crashed earlier run left behind.
+    """
+    if settings.judge_enabled is False:
+        return None, {"available": False, "reason": "disabled by JUDGE_ENABLED=0"}
+    judge = Judge.from_env(pool_size=settings.judge_pool_size)
+    if judge.client is None:
+        return None, {"available": False, "reason": judge.available()[1]}
+    removed = reap(judge.client)
+    if removed:
+        logging.getLogger("judge").warning("removed %d orphaned judge containers", removed)
+    available, reason = judge.available()
+    return judge, {"available": available, "reason": reason}
 
 
 def persistent_secret(path: Path) -> str:
@@ -110,6 +130,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     ensure_admin(database, settings.auth_token_file)
     registry = build_registry()
     chat_chain, vision_chain = build_chains(settings)
+    judge, judge_status = build_judge(settings)
+    app.extensions["judge"] = judge
+    app.extensions["judge_status"] = judge_status
     app.extensions["provider_probe"] = ProviderProbe(chat_chain)
     app.extensions["events"] = EventBus(heartbeat_s=settings.sse_heartbeat_s)
     app.extensions["settings"] = settings
@@ -122,11 +145,12 @@ def create_app(settings: Settings | None = None) -> Flask:
         vision=vision_chain,
         system_prompt=build_system_prompt(registry, load_persona(settings.system_prompt_file)),
         load_images=image_loader(settings.data_dir),
-        tool_extras={"vision": vision_chain},  # /image_analyze runs the vision provider
+        tool_extras={"vision": vision_chain, "judge": judge},  # /image_analyze runs the vision provider
     )
     init_database(app)
     register_error_handlers(app)
-    for blueprint in (auth.bp, chat.bp, sessions.bp, streams.bp, files.bp, tools.bp, health.bp, profile.bp, ui.bp):
+    blueprints = (auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui)
+    for blueprint in (module.bp for module in blueprints):
         app.register_blueprint(blueprint)
     return app
 

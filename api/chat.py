@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
-import threading
-from collections.abc import Iterator
 from typing import Any
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, current_app, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError, not_found, validation_error
-from api.sse import event_stream, sse_response, wants_event_stream
-from events.bus import EventBus
-from pipeline.turn import ProviderUnavailable, TurnServices, run_turn
+from api.turns import answer_turn
+from pipeline.turn import EventSink, TurnResult, TurnServices, run_turn
 from storage.sessions import create_session, get_session
 from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, inspect_image, save_image
 
@@ -63,46 +60,10 @@ def parse_chat_request() -> tuple[ChatRequest, list[bytes]]:
     return chat, blobs
 
 
-def run_and_publish(
-    services: TurnServices, bus: EventBus, conn: sqlite3.Connection, *, user_id: int, session_id: str,
-    text: str, meta: dict[str, Any] | None,
-) -> tuple[int, dict[str, Any]]:
-    """Run the turn with its events on the session's bus; end with `done` or a terminal `error`.
-
-    Returns the HTTP status and the JSON answer; the terminal event carries the same JSON,
-    so a streaming client and a plain one see one answer.
-    """
-
-    def emit(name: str, data: dict[str, Any]) -> None:
-        bus.publish(session_id, name, data)
-
-    try:
-        result = run_turn(services, conn, user_id=user_id, session_id=session_id, text=text, user_meta=meta, emit=emit)
-    except ProviderUnavailable as failure:
-        detail = failure.completion
-        error = ApiError(
-            502,
-            "provider_unavailable",
-            f"the model provider did not answer ({detail.provider}: {detail.failure}); your message was kept, retry later",
-            extra={"user_message_id": failure.user_message_id, "session_id": session_id},
-        )
-        bus.publish(session_id, "error", {**error.to_dict(), "status": 502})
-        return 502, error.to_dict()
-    payload = {
-        "session_id": result.session_id,
-        "reply": result.reply,
-        "messages": [message.public() for message in result.messages],
-        "tool": result.tool.model_dump(exclude_none=True) if result.tool else None,
-    }
-    bus.publish(session_id, "done", payload)
-    return 200, payload
-
-
 @bp.post("/chat")
 def chat():  # type: ignore[no-untyped-def]
     chat_request, blobs = parse_chat_request()
     services: TurnServices = current_app.extensions["turn_services"]
-    bus: EventBus = current_app.extensions["events"]
     conn = get_db()
     user = current_user()
     if chat_request.session_id is None:
@@ -116,25 +77,9 @@ def chat():  # type: ignore[no-untyped-def]
     except ImageRejected as error:
         raise ApiError(400, "invalid_image", str(error)) from error
     meta = {"images": [image.model_dump() for image in images]} if images else None
-    turn = {"user_id": user.id, "session_id": session.id, "text": chat_request.message, "meta": meta}
-    if wants_event_stream():
-        return sse_response(stream_turn(services, bus, turn))
-    status, payload = run_and_publish(services, bus, conn, **turn)
-    return jsonify(payload), status
 
+    def work(conn: sqlite3.Connection, emit: EventSink) -> TurnResult:
+        return run_turn(services, conn, user_id=user.id, session_id=session.id, text=chat_request.message,
+                        user_meta=meta, emit=emit)
 
-def stream_turn(services: TurnServices, bus: EventBus, turn: dict[str, Any]) -> Iterator[str]:
-    """Run the turn on its own thread (with its own connection) and stream its events.
-
-    The subscription starts at the bus position before the turn, so no event of this turn
-    is missed; the thread is not a daemon, so a shutting-down server finishes the turn and
-    stores its messages before exiting.
-    """
-    after = bus.last_id(turn["session_id"])
-
-    def work() -> None:
-        with services.database.connection() as conn:
-            run_and_publish(services, bus, conn, **turn)
-
-    threading.Thread(target=work, name=f"turn-{turn['session_id'][:8]}").start()
-    return event_stream(bus, turn["session_id"], after)
+    return answer_turn(session.id, work)

@@ -48,6 +48,15 @@ class ProviderProbe:
         return {**primary, "ok": any(entry["ok"] for entry in entries), "chain": entries}
 
 
+def judge_state() -> dict[str, Any]:
+    """Asked of the engine on every call (a ping and an image list), not remembered."""
+    judge = current_app.extensions.get("judge")
+    if judge is None:
+        return dict(current_app.extensions["judge_status"])
+    available, reason = judge.available()
+    return {"available": available, "reason": reason, "pool": judge.pool is not None}
+
+
 @bp.get("/health")
 def health():  # type: ignore[no-untyped-def]
     try:
@@ -56,9 +65,7 @@ def health():  # type: ignore[no-untyped-def]
     except Exception as error:  # the health answer must describe, not crash
         database = {"ok": False, "error": str(error)}
     provider = current_app.extensions["provider_probe"].report()
-    judge = current_app.extensions.get(
-        "judge_status", {"available": False, "reason": "the Docker judge is not part of this build yet"}
-    )
+    judge = judge_state()
     status = "ok" if database["ok"] and provider["ok"] else "degraded"
     return jsonify({"status": status, "database": database, "provider": provider, "judge": judge}), (
         200 if database["ok"] else 503

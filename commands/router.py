@@ -25,6 +25,7 @@ class Routed:
     role: str
     result: ToolResult
     terminal: bool
+    awaiting_user: bool = False
 
 
 def command_input(binding: CommandBinding, command: Command) -> dict[str, Any]:
@@ -33,6 +34,8 @@ def command_input(binding: CommandBinding, command: Command) -> dict[str, Any]:
     Empty values are left out so the input model's own defaults and `required` rules
     decide what a missing argument means.
     """
+    if binding.parse is not None:
+        return binding.parse(command.args, command.body)
     raw: dict[str, Any] = {}
     if binding.args_field and command.args:
         raw[binding.args_field] = command.args
@@ -51,4 +54,9 @@ def route(command: Command, registry: ToolRegistry, ctx: ToolContext) -> Routed:
         message = f"unknown command /{command.name}. Valid commands: {valid}. {FIX_HINT}"
         return Routed(ROUTER_ROLE, ToolResult.failure("router", ErrorCode.UNKNOWN_COMMAND, message), False)
     result = run_tool(tool, command_input(tool.command, command), ctx)
-    return Routed(tool.result_role, result, terminal=tool.terminal_on_success and result.ok)
+    return Routed(
+        tool.result_role,
+        result,
+        terminal=tool.terminal_on_success and result.ok,
+        awaiting_user=tool.interactive and result.ok,
+    )

@@ -16,6 +16,8 @@ from providers import ChatMessage
 from storage.messages import Message
 
 TOOL_ROLE_SUFFIX = "_tools"
+UI_PENDING = "ui_pending"  # meta.kind of a widget waiting for the user's answer
+UI_RESULT = "ui_result"  # meta.kind of the stored answer
 ImageLoader = Callable[[Message], tuple[str, ...]]
 
 
@@ -37,10 +39,14 @@ def as_provider_messages(message: Message, images: tuple[str, ...] = ()) -> list
         meta = message.meta or {}
         command_line = str(meta.get("command_line") or f"/{meta.get('command', 'tool')}")
         command_name = str(meta.get("command") or message.role.removesuffix(TOOL_ROLE_SUFFIX))
-        return [
-            ChatMessage(role="assistant", content=command_line),
-            ChatMessage(role="user", content=f"{tool_result_framing(command_name)}\n{message.content}"),
-        ]
+        call = ChatMessage(role="assistant", content=command_line)
+        result = ChatMessage(role="user", content=f"{tool_result_framing(command_name)}\n{message.content}")
+        kind = meta.get("kind")
+        if kind == UI_PENDING:
+            return [call]  # the widget is the model's question; its answer is a later message
+        if kind == UI_RESULT:
+            return [result]
+        return [call, result]
     return []  # unknown stored roles never reach a provider
 
 

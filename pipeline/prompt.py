@@ -40,12 +40,19 @@ def load_persona(path: str | None) -> str:
     return Path(path).read_text(encoding="utf-8").strip() or DEFAULT_PERSONA
 
 
+def format_example(example: str) -> str:
+    """One-line examples inline; a command with a body as an indented block, exactly as sent."""
+    if "\n" not in example:
+        return f"Example: `{example}`"
+    return "Example:\n" + "\n".join(f"    {line}" for line in example.splitlines())
+
+
 def command_catalog(registry: ToolRegistry) -> str:
     lines = []
     for tool in registry.commands():
         binding = tool.command
         assert binding is not None
-        lines.append(f"- `{binding.usage}`: {tool.description}\n  Example: `{binding.example}`")
+        lines.append(f"- `{binding.usage}`: {tool.description}\n  {format_example(binding.example)}")
     return "\n".join(lines)
 
 

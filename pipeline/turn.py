@@ -8,6 +8,7 @@ so at most `MAX_TOOL_ROUNDS + 1` passes, each with at most one retry.
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from pydantic import BaseModel
 from commands.detect import Command, detect_command, first_line_and_rest
 from commands.router import Routed, route
 from config import Settings
-from pipeline.context import ImageLoader, build_context, needs_vision
+from pipeline.context import UI_PENDING, UI_RESULT, ImageLoader, build_context, is_tool_role, needs_vision
 from providers import ChatMessage, Completion, FallbackChain
 from storage.db import Database
 from storage.messages import Message, add_message, recent_messages
@@ -151,7 +152,7 @@ def run_command(turn: _Turn, command: Command, user_message_id: int) -> Routed:
         "tool.finished",
         {"name": command.name, "ok": result.ok, "code": result.error_code, "duration_ms": result.duration_ms},
     )
-    meta = {
+    meta: dict[str, Any] = {
         "command": command.name,
         "command_line": command.line,
         "tool": result.tool,
@@ -162,9 +163,41 @@ def run_command(turn: _Turn, command: Command, user_message_id: int) -> Routed:
         meta["output"] = result.output
     else:
         meta.update(code=result.error_code, message=result.message)
+    if routed.awaiting_user:  # SPEC 8: store the pending call; the answer continues the loop
+        meta.update(kind=UI_PENDING, status="pending", tool_call_id=f"call_{uuid.uuid4().hex}")
     turn.store(routed.role, render_contract(routed.role, command.line, result), meta)  # 6.5, 6.8
     turn.last_tool = ToolSummary(name=command.name, ok=result.ok, code=result.error_code)
     return routed
+
+
+def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult:
+    """Provider passes `first_pass`..`MAX_TOOL_ROUNDS` (a pass per tool round, plus the last)."""
+    services, settings = turn.services, turn.services.settings
+    max_rounds = settings.max_tool_rounds
+    for pass_index in range(first_pass, max_rounds + 1):
+        context = build_context(
+            services.system_prompt, turn.history,
+            followup_turns=settings.vision_followup_turns, load_images=services.load_images,
+        )
+        turn.emit("provider.request", {"pass": pass_index, "attempt": 1, "message_count": len(context)})
+        completion = call_provider(turn, context, pass_index)
+        reply = completion.text
+        if reply is None or not reply.strip():
+            raise ProviderUnavailable(user_message_id, completion)
+        command = detect_command(reply)
+        if command is None:
+            answer = turn.store("assistant", reply)  # 6.10: role set here, never parsed
+            return turn.result(answer.content)
+        turn.emit("command.detected", {"name": command.name})
+        if pass_index >= max_rounds:  # 6.6: a command in the last allowed pass is not run
+            answer = turn.store("assistant", strip_commands(reply) or TOOL_LIMIT_REACHED)
+            return turn.result(answer.content)
+        routed = run_command(turn, command, user_message_id)
+        if routed.terminal:  # 6.7: a successful image result ends the turn
+            return turn.result(turn.stored[-1].content)
+        if routed.awaiting_user:  # the user answers through POST /api/ai/tool-result
+            return turn.result(str((routed.result.output or {}).get("question", "")))
+    raise AssertionError("unreachable: the last pass always returns")  # pragma: no cover
 
 
 def run_turn(
@@ -178,31 +211,43 @@ def run_turn(
     emit: EventSink = ignore_event,
 ) -> TurnResult:
     """Run one validated user turn in an owned session (validation is the caller's, 6.1)."""
-    settings = services.settings
-    history = recent_messages(conn, session_id, settings.context_messages)  # 6.2
+    history = recent_messages(conn, session_id, services.settings.context_messages)  # 6.2
     turn = _Turn(services, conn, user_id, session_id, emit, history)
     emit("turn.started", {"session_id": session_id})
     user_message = turn.store("user", text, user_meta)  # stored first: never lost (6.4)
-    max_rounds = settings.max_tool_rounds
-    for pass_index in range(max_rounds + 1):
-        context = build_context(
-            services.system_prompt, turn.history,
-            followup_turns=settings.vision_followup_turns, load_images=services.load_images,
-        )
-        emit("provider.request", {"pass": pass_index, "attempt": 1, "message_count": len(context)})
-        completion = call_provider(turn, context, pass_index)
-        reply = completion.text
-        if reply is None or not reply.strip():
-            raise ProviderUnavailable(user_message.id, completion)
-        command = detect_command(reply)
-        if command is None:
-            answer = turn.store("assistant", reply)  # 6.10: role set here, never parsed
-            return turn.result(answer.content)
-        emit("command.detected", {"name": command.name})
-        if pass_index >= max_rounds:  # 6.6: a command in the last allowed pass is not run
-            answer = turn.store("assistant", strip_commands(reply) or TOOL_LIMIT_REACHED)
-            return turn.result(answer.content)
-        routed = run_command(turn, command, user_message.id)
-        if routed.terminal:  # 6.7: a successful image result ends the turn
-            return turn.result(turn.stored[-1].content)
-    raise AssertionError("unreachable: the last pass always returns")  # pragma: no cover
+    return run_passes(turn, user_message.id, first_pass=0)
+
+
+def rounds_used(history: list[Message]) -> tuple[int, int | None]:
+    """(tool rounds since the last user message, that message's id)."""
+    rounds = 0
+    for message in reversed(history):
+        if message.role == "user":
+            return rounds, message.id
+        if is_tool_role(message.role) and (message.meta or {}).get("kind") != UI_RESULT:
+            rounds += 1
+    return rounds, None
+
+
+def continue_turn(
+    services: TurnServices,
+    conn: sqlite3.Connection,
+    *,
+    user_id: int,
+    session_id: str,
+    result_role: str,
+    result_content: str,
+    result_meta: dict[str, Any],
+    emit: EventSink = ignore_event,
+) -> TurnResult:
+    """Store an interactive tool's result and go on with the user turn it belongs to.
+
+    The rounds that turn already used count against `MAX_TOOL_ROUNDS` (SPEC 8), so
+    answering widgets can never extend a turn past the cap.
+    """
+    history = recent_messages(conn, session_id, services.settings.context_messages)
+    turn = _Turn(services, conn, user_id, session_id, emit, history)
+    emit("turn.started", {"session_id": session_id, "continuation": True})
+    turn.store(result_role, result_content, {**result_meta, "kind": UI_RESULT})
+    used, user_message_id = rounds_used(turn.history)
+    return run_passes(turn, user_message_id or 0, first_pass=used)

@@ -70,3 +70,25 @@ def recent_messages(
     rows = cursor.fetchall()
     rows.reverse()
     return [_message(row) for row in rows]
+
+
+def find_tool_call(conn: sqlite3.Connection, user_id: int, tool_call_id: str) -> Message | None:
+    """The pending (or answered) interactive call with this id, if it is this user's."""
+    cursor = conn.execute(
+        f"SELECT {COLUMNS} FROM chat_messages WHERE user_id = ? AND role = 'ui_tools'"
+        " AND json_extract(meta, '$.tool_call_id') = ? ORDER BY id LIMIT 1",
+        (user_id, tool_call_id),
+    )
+    cursor.row_factory = None
+    row = cursor.fetchone()
+    return _message(row) if row else None
+
+
+def mark_tool_call(conn: sqlite3.Connection, message_id: int, status: str) -> bool:
+    """Move a pending call to `status`; False if it was no longer pending (a concurrent answer)."""
+    cursor = conn.execute(
+        "UPDATE chat_messages SET meta = json_set(meta, '$.status', ?) "
+        "WHERE id = ? AND json_extract(meta, '$.status') = 'pending'",
+        (status, message_id),
+    )
+    return cursor.rowcount == 1

@@ -138,7 +138,165 @@ def m003_session_activity(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_full_text_search, m003_session_activity)
+def m004_activities_problems_submissions(conn: sqlite3.Connection) -> None:
+    """Generated activities, their judge-verified problems, and learners' submissions.
+
+    A problem's reference solution and hidden tests live only here (JSON columns); the
+    learner's view of a problem is a projection that leaves them out.
+    """
+    execute_script(
+        conn,
+        """
+        CREATE TABLE activities (
+            id TEXT PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            topic TEXT NOT NULL,
+            language TEXT NOT NULL,
+            difficulty TEXT NOT NULL,
+            requested INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX activities_by_user ON activities(user_id, created_at);
+        CREATE TABLE problems (
+            id TEXT PRIMARY KEY,
+            activity_id TEXT REFERENCES activities(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            language TEXT NOT NULL,
+            difficulty TEXT NOT NULL,
+            title TEXT NOT NULL,
+            statement TEXT NOT NULL,
+            starter_files TEXT NOT NULL,
+            reference_files TEXT NOT NULL,
+            tests TEXT NOT NULL,
+            position INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX problems_by_activity ON problems(activity_id, position);
+        CREATE TABLE submissions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            problem_id TEXT NOT NULL REFERENCES problems(id) ON DELETE CASCADE,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            language TEXT NOT NULL,
+            files TEXT NOT NULL,
+            status TEXT NOT NULL,
+            verdict TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX submissions_by_user_problem ON submissions(user_id, problem_id, id);
+        """,
+    )
+
+
+def m005_learner_tasks(conn: sqlite3.Connection) -> None:
+    """Learner task projects (SPEC section 10) and every per-learner record about them.
+
+    `tasks` holds the imported templates (JSON columns for dependencies, objectives and
+    criteria; `retired` = removed from the file, kept so progress survives a re-import).
+    Everything a learner does is keyed by (learner, task): lazily created progress rows
+    (absent = `open`), numbered attempts, comments (`learner_id` NULL = shared), the status
+    audit trail (`task_events`, which keeps `go_back` reasons) and help requests.
+    """
+    execute_script(
+        conn,
+        """
+        CREATE TABLE task_projects (
+            id TEXT PRIMARY KEY,
+            title TEXT NOT NULL,
+            description TEXT NOT NULL DEFAULT '',
+            source_hash TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE tasks (
+            pk INTEGER PRIMARY KEY,
+            project_id TEXT NOT NULL REFERENCES task_projects(id) ON DELETE CASCADE,
+            id TEXT NOT NULL,
+            title TEXT NOT NULL,
+            description TEXT NOT NULL,
+            task_type TEXT NOT NULL CHECK (task_type IN ('task', 'subtask')),
+            parent_id TEXT,
+            dependencies TEXT NOT NULL DEFAULT '[]',
+            priority INTEGER NOT NULL,
+            learning_objectives TEXT NOT NULL DEFAULT '[]',
+            acceptance_criteria TEXT NOT NULL DEFAULT '[]',
+            position INTEGER NOT NULL,
+            content_hash TEXT NOT NULL,
+            retired INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            UNIQUE (project_id, id)
+        );
+        CREATE INDEX tasks_by_id ON tasks(id);
+        CREATE TABLE task_progress (
+            learner_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            task_pk INTEGER NOT NULL REFERENCES tasks(pk) ON DELETE CASCADE,
+            status TEXT NOT NULL CHECK (status IN ('open', 'in_progress', 'submitted', 'closed')),
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (learner_id, task_pk)
+        );
+        CREATE TABLE task_attempts (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            learner_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            task_pk INTEGER NOT NULL REFERENCES tasks(pk) ON DELETE CASCADE,
+            attempt INTEGER NOT NULL,
+            answer TEXT NOT NULL,
+            result TEXT NOT NULL
+                CHECK (result IN ('passed', 'failed', 'pending_review', 'superseded', 'rejected')),
+            checks TEXT NOT NULL,
+            reviewed_by INTEGER REFERENCES users(id) ON DELETE SET NULL,
+            review_note TEXT,
+            reviewed_at TEXT,
+            created_at TEXT NOT NULL,
+            UNIQUE (learner_id, task_pk, attempt)
+        );
+        CREATE INDEX task_attempts_pending ON task_attempts(result, id);
+        CREATE TABLE task_comments (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            task_pk INTEGER NOT NULL REFERENCES tasks(pk) ON DELETE CASCADE,
+            learner_id INTEGER REFERENCES users(id) ON DELETE CASCADE,
+            author_id INTEGER REFERENCES users(id) ON DELETE SET NULL,
+            text TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX task_comments_by_task ON task_comments(task_pk, learner_id, id);
+        CREATE TABLE task_events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            learner_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            task_pk INTEGER NOT NULL REFERENCES tasks(pk) ON DELETE CASCADE,
+            actor_id INTEGER REFERENCES users(id) ON DELETE SET NULL,
+            action TEXT NOT NULL,
+            from_status TEXT NOT NULL,
+            to_status TEXT NOT NULL,
+            reason TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX task_events_by_learner ON task_events(learner_id, task_pk, id);
+        CREATE TABLE help_requests (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            learner_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            task_pk INTEGER NOT NULL REFERENCES tasks(pk) ON DELETE CASCADE,
+            message TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'resolved')),
+            created_at TEXT NOT NULL,
+            resolved_by INTEGER REFERENCES users(id) ON DELETE SET NULL,
+            resolved_at TEXT
+        );
+        CREATE INDEX help_requests_by_status ON help_requests(status, id);
+        """,
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    m001_initial,
+    m002_full_text_search,
+    m003_session_activity,
+    m004_activities_problems_submissions,
+    m005_learner_tasks,
+)
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

@@ -15,6 +15,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from pipeline.prompt import format_example
 from pipeline.turn import TOOL_LIMIT_REACHED
 from testing.fake_llm import FakeLLMServer, tiny_png
 
@@ -66,7 +67,7 @@ def test_system_prompt_lists_every_command_from_the_registry(app, client, auth, 
     system = fake_llm.requests[0]["messages"][0]["content"]
     for tool in app.extensions["turn_services"].registry.commands():
         assert tool.command.usage in system
-        assert tool.command.example in system
+        assert format_example(tool.command.example) in system
     assert "FIRST line" in system
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from pipeline.prompt import DEFAULT_PERSONA, build_system_prompt, load_persona
+from pipeline.prompt import DEFAULT_PERSONA, build_system_prompt, format_example, load_persona
 from tools.base import CommandBinding, Tool, ToolInput, ToolOutput
 from tools.catalog import build_registry
 
@@ -34,7 +34,7 @@ def test_every_registered_command_appears_with_usage_and_example():
     assert len(registry.commands()) >= 4
     for tool in registry.commands():
         assert f"`{tool.command.usage}`: {tool.description}" in prompt
-        assert f"Example: `{tool.command.example}`" in prompt
+        assert format_example(tool.command.example) in prompt
 
 
 def test_a_new_tool_needs_no_prompt_edit():
@@ -79,3 +79,8 @@ def test_system_prompt_file_reaches_the_provider(make_app, fake_llm, tmp_path):
     client.post("/chat", json={"message": "hi"}, headers={"Authorization": f"Bearer {new_token(app)}"})
     system = fake_llm.requests[0]["messages"][0]
     assert system["role"] == "system" and system["content"].startswith("You are Ada.\n\n## Tools")
+
+
+def test_examples_with_a_body_are_shown_as_indented_blocks():
+    assert format_example("/remember x") == "Example: `/remember x`"
+    assert format_example("/run_code python\nprint(1)") == "Example:\n    /run_code python\n    print(1)"

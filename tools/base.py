@@ -112,6 +112,7 @@ class CommandBinding:
     args_field: str | None = None
     body_field: str | None = None
     body_fallback_to_args: bool = False
+    parse: Callable[[str, str], dict[str, Any]] | None = None  # (args, body) -> input, for several fields
 
 
 InputT = TypeVar("InputT", bound=ToolInput)
@@ -132,6 +133,7 @@ class Tool(Generic[InputT, OutputT]):
     terminal_on_success: bool = False
     timeout_s: float = 30.0
     error_style: Literal["api", "task"] = "api"  # how POST /tools/<name> shapes an error body
+    interactive: bool = False  # the handler builds a widget; the turn waits for the user's answer
 
     def function_schema(self) -> dict[str, Any]:
         """OpenAI-compatible function schema derived from the input model, never by hand."""

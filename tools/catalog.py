@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from tools.image_analyze import IMAGE_ANALYZE_TOOL
 from tools.imagine import IMAGINE_TOOL
+from tools.interactive import INTERACTIVE_TOOLS
 from tools.memory import MEMORY_SEARCH_TOOL, REMEMBER_TOOL
 from tools.memory_sql import MEMORY_SQL_TOOL
 from tools.open_url import OPEN_URL_TOOL
 from tools.registry import ToolRegistry
+from tools.run_code import RUN_CODE_TOOL
 from tools.web_search import WEB_SEARCH_TOOL
 from tools.weather import WEATHER_TOOL
 from tools.workspace import WORKSPACE_TOOLS
@@ -24,5 +26,8 @@ def build_registry() -> ToolRegistry:
     registry.register(IMAGE_ANALYZE_TOOL)
     registry.register(IMAGINE_TOOL)
     for tool in WORKSPACE_TOOLS:
+        registry.register(tool)
+    registry.register(RUN_CODE_TOOL)
+    for tool in INTERACTIVE_TOOLS:
         registry.register(tool)
     return registry

@@ -1,0 +1,1 @@
+"""Generated practice activities: LLM drafts, validated, verified in the judge, stored."""

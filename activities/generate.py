@@ -1,0 +1,110 @@
+"""The generation job: for each requested problem, draft -> validate -> verify -> store.
+
+Each problem gets at most `MAX_ATTEMPTS` drafts. A draft is kept only if its reference
+solution passes every one of its own tests in the judge AND its starter code fails at
+least one (a starter that already passes would teach nothing). Progress goes to the
+session's event bus with codes, counts and titles only: prompts, model replies,
+reference solutions and tests never leave this module except into the database.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from activities.drafts import DraftRejected, parse_draft, schema_text
+from judge.files import SubmissionError
+from judge.languages import LANGUAGES
+from judge.models import SqlCase, TestCase
+from judge.service import Judge
+from providers import ChatMessage, FallbackChain
+from storage.db import Database
+from storage.problems import Activity, add_problem, set_activity_status
+
+log = logging.getLogger("activities")
+
+MAX_ATTEMPTS = 3
+Publish = Callable[[str, dict[str, Any]], None]
+
+SYSTEM = (
+    "You write programming practice problems. Answer with ONE JSON object and nothing else "
+    "(no prose, no markdown). The reference solution must pass every test exactly; the "
+    "starter code must compile or parse but must not solve the task."
+)
+
+
+@dataclass(frozen=True)
+class GenerationJob:
+    database: Database
+    chat: FallbackChain
+    judge: Judge
+    publish: Publish
+
+    def run(self, user_id: int, activity: Activity) -> None:
+        """Generate every problem of `activity`; always ends with a terminal `done` event."""
+        self.publish("job.started", {"activity_id": activity.id, "count": activity.requested,
+                                     "language": activity.language})
+        stored: list[dict[str, str]] = []
+        try:
+            for index in range(activity.requested):
+                problem = self._one(user_id, activity, index, [p["title"] for p in stored])
+                if problem is not None:
+                    stored.append(problem)
+        except Exception:  # a job must always end: log, then report failure
+            log.exception("generation job %s crashed", activity.id)
+        status = "ready" if len(stored) == activity.requested else "partial" if stored else "failed"
+        with self.database.connection() as conn:
+            set_activity_status(conn, activity.id, status)
+        self.publish("done", {"activity_id": activity.id, "status": status, "problems": stored})
+
+    def _one(self, user_id: int, activity: Activity, index: int, taken: list[str]) -> dict[str, str] | None:
+        feedback = ""
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            self.publish("problem.started", {"index": index, "attempt": attempt})
+            try:
+                title, statement, starter, reference, cases = self._draft(activity, index, taken, feedback)
+                self._verify(activity.language, starter, reference, cases)
+            except DraftRejected as rejected:
+                self.publish("problem.rejected", {"index": index, "attempt": attempt, "code": rejected.code})
+                feedback = f"Your previous draft was rejected: {rejected.message}. Fix it and answer again."
+                continue
+            entry = LANGUAGES[activity.language].entry
+            with self.database.connection() as conn:
+                problem = add_problem(
+                    conn, user_id=user_id, activity_id=activity.id, language=activity.language,
+                    difficulty=activity.difficulty, title=title, statement=statement, starter_files={entry: starter},
+                    reference_files={entry: reference}, tests=[case.model_dump() for case in cases], position=index,
+                )
+            self.publish("problem.stored", {"index": index, "problem_id": problem.id, "title": title})
+            return {"id": problem.id, "title": title}
+        self.publish("problem.failed", {"index": index, "attempts": MAX_ATTEMPTS})
+        return None
+
+    def _draft(self, activity: Activity, index: int, taken: list[str], feedback: str):  # type: ignore[no-untyped-def]
+        prompt = (
+            f"Write practice problem {index + 1} of {activity.requested} about: {activity.topic}\n"
+            f"Language: {activity.language}. Difficulty: {activity.difficulty}.\n"
+            + (f"Do not repeat these problems: {'; '.join(taken)}.\n" if taken else "")
+            + f"Answer with JSON of this shape:\n{schema_text(activity.language)}\n"
+            + (f"\n{feedback}" if feedback else "")
+        )
+        reply = self.chat.complete([ChatMessage(role="system", content=SYSTEM), ChatMessage(role="user", content=prompt)])
+        if reply is None or not reply.strip():
+            raise DraftRejected("provider_unavailable", "the model gave no answer")
+        draft, cases = parse_draft(reply, activity.language)
+        return draft.title, draft.statement, draft.starter_code, draft.reference_solution, cases
+
+    def _verify(self, language: str, starter: str, reference: str, cases: list[TestCase] | list[SqlCase]) -> None:
+        entry = LANGUAGES[language].entry
+        try:
+            verdict = self.judge.run_tests(language, {entry: reference}, cases)
+        except SubmissionError as error:
+            raise DraftRejected("invalid_tests", str(error)) from error
+        if verdict.status != "ok":
+            failing = next((t for t in verdict.tests or [] if not t.passed), None)
+            detail = f"test {failing.name!r}: {failing.message}" if failing else verdict.status
+            raise DraftRejected("reference_failed", f"the reference solution fails its own tests ({verdict.status}; {detail})")
+        if self.judge.run_tests(language, {entry: starter}, cases).status == "ok":
+            raise DraftRejected("starter_passes", "the starter code already passes every test; make it a skeleton")

@@ -1,0 +1,163 @@
+"""`POST /run`, `POST /submit`, and generated activities (SPEC section 9).
+
+Every endpoint answers 503 `judge_unavailable` (with the reason) when the Docker judge
+cannot run here; the rest of the product keeps working. `/submit` runs the problem's
+stored, hidden tests: the client never sends tests, and the answer lists each test's
+name and pass/fail message, never its expected output.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Literal
+
+from flask import Blueprint, current_app, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from activities.generate import GenerationJob
+from api.auth import current_user, require_user
+from api.database import get_db
+from api.errors import ApiError, not_found, validation_error
+from judge.files import SubmissionError
+from judge.models import Language, RunRequest, SqlCase, TestCase
+from judge.service import Judge
+from storage.problems import (
+    activity_problems,
+    add_submission,
+    create_activity,
+    get_activity,
+    get_problem,
+    list_activities,
+)
+from storage.sessions import create_session, get_session
+
+bp = Blueprint("judge", __name__)
+bp.before_request(require_user)
+
+MAX_FILES_BYTES = 1024 * 1024
+
+
+class RunBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    language: Language
+    files: dict[str, str] = Field(min_length=1, max_length=20)
+    stdin: str = Field(default="", max_length=1024 * 1024)
+
+
+class SubmitBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    problem_id: str = Field(min_length=1, max_length=64)
+    language: Language
+    files: dict[str, str] = Field(min_length=1, max_length=20)
+
+
+class GenerateBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    topic: str = Field(min_length=2, max_length=300)
+    language: Language
+    count: int = Field(default=3, ge=1, le=10)
+    difficulty: Literal["easy", "medium", "hard"] = "easy"
+    session_id: str | None = Field(default=None, max_length=64)
+
+
+def parse(model: type[BaseModel]) -> Any:
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_json", "the body must be a JSON object")
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        raise validation_error(error) from error
+
+
+def ready_judge() -> Judge:
+    judge: Judge | None = current_app.extensions.get("judge")
+    if judge is None:
+        raise ApiError(503, "judge_unavailable", current_app.extensions["judge_status"]["reason"])
+    available, reason = judge.available()
+    if not available:
+        raise ApiError(503, "judge_unavailable", reason)
+    return judge
+
+
+def checked_size(files: dict[str, str]) -> dict[str, str]:
+    if sum(len(name) + len(content.encode()) for name, content in files.items()) > MAX_FILES_BYTES:
+        raise ApiError(413, "files_too_large", f"files may hold at most {MAX_FILES_BYTES // 1024} KiB in total")
+    return files
+
+
+@bp.post("/run")
+def run():  # type: ignore[no-untyped-def]
+    body: RunBody = parse(RunBody)
+    judge = ready_judge()
+    try:
+        verdict = judge.run(RunRequest(language=body.language, files=checked_size(body.files), stdin=body.stdin))
+    except SubmissionError as error:
+        raise ApiError(400, "invalid_files", str(error)) from error
+    return jsonify(verdict.to_dict())
+
+
+@bp.post("/submit")
+def submit():  # type: ignore[no-untyped-def]
+    body: SubmitBody = parse(SubmitBody)
+    conn, user = get_db(), current_user()
+    problem = get_problem(conn, user.id, body.problem_id)
+    if problem is None:
+        raise not_found("problem")
+    if body.language != problem.language:
+        raise ApiError(400, "wrong_language", f"this problem is solved in {problem.language}")
+    judge = ready_judge()
+    adapter = TypeAdapter(list[SqlCase] if problem.language == "sql" else list[TestCase])
+    try:
+        verdict = judge.run_tests(problem.language, checked_size(body.files), adapter.validate_python(problem.tests))
+    except SubmissionError as error:
+        raise ApiError(400, "invalid_files", str(error)) from error
+    result = verdict.to_dict()
+    submission = add_submission(conn, user_id=user.id, problem_id=problem.id, language=body.language,
+                                files=body.files, verdict=result)
+    return jsonify({**result, "submission_id": submission.id, "problem_id": problem.id})
+
+
+@bp.post("/activities/generate")
+def generate():  # type: ignore[no-untyped-def]
+    body: GenerateBody = parse(GenerateBody)
+    conn, user = get_db(), current_user()
+    judge = ready_judge()
+    if body.session_id is None:
+        session = create_session(conn, user.id, f"Practice: {body.topic}"[:60])
+    else:
+        session = get_session(conn, user.id, body.session_id)
+        if session is None:
+            raise not_found("session")
+    activity = create_activity(conn, user_id=user.id, session_id=session.id, topic=body.topic,
+                               language=body.language, difficulty=body.difficulty, count=body.count)
+    bus = current_app.extensions["events"]
+    services = current_app.extensions["turn_services"]
+    job = GenerationJob(database=services.database, chat=services.chat, judge=judge,
+                        publish=lambda name, data: bus.publish(session.id, name, data))
+    threading.Thread(target=job.run, args=(user.id, activity), name=f"generate-{activity.id[:8]}").start()
+    return jsonify({"activity_id": activity.id, "session_id": session.id, "status": activity.status,
+                    "stream": f"/sessions/{session.id}/generate/stream"}), 202
+
+
+@bp.get("/activities")
+def activities():  # type: ignore[no-untyped-def]
+    return jsonify({"activities": [a.model_dump() for a in list_activities(get_db(), current_user().id)]})
+
+
+@bp.get("/activities/<activity_id>")
+def activity(activity_id: str):  # type: ignore[no-untyped-def]
+    conn, user = get_db(), current_user()
+    found = get_activity(conn, user.id, activity_id)
+    if found is None:
+        raise not_found("activity")
+    problems = [problem.view().model_dump() for problem in activity_problems(conn, user.id, activity_id)]
+    return jsonify({**found.model_dump(), "problems": problems})
+
+
+@bp.get("/problems/<problem_id>")
+def problem(problem_id: str):  # type: ignore[no-untyped-def]
+    found = get_problem(get_db(), current_user().id, problem_id)
+    if found is None:
+        raise not_found("problem")
+    return jsonify(found.view().model_dump())

@@ -1,0 +1,138 @@
+"""`POST /api/ai/tool-result`: the user's answer to an interactive widget (SPEC section 8).
+
+Order of checks: body shape (400 INVALID_TOOL_RESULT), the call exists and is this user's
+(404), it is still pending (409), the body matches the call (tool, field, conversation:
+400), the value fits the widget (400). Then, in one transaction, the answer is written to
+the profile and the call marked answered; the result is stored as a `ui_tools` message and
+the model's next pass runs (JSON answer, or SSE with `Accept: text/event-stream`).
+
+A failing handler (PROFILE_UPDATE_FAILED, or TOOL_EXECUTION_FAILED for anything
+unexpected) is logged with tool, call id and user, stored as an error result, and leaves
+the call pending: the client can fix the cause and send the answer again.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Any, Literal
+
+from flask import Blueprint, current_app, request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from api.auth import current_user, require_user
+from api.database import get_db
+from api.errors import ApiError
+from api.turns import answer_turn
+from pipeline.context import UI_RESULT
+from pipeline.turn import EventSink, TurnResult, TurnServices, continue_turn
+from storage.db import transaction
+from storage.messages import Message, add_message, find_tool_call, mark_tool_call
+from tools.base import ErrorCode, ToolFailure, ToolResult
+from tools.contract import render_contract
+from tools.interactive import apply_answer, check_answer
+
+bp = Blueprint("tool_results", __name__)
+bp.before_request(require_user)
+log = logging.getLogger("tool_results")
+
+ROLE = "ui_tools"
+
+
+class ToolResultBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    conversationId: str = Field(min_length=1, max_length=64)  # noqa: N815 - SPEC field names
+    toolCallId: str = Field(min_length=1, max_length=100)  # noqa: N815
+    toolName: str = Field(min_length=1, max_length=64)  # noqa: N815
+    targetField: str = Field(min_length=1, max_length=64)  # noqa: N815
+    value: Any
+    inputMethod: Literal["selection", "text", "voice"] | None = None  # noqa: N815
+
+
+def invalid(message: str, details: Any = None) -> ApiError:
+    return ApiError(400, ErrorCode.INVALID_TOOL_RESULT, message, details)
+
+
+def parse_body() -> ToolResultBody:
+    raw = request.get_json(silent=True)
+    if not isinstance(raw, dict):
+        raise invalid("the body must be a JSON object")
+    if "value" not in raw:
+        raise invalid("value is required")
+    try:
+        return ToolResultBody.model_validate(raw)
+    except ValidationError as error:
+        details = [{"field": ".".join(map(str, e["loc"])), "message": e["msg"]} for e in error.errors()]
+        raise invalid("; ".join(f"{d['field']}: {d['message']}" for d in details), details) from error
+
+
+def pending_call(body: ToolResultBody, user_id: int) -> Message:
+    call = find_tool_call(get_db(), user_id, body.toolCallId)
+    if call is None or call.session_id != body.conversationId:
+        raise ApiError(404, "not_found", "tool call not found")
+    meta = call.meta or {}
+    if meta.get("status") != "pending":
+        raise ApiError(409, "already_answered", "this tool call was already answered")
+    widget = meta.get("output") or {}
+    if body.toolName != meta.get("command") or body.targetField != widget.get("target_field"):
+        raise invalid(f"this call is {meta.get('command')} for the field {widget.get('target_field')}")
+    return call
+
+
+def stored_result(call: Message, result: ToolResult) -> tuple[str, dict[str, Any]]:
+    meta = call.meta or {}
+    summary: dict[str, Any] = {"command": meta["command"], "command_line": meta["command_line"], "tool": result.tool,
+                               "ok": result.ok, "tool_call_id": meta["tool_call_id"], "kind": UI_RESULT}
+    if result.ok:
+        summary["output"] = result.output
+    else:
+        summary.update(code=result.error_code, message=result.message)
+    return render_contract(ROLE, meta["command_line"], result), summary
+
+
+@bp.post("/api/ai/tool-result")
+def tool_result():  # type: ignore[no-untyped-def]
+    body = parse_body()
+    user = current_user()
+    call = pending_call(body, user.id)
+    meta = call.meta or {}
+    widget = meta["output"]
+    try:
+        value = check_answer(widget, body.value)
+    except ToolFailure as failure:
+        raise invalid(failure.message) from failure
+    method = body.inputMethod or ("selection" if widget["widget"] != "text" else "text")
+    conn = get_db()
+    try:
+        with transaction(conn):
+            output = apply_answer(conn, user.id, widget, value, method)
+            if not mark_tool_call(conn, call.id, "answered"):
+                raise ApiError(409, "already_answered", "this tool call was already answered")
+    except ToolFailure as failure:
+        fail(conn, call, user.id, failure.code, failure.message, 422)
+    except ApiError:
+        raise
+    except Exception as error:
+        log.exception("tool %s failed (call %s, user %s)", meta["command"], body.toolCallId, user.id)
+        fail(conn, call, user.id, ErrorCode.TOOL_EXECUTION_FAILED, f"saving the answer failed ({type(error).__name__})", 500)
+    result = ToolResult(tool=meta["tool"], ok=True, output=output.model_dump(mode="json"), text=output.render())
+    content, summary = stored_result(call, result)
+    services: TurnServices = current_app.extensions["turn_services"]
+
+    def work(conn: sqlite3.Connection, emit: EventSink) -> TurnResult:
+        return continue_turn(services, conn, user_id=user.id, session_id=call.session_id, result_role=ROLE,
+                             result_content=content, result_meta=summary, emit=emit)
+
+    return answer_turn(call.session_id, work)
+
+
+def fail(conn: sqlite3.Connection, call: Message, user_id: int, code: str, message: str, status: int) -> None:
+    """Store the failure as an error result (the call stays pending) and answer with its code."""
+    meta = call.meta or {}
+    log.warning("tool %s failed: %s %s (call %s, user %s)", meta.get("command"), code, message,
+                meta.get("tool_call_id"), user_id)
+    result = ToolResult.failure(str(meta.get("tool")), code, message)
+    content, summary = stored_result(call, result)
+    add_message(conn, session_id=call.session_id, user_id=user_id, role=ROLE, content=content, meta=summary)
+    raise ApiError(status, code, f"{message}; the question is still open, send the answer again when fixed")

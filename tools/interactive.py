@@ -1,0 +1,178 @@
+"""Interactive UI tools (SPEC section 8): `/ask_choice`, `/ask_text`, `/confirm`.
+
+Running one of these commands does not answer it: the handler only validates and builds the
+widget, the pipeline stores it as a pending `ui_tools` message with a `toolCallId`, and the
+turn ends. The user's answer arrives at `POST /api/ai/tool-result`; `apply_answer` checks
+it against the widget, writes it to the user's profile with provenance, and the loop goes
+on with the next model pass.
+
+Command forms (the first word after the command is the profile field):
+    /ask_choice <field> <question>      options on the following lines, one per line
+    /ask_text <field> <question>
+    /confirm <field> <question>         the user confirms (or not) the field's current value
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from storage.profile import FIELD_NAME_PATTERN, FieldNotFound, ProfileError, confirm_field, set_field
+from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+
+Widget = Literal["choice", "text", "confirm"]
+InputMethod = Literal["selection", "text", "voice"]
+MAX_ANSWER_CHARS = 2000
+YES = {"yes", "y", "true", "confirm", "confirmed"}
+NO = {"no", "n", "false", "change", "make changes"}
+
+
+class _Ask(ToolInput):
+    target_field: str = Field(pattern=FIELD_NAME_PATTERN, description="Profile field that receives the answer.")
+    question: str = Field(min_length=3, max_length=500)
+
+
+class AskChoiceInput(_Ask):
+    options: list[str] = Field(min_length=2, max_length=10)
+
+    @field_validator("options")
+    @classmethod
+    def distinct_short_options(cls, options: list[str]) -> list[str]:
+        cleaned = [option.strip() for option in options]
+        if any(not option or len(option) > 200 for option in cleaned):
+            raise ValueError("each option needs 1-200 characters")
+        if len({option.lower() for option in cleaned}) != len(cleaned):
+            raise ValueError("options must be different")
+        return cleaned
+
+
+class AskTextInput(_Ask):
+    pass
+
+
+class ConfirmInput(_Ask):
+    pass
+
+
+class WidgetOutput(ToolOutput):
+    """The widget the web UI renders; stored in the pending message's meta."""
+
+    widget: Widget
+    target_field: str
+    question: str
+    options: list[str] = Field(default_factory=list)
+
+    def render(self) -> str:
+        lines = [f"Asked the user: {self.question}"]
+        if self.options:
+            lines.append("Options: " + " | ".join(self.options))
+        lines.append(f"(waiting for the answer; it will be saved to the profile field {self.target_field})")
+        return "\n".join(lines)
+
+
+def split_field_and_question(args: str) -> dict[str, Any]:
+    field, _, question = args.strip().partition(" ")
+    return {"target_field": field, "question": question.strip()}
+
+
+def parse_choice(args: str, body: str) -> dict[str, Any]:
+    options = [line.strip().lstrip("-*•").strip() for line in body.splitlines() if line.strip()]
+    return {**split_field_and_question(args), "options": options}
+
+
+def parse_single(args: str, body: str) -> dict[str, Any]:
+    return split_field_and_question(args)
+
+
+def ask_choice(data: AskChoiceInput, ctx: ToolContext) -> WidgetOutput:
+    return WidgetOutput(widget="choice", target_field=data.target_field, question=data.question, options=data.options)
+
+
+def ask_text(data: AskTextInput, ctx: ToolContext) -> WidgetOutput:
+    return WidgetOutput(widget="text", target_field=data.target_field, question=data.question)
+
+
+def confirm(data: ConfirmInput, ctx: ToolContext) -> WidgetOutput:
+    return WidgetOutput(widget="confirm", target_field=data.target_field, question=data.question,
+                        options=["Confirm", "Make changes"])
+
+
+class UiAnswerOutput(ToolOutput):
+    """The stored result of an answered widget."""
+
+    widget: Widget
+    target_field: str
+    value: Any
+    input_method: InputMethod
+    confirmed: bool | None = None
+
+    def render(self) -> str:
+        if self.widget == "confirm":
+            if self.confirmed:
+                return f"The user confirmed the profile field {self.target_field}."
+            return f"The user did not confirm {self.target_field}; ask what should change."
+        return f"The user answered: {self.value}\n(saved to the profile field {self.target_field})"
+
+
+def check_answer(widget: dict[str, Any], value: Any) -> Any:
+    """The answer normalised for its widget, or INVALID_TOOL_RESULT saying what fits."""
+    kind = widget["widget"]
+    if kind == "choice":
+        options = widget["options"]
+        match = next((option for option in options if isinstance(value, str) and option.lower() == value.strip().lower()), None)
+        if match is None:
+            raise ToolFailure(ErrorCode.INVALID_TOOL_RESULT, f"value must be one of: {', '.join(options)}")
+        return match
+    if kind == "text":
+        if not isinstance(value, str) or not value.strip() or len(value) > MAX_ANSWER_CHARS:
+            raise ToolFailure(ErrorCode.INVALID_TOOL_RESULT, f"value must be text of 1-{MAX_ANSWER_CHARS} characters")
+        return value.strip()
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in YES | NO:
+        return value.strip().lower() in YES
+    raise ToolFailure(ErrorCode.INVALID_TOOL_RESULT, "value must be true/false (or yes/no) for a confirmation")
+
+
+def apply_answer(
+    conn: sqlite3.Connection, user_id: int, widget: dict[str, Any], value: Any, input_method: InputMethod
+) -> UiAnswerOutput:
+    """Write a checked answer to the profile (provenance: the user, how, when)."""
+    field = widget["target_field"]
+    try:
+        if widget["widget"] == "confirm":
+            confirm_field(conn, user_id, field, confirmed=bool(value))
+            return UiAnswerOutput(widget="confirm", target_field=field, value=value, input_method=input_method,
+                                  confirmed=bool(value))
+        set_field(conn, user_id, field, value, source="user_input", input_method=input_method)
+    except FieldNotFound as error:
+        raise ToolFailure(ErrorCode.PROFILE_UPDATE_FAILED,
+                          f"there is no profile field {field} to confirm yet; ask for its value first") from error
+    except ProfileError as error:
+        raise ToolFailure(ErrorCode.PROFILE_UPDATE_FAILED, f"the profile could not be updated: {error}") from error
+    return UiAnswerOutput(widget=widget["widget"], target_field=field, value=value, input_method=input_method)
+
+
+def _tool(name: str, description: str, model: type[_Ask], handler: Any, usage: str, example: str, parse: Any) -> Tool:
+    return Tool(
+        name=name, description=description, input_model=model, output_model=WidgetOutput, handler=handler,
+        result_role="ui_tools", interactive=True,
+        command=CommandBinding(name=name, usage=usage, example=example, parse=parse),
+    )
+
+
+ASK_CHOICE_TOOL = _tool(
+    "ask_choice", "Show the user a multiple-choice question; the answer is saved to their profile.",
+    AskChoiceInput, ask_choice, "/ask_choice <profile_field> <question> then one option per line",
+    "/ask_choice experience What is your programming experience?\n- none\n- some\n- a lot", parse_choice)
+ASK_TEXT_TOOL = _tool(
+    "ask_text", "Ask the user for a short free-text answer; it is saved to their profile.",
+    AskTextInput, ask_text, "/ask_text <profile_field> <question>",
+    "/ask_text goal What would you like to build?", parse_single)
+CONFIRM_TOOL = _tool(
+    "confirm", "Ask the user to confirm a value already in their profile.",
+    ConfirmInput, confirm, "/confirm <profile_field> <question>",
+    "/confirm location Is Paris still your location?", parse_single)
+INTERACTIVE_TOOLS = (ASK_CHOICE_TOOL, ASK_TEXT_TOOL, CONFIRM_TOOL)
