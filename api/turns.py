@@ -43,10 +43,11 @@ def run_and_publish(bus: EventBus, conn: sqlite3.Connection, session_id: str, wo
         result = work(conn, emit)
     except ProviderUnavailable as failure:
         detail = failure.completion
+        kind = detail.failure.value if detail.failure else "no answer"
         error = ApiError(
             502,
             "provider_unavailable",
-            f"the model provider did not answer ({detail.provider}: {detail.failure}); your message was kept, retry later",
+            f"the model provider did not answer ({detail.provider}: {kind}); your message was kept, retry later",
             extra={"user_message_id": failure.user_message_id, "session_id": session_id},
         )
         bus.publish(session_id, "error", {**error.to_dict(), "status": 502})

@@ -1,30 +1,16 @@
 #!/usr/bin/env bash
-# Sets up a fresh machine for this project: Debian packages, the venv, Python packages.
-# Safe to run again: each step is skipped when already done (pip runs only when
-# requirements.txt changed since the last successful install).
+# Sets up a fresh machine for this project: Debian packages, the venv, Python packages,
+# the web UI's browser libraries. Safe to run again: each step is skipped when already done
+# (pip runs only when requirements.txt changed since the last successful install, npm only
+# when web/package-lock.json did).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 VENV=.venv
 
-log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
-
-# apt_install PKG...: install Debian packages that are not installed yet (needs root).
-apt_install() {
-  local missing=()
-  for pkg in "$@"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-  done
-  ((${#missing[@]})) || return 0
-  log "installing Debian packages: ${missing[*]}"
-  if [ "$(id -u)" != 0 ]; then
-    echo "setup: need root to install ${missing[*]}" >&2
-    return 1
-  fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-}
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 
 if ! "$PYTHON" -c "import venv, ensurepip" 2>/dev/null; then
   apt_install python3-venv
@@ -43,5 +29,24 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 else
   log "Python packages are up to date"
+fi
+
+# Browser libraries of the web UI (marked, DOMPurify, highlight.js), pinned by
+# web/package-lock.json; npm runs only when the lock changed. Their browser builds are
+# copied to static/vendor/ (not committed), which the page loads from this server.
+web_stamp=web/node_modules/.lock.sha256
+want=$(sha256sum web/package-lock.json | cut -d' ' -f1)
+if [ ! -f "$web_stamp" ] || [ "$(cat "$web_stamp")" != "$want" ] || [ ! -f static/vendor/purify.es.js ]; then
+  command -v npm >/dev/null || apt_install npm
+  log "installing the web UI's browser libraries (npm ci in web/)"
+  (cd web && npm ci --silent --no-audit --no-fund)
+  mkdir -p static/vendor
+  cp web/node_modules/marked/lib/marked.esm.js static/vendor/marked.esm.js
+  cp web/node_modules/dompurify/dist/purify.es.mjs static/vendor/purify.es.js
+  cp web/node_modules/@highlightjs/cdn-assets/es/highlight.min.js static/vendor/highlight.min.js
+  cp web/node_modules/@highlightjs/cdn-assets/styles/github.min.css static/vendor/highlight-github.css
+  echo "$want" > "$web_stamp"
+else
+  log "web UI libraries are up to date"
 fi
 log "done"

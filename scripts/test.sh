@@ -4,5 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+
+# The browser tests drive Debian's chromium (tests/test_ui_browser.py); as root, install it
+# when missing. Without it those tests fail under CI=true or BROWSER_REQUIRED=1, else skip.
+LOG_TAG=test
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ]; then
+  apt_install chromium
+fi
+
 mkdir -p test-artifacts
 exec .venv/bin/python -m pytest -p no:cacheprovider --junitxml=test-artifacts/junit.xml "$@"

@@ -1,0 +1,185 @@
+// The side panel: a code runner (POST /run) and the problems of an activity
+// (GET /activities/<id>, POST /submit). Both show the judge's verdict and output; when the
+// server has no judge (404, or 503 judge_unavailable) the panel says so plainly.
+
+import { api, ApiError } from "/static/js/api.js";
+import { badge, el, formatMs, renderMarkdown } from "/static/js/render.js";
+
+export const ENTRY_FILES = {
+  python: "main.py",
+  javascript: "main.js",
+  c: "main.c",
+  cpp: "main.cpp",
+  java: "Main.java",
+  sql: "query.sql",
+};
+
+const $ = (id) => document.getElementById(id);
+
+export function judgeErrorText(error, what) {
+  if (!(error instanceof ApiError)) return `${what} failed: ${error.message || error}`;
+  if (error.code === "judge_unavailable" || error.status === 503) {
+    return `The code judge is unavailable on this server (judge_unavailable). ${error.message || ""}`.trim();
+  }
+  if (error.status === 404) {
+    return `${what} is not available on this server yet (judge_unavailable: the endpoint answered 404).`;
+  }
+  return `${what} failed: ${error.code}: ${error.message}`;
+}
+
+// A verdict box: status badge, exit code, duration, stdout/stderr, per-test results.
+export function renderVerdict(result) {
+  const ok = result.status === "ok";
+  const box = el("div", { class: "verdict" });
+  const head = el("div", { class: "verdict-head" }, el("strong", { text: "Verdict " }), badge(ok, result.status));
+  if (result.exit_code !== undefined && result.exit_code !== null) {
+    head.append(el("span", { class: "muted", text: `exit ${result.exit_code}` }));
+  }
+  if (typeof result.duration_ms === "number") head.append(el("span", { class: "muted", text: formatMs(result.duration_ms) }));
+  if (result.truncated) head.append(el("span", { class: "badge badge-warn", text: "output truncated" }));
+  box.append(head);
+  if (Array.isArray(result.tests)) {
+    const passed = result.tests.filter((test) => test.passed).length;
+    box.append(el("p", { class: "muted", text: `${passed} / ${result.tests.length} tests passed` }));
+    const list = el("ul", { class: "test-list" });
+    for (const test of result.tests) {
+      list.append(
+        el(
+          "li",
+          { class: test.passed ? "test-pass" : "test-fail" },
+          el("span", { "aria-hidden": "true", text: test.passed ? "✔ " : "✘ " }),
+          el("span", { class: "visually-hidden", text: test.passed ? "passed: " : "failed: " }),
+          el("strong", { text: test.name || "test" }),
+          test.message ? el("span", { class: "muted", text: ` ${test.message}` }) : null,
+        ),
+      );
+    }
+    box.append(list);
+  }
+  for (const stream of ["stdout", "stderr"]) {
+    if (result[stream]) {
+      box.append(el("h3", { class: "stream-title", text: stream }), el("pre", { class: `output ${stream}`, text: result[stream] }));
+    }
+  }
+  return box;
+}
+
+function notice(text, kind = "error") {
+  return el("p", { class: kind === "error" ? "notice notice-error" : "notice", role: kind === "error" ? "alert" : null, text });
+}
+
+export function initCodePanel() {
+  const language = $("run-language");
+  const file = $("run-file");
+  const result = $("run-result");
+  const button = $("run-button");
+  const showFile = () => (file.textContent = ENTRY_FILES[language.value]);
+  language.addEventListener("change", showFile);
+  showFile();
+  $("run-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    button.disabled = true;
+    result.replaceChildren(el("p", { class: "muted", text: "Running…" }));
+    try {
+      const body = { language: language.value, files: { [ENTRY_FILES[language.value]]: $("run-code").value }, stdin: $("run-stdin").value };
+      result.replaceChildren(renderVerdict(await api("POST", "/run", body)));
+    } catch (error) {
+      result.replaceChildren(notice(judgeErrorText(error, "Running code")));
+    } finally {
+      button.disabled = false;
+    }
+  });
+}
+
+function problemFiles(problem) {
+  const files = problem.starter_files || problem.files;
+  if (files && typeof files === "object") return files;
+  const entry = ENTRY_FILES[problem.language] || "main.py";
+  return { [entry]: problem.starter_code || problem.starter || "" };
+}
+
+function renderProblem(problem, fallbackLanguage) {
+  const language = problem.language || fallbackLanguage || "python";
+  const files = problemFiles({ ...problem, language });
+  const [path] = Object.keys(files);
+  const id = String(problem.id);
+  const item = el("li", { class: "problem" });
+  item.append(el("h3", { text: problem.title || `Problem ${id}` }));
+  if (problem.difficulty) item.append(el("span", { class: "badge", text: problem.difficulty }));
+  const statement = el("div", { class: "markdown problem-statement" });
+  statement.append(renderMarkdown(problem.statement || problem.description || ""));
+  const editorId = `problem-code-${id.replace(/[^\w-]/g, "_")}`;
+  const editor = el("textarea", { id: editorId, class: "code-input", rows: "8", spellcheck: "false" });
+  editor.value = files[path] || "";
+  const submit = el("button", { type: "button", class: "primary", text: "Submit" });
+  const verdict = el("div", { class: "verdict-box", "aria-live": "polite" });
+  submit.addEventListener("click", async () => {
+    submit.disabled = true;
+    verdict.replaceChildren(el("p", { class: "muted", text: "Judging…" }));
+    try {
+      const body = { problem_id: id, language, files: { ...files, [path]: editor.value } };
+      verdict.replaceChildren(renderVerdict(await api("POST", "/submit", body)));
+    } catch (error) {
+      verdict.replaceChildren(notice(judgeErrorText(error, "Submitting")));
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  item.append(
+    statement,
+    el("label", { for: editorId, text: `Your solution (${path}, ${language})` }),
+    editor,
+    submit,
+    verdict,
+  );
+  return item;
+}
+
+// The user's activities (GET /activities) as buttons that load one; quiet when unavailable.
+export async function listActivities() {
+  const box = $("activity-list");
+  let data;
+  try {
+    data = await api("GET", "/activities");
+  } catch {
+    box.replaceChildren();
+    return;
+  }
+  box.replaceChildren(
+    ...(data.activities || []).map((activity) => {
+      const open = el("button", { type: "button", class: "link-button", text: `${activity.topic} (${activity.language}, ${activity.status})` });
+      open.addEventListener("click", () => {
+        $("activity-id").value = activity.id;
+        $("activity-form").requestSubmit();
+      });
+      return el("li", {}, open);
+    }),
+  );
+}
+
+export function initProblemsPanel() {
+  const status = $("activity-status");
+  const list = $("problem-list");
+  $("activity-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const id = $("activity-id").value.trim();
+    if (!id) return;
+    status.replaceChildren(el("span", { text: "Loading…" }));
+    list.replaceChildren();
+    try {
+      const data = await api("GET", `/activities/${encodeURIComponent(id)}`);
+      const activity = data.activity || data;
+      const problems = activity.problems || data.problems || [];
+      status.replaceChildren(
+        el("span", { text: `${activity.title || activity.topic || `Activity ${id}`}: ${problems.length} problem(s)` }),
+      );
+      for (const problem of problems) list.append(renderProblem(problem, activity.language));
+    } catch (error) {
+      const text =
+        error instanceof ApiError && error.status === 404
+          ? "No activity with this id (404), or this server has no activities endpoint."
+          : judgeErrorText(error, "Loading the activity");
+      status.replaceChildren(notice(text));
+    }
+  });
+}

@@ -1,0 +1,151 @@
+// Rendering of messages: Markdown -> sanitised DOM, tool results as collapsible blocks,
+// highlighted code with a copy button. Nothing from a model or a tool is ever inserted
+// as HTML without DOMPurify; every other string goes in through textContent.
+
+import { Marked } from "/static/vendor/marked.esm.js";
+import DOMPurify from "/static/vendor/purify.es.js";
+import hljs from "/static/vendor/highlight.min.js";
+
+const markdown = new Marked({ gfm: true, breaks: true, async: false });
+
+const PURIFY_CONFIG = {
+  USE_PROFILES: { html: true },
+  FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe", "object", "embed", "svg", "math"],
+  FORBID_ATTR: ["style", "id", "srcset", "action", "formaction"],
+  ALLOW_DATA_ATTR: false,
+  RETURN_DOM_FRAGMENT: true,
+};
+
+// Classes only as marked writes them on code (`language-x`): model text cannot borrow the UI's styles.
+DOMPurify.addHook("uponSanitizeAttribute", (node, data) => {
+  if (data.attrName === "class" && !(node.tagName === "CODE" && /^language-[\w+#.-]+$/.test(data.attrValue))) {
+    data.keepAttr = false;
+  }
+});
+
+// Links open in a new tab without opener; images only from this origin or data: URLs.
+DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+  if (node.tagName === "A" && node.hasAttribute("href")) {
+    node.setAttribute("target", "_blank");
+    node.setAttribute("rel", "noopener noreferrer nofollow");
+  }
+  if (node.tagName === "IMG") {
+    const src = node.getAttribute("src") || "";
+    if (!(src.startsWith("/") && !src.startsWith("//")) && !src.startsWith("data:image/")) {
+      node.removeAttribute("src");
+    }
+    node.setAttribute("loading", "lazy");
+  }
+});
+
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(typeof child === "string" ? document.createTextNode(child) : child);
+  }
+  return node;
+}
+
+// Markdown text -> a sanitised DocumentFragment (with highlighted code blocks).
+export function renderMarkdown(text) {
+  const html = markdown.parse(String(text ?? ""));
+  const fragment = DOMPurify.sanitize(html, PURIFY_CONFIG);
+  enhanceCode(fragment);
+  return fragment;
+}
+
+function enhanceCode(root) {
+  for (const code of root.querySelectorAll("pre > code")) {
+    const pre = code.parentElement;
+    const language = [...code.classList].find((name) => name.startsWith("language-"));
+    const name = language ? language.slice("language-".length) : "";
+    if (name && hljs.getLanguage(name)) {
+      code.innerHTML = hljs.highlight(code.textContent, { language: name, ignoreIllegals: true }).value;
+    } else {
+      code.innerHTML = hljs.highlightAuto(code.textContent).value;
+    }
+    code.classList.add("hljs");
+    const wrapper = el("div", { class: "code-block" });
+    const bar = el("div", { class: "code-bar" }, el("span", { class: "code-lang", text: name || "code" }));
+    const copy = el("button", { type: "button", class: "copy-button", "aria-label": "Copy code", text: "Copy" });
+    copy.addEventListener("click", () => copyText(code.textContent, copy));
+    bar.append(copy);
+    pre.replaceWith(wrapper);
+    wrapper.append(bar, pre);
+  }
+}
+
+export async function copyText(text, button) {
+  let ok = false;
+  try {
+    await navigator.clipboard.writeText(text);
+    ok = true;
+  } catch {
+    const area = el("textarea", { class: "visually-hidden", "aria-hidden": "true" });
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    ok = document.execCommand("copy");
+    area.remove();
+  }
+  if (button) {
+    button.textContent = ok ? "Copied" : "Copy failed";
+    setTimeout(() => (button.textContent = "Copy"), 1500);
+  }
+}
+
+export function badge(ok, code) {
+  return el("span", { class: `badge ${ok ? "badge-ok" : "badge-error"}`, text: ok ? "ok" : code || "error" });
+}
+
+// The quoted result of a stored tool message (the markdown contract of tools/contract.py):
+// every result line starts with "> " and is already HTML-escaped, so it renders as text.
+function contractBody(content) {
+  const lines = String(content ?? "").split("\n");
+  const quoted = lines.filter((line) => line === ">" || line.startsWith("> "));
+  return quoted.join("\n");
+}
+
+function commandLine(content) {
+  const match = /```bash\n\$ ([^\n]*)\n```/.exec(String(content ?? ""));
+  return match ? decodeEntities(match[1]) : "";
+}
+
+function decodeEntities(text) {
+  return text.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+}
+
+export function renderToolMessage(message) {
+  const meta = message.meta || {};
+  const ok = meta.ok !== undefined ? Boolean(meta.ok) : !/^> Error: /m.test(message.content || "");
+  const line = meta.command_line || commandLine(message.content) || `/${meta.command || message.role}`;
+  // A generated image is the answer itself: its block starts open so the image shows inline.
+  const details = el("details", { class: "tool-block", open: ok && message.role === "image_tools" });
+  const summary = el(
+    "summary",
+    {},
+    el("span", { class: "tool-icon", text: "tool" }),
+    el("code", { class: "tool-command", text: line.split("\n")[0] }),
+    badge(ok, meta.code),
+  );
+  if (typeof meta.duration_ms === "number") {
+    summary.append(el("span", { class: "muted duration", text: formatMs(meta.duration_ms) }));
+  }
+  summary.append(el("span", { class: "visually-hidden", text: ` (${message.role}, show details)` }));
+  const body = el("div", { class: "tool-output markdown" });
+  body.append(renderMarkdown(contractBody(message.content)));
+  details.append(summary, body);
+  return details;
+}
+
+export function formatMs(ms) {
+  if (typeof ms !== "number" || Number.isNaN(ms)) return "";
+  return ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`;
+}
