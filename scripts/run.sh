@@ -4,4 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The Docker judge (engine and images); where Docker cannot run, this warns and the server
+# starts anyway with the judge reported unavailable (unless JUDGE_REQUIRED=1).
+scripts/judge_images.sh
 exec .venv/bin/python app.py "$@"

@@ -14,5 +14,9 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ]; then
   apt_install chromium
 fi
 
+# The Docker judge: engine (started when none answers) and images (built when missing).
+# With JUDGE_REQUIRED=1 (CI) a machine that cannot run Docker fails here, not by skipping.
+scripts/judge_images.sh
+
 mkdir -p test-artifacts
 exec .venv/bin/python -m pytest -p no:cacheprovider --junitxml=test-artifacts/junit.xml "$@"
