@@ -2,6 +2,7 @@
 
     python app.py                      start the server (HOST, PORT)
     python app.py create-user NAME     create a user; the token is the last line printed
+    python app.py import-tasks FILE    import a learner task project (YAML or JSON)
 
 `create_app(settings)` builds every long-lived service once (database, providers,
 registry, system prompt) and hangs it on `app.extensions`; request handlers receive
@@ -22,6 +23,7 @@ from flask import Flask
 
 from api import auth, chat, files, health, profile, sessions, streams, tool_results, tools, ui
 from api import judge as judge_api
+from api import instructor
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
 from api.health import ProviderProbe
@@ -36,6 +38,7 @@ from storage.db import Database
 from storage.messages import Message
 from storage.uploads import StoredImage, load_data_url
 from storage.users import DuplicateUserError, count_users, create_user
+from tasks.importer import TaskFileError, import_task_file
 from tools.catalog import build_registry
 
 MAX_REQUEST_BYTES = 48 * 1024 * 1024
@@ -149,7 +152,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     )
     init_database(app)
     register_error_handlers(app)
-    blueprints = (auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui)
+    blueprints = (auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui,
+                  instructor)
     for blueprint in (module.bp for module in blueprints):
         app.register_blueprint(blueprint)
     return app
@@ -193,6 +197,23 @@ def create_user_command(name: str, role: str) -> None:
             raise click.ClickException(f"{error}; choose another name") from error
     click.echo(f"created user {user.name} (id {user.id}, role {user.role})")
     click.echo(token)
+
+
+@cli.command("import-tasks")
+@click.argument("file")
+def import_tasks_command(file: str) -> None:
+    """Validate a YAML or JSON task project and import it: all of it, or nothing (exit code 1)."""
+    settings = cli_settings()
+    database = Database(settings.database_path)
+    database.migrate()
+    with database.connection() as conn:
+        try:
+            report = import_task_file(conn, file)
+        except TaskFileError as error:
+            for problem in error.problems:
+                click.echo(problem, err=True)
+            raise click.ClickException(f"{len(error.problems)} problem(s) in {file}; nothing was imported") from error
+    click.echo(report.summary())
 
 
 def serve() -> None:

@@ -10,6 +10,7 @@ from tools.memory_sql import MEMORY_SQL_TOOL
 from tools.open_url import OPEN_URL_TOOL
 from tools.registry import ToolRegistry
 from tools.run_code import RUN_CODE_TOOL
+from tools.tasks import TASK_TOOLS
 from tools.web_search import WEB_SEARCH_TOOL
 from tools.weather import WEATHER_TOOL
 from tools.workspace import WORKSPACE_TOOLS
@@ -29,5 +30,7 @@ def build_registry() -> ToolRegistry:
         registry.register(tool)
     registry.register(RUN_CODE_TOOL)
     for tool in INTERACTIVE_TOOLS:
+        registry.register(tool)
+    for tool in TASK_TOOLS:
         registry.register(tool)
     return registry

@@ -1,0 +1,96 @@
+"""The instructor surface of learner tasks (SPEC section 10): help requests and manual reviews.
+
+    GET  /help-requests[?status=open|resolved]   learners' help requests, oldest first
+    POST /help-requests/<id>/resolve             mark one answered
+    GET  /task-reviews                           attempts waiting for a `manual` review
+    POST /task-reviews/<id> {"passed", "note"?}  approve (the task closes) or reject (back to in_progress)
+
+Only users whose role is `instructor` or `admin`; everyone else gets 403.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from api.auth import current_user, require_user
+from api.database import get_db
+from api.errors import ApiError, not_found, validation_error
+from storage.db import transaction
+from storage.tasks import (
+    add_comment, get_attempt, get_task_by_pk, list_help_requests, pending_reviews, record_review,
+    resolve_help_request, set_status, statuses,
+)
+from storage.users import get_user
+from tasks.progress import next_status
+
+STAFF_ROLES = ("instructor", "admin")
+
+bp = Blueprint("instructor", __name__)
+
+
+@bp.before_request
+def require_instructor() -> None:
+    require_user()
+    if current_user().role not in STAFF_ROLES:
+        raise ApiError(403, "forbidden", "only instructors (or admins) can see help requests and reviews")
+
+
+@bp.get("/help-requests")
+def help_requests():  # type: ignore[no-untyped-def]
+    status = request.args.get("status")
+    if status not in (None, "open", "resolved"):
+        raise ApiError(400, "invalid_request", "status must be open or resolved (or left out for all)")
+    rows = list_help_requests(get_db(), status)
+    return jsonify({"help_requests": [row.model_dump() for row in rows]})
+
+
+@bp.post("/help-requests/<int:request_id>/resolve")
+def resolve(request_id: int):  # type: ignore[no-untyped-def]
+    if not resolve_help_request(get_db(), request_id, current_user().id):
+        raise not_found(f"open help request {request_id}")
+    return jsonify({"id": request_id, "status": "resolved"})
+
+
+@bp.get("/task-reviews")
+def reviews():  # type: ignore[no-untyped-def]
+    conn = get_db()
+    items = []
+    for attempt in pending_reviews(conn):
+        task = get_task_by_pk(conn, attempt.task_pk)
+        learner = get_user(conn, attempt.learner_id)
+        items.append({"id": attempt.id, "learner": learner.name if learner else None, "learner_id": attempt.learner_id,
+                      "project_id": task.project_id if task else None, "task_id": task.id if task else None,
+                      "attempt": attempt.attempt, "answer": attempt.answer, "checks": attempt.checks,
+                      "created_at": attempt.created_at})
+    return jsonify({"reviews": items})
+
+
+class ReviewBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    passed: bool
+    note: str = Field(default="", max_length=4000)
+
+
+@bp.post("/task-reviews/<int:attempt_id>")
+def review(attempt_id: int):  # type: ignore[no-untyped-def]
+    try:
+        body = ReviewBody.model_validate(request.get_json(silent=True) or {})
+    except ValidationError as error:
+        raise validation_error(error) from error
+    conn, reviewer = get_db(), current_user()
+    with transaction(conn):
+        attempt = get_attempt(conn, attempt_id)
+        if attempt is None or attempt.result != "pending_review":
+            raise not_found(f"attempt {attempt_id} waiting for review")
+        current = statuses(conn, attempt.learner_id, [attempt.task_pk])[attempt.task_pk]
+        new = next_status("review_pass" if body.passed else "review_reject", current)
+        if new is None:
+            raise ApiError(409, "invalid_state", f"the learner's task is {current}, not submitted")
+        record_review(conn, attempt_id, reviewer_id=reviewer.id, passed=body.passed, note=body.note)
+        set_status(conn, learner_id=attempt.learner_id, task_pk=attempt.task_pk, old=current, new=new, action="review",
+                   actor_id=reviewer.id, reason=body.note or None)
+        if body.note:
+            add_comment(conn, task_pk=attempt.task_pk, author_id=reviewer.id, learner_id=attempt.learner_id,
+                        text=body.note)
+    return jsonify({"id": attempt_id, "result": "passed" if body.passed else "rejected", "status": new})

@@ -1,0 +1,86 @@
+"""The per-learner state machine, and the blocking and ordering rules of SPEC section 10.
+
+Statuses (a learner with no progress row on a task is `open`):
+
+    open --start--> in_progress --submit, passed--> closed --go_back(reason)--> in_progress
+                    in_progress --submit, failed--> in_progress
+                    in_progress --submit, a manual criterion--> submitted
+    submitted --review_pass--> closed     submitted --review_reject--> in_progress
+    submitted --submit (again)--> closed / in_progress / submitted, by the new attempt's result
+
+A task closes only through a passing attempt (all automatic criteria passed and, when it
+has `manual` criteria, an instructor's approval). A task is blocked for a learner while
+any of its dependencies is not `closed` for that same learner; a blocked task cannot be
+started or submitted, and `get_ready` leaves it out. Ready tasks are ordered in_progress
+first, then priority (0 first), then age (oldest template first, then file order).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Literal
+
+from storage.tasks import TaskRow, project_tasks, statuses
+
+Status = Literal["open", "in_progress", "submitted", "closed"]
+Action = Literal["start", "submit_passed", "submit_failed", "submit_pending", "review_pass", "review_reject", "go_back"]
+
+TRANSITIONS: dict[tuple[Action, str], Status] = {
+    ("start", "open"): "in_progress",
+    ("submit_passed", "in_progress"): "closed",
+    ("submit_passed", "submitted"): "closed",
+    ("submit_failed", "in_progress"): "in_progress",
+    ("submit_failed", "submitted"): "in_progress",
+    ("submit_pending", "in_progress"): "submitted",
+    ("submit_pending", "submitted"): "submitted",
+    ("review_pass", "submitted"): "closed",
+    ("review_reject", "submitted"): "in_progress",
+    ("go_back", "closed"): "in_progress",
+}
+SUBMIT_ACTIONS: dict[str, Action] = {"passed": "submit_passed", "failed": "submit_failed", "pending_review": "submit_pending"}
+
+
+def next_status(action: Action, current: str) -> Status | None:
+    """The status after `action`, or None when the action is not allowed from `current`."""
+    return TRANSITIONS.get((action, current))
+
+
+@dataclass(frozen=True)
+class LearnerProject:
+    """One learner's view of one project: live tasks, their statuses, what blocks what."""
+
+    tasks: list[TaskRow]
+    status: dict[str, str]  # task id -> status
+
+    @classmethod
+    def load(cls, conn: sqlite3.Connection, learner_id: int, project_id: str) -> LearnerProject:
+        tasks = project_tasks(conn, project_id)
+        by_pk = statuses(conn, learner_id, [task.pk for task in tasks])
+        return cls(tasks=tasks, status={task.id: by_pk[task.pk] for task in tasks})
+
+    def task(self, task_id: str) -> TaskRow | None:
+        return next((task for task in self.tasks if task.id == task_id), None)
+
+    def blocked_by(self, task: TaskRow) -> list[TaskRow]:
+        """Dependencies not closed for this learner (a retired dependency no longer blocks)."""
+        return [dep for dep in (self.task(task_id) for task_id in task.dependencies)
+                if dep is not None and self.status[dep.id] != "closed"]
+
+    def blocks(self, task: TaskRow) -> list[TaskRow]:
+        return [other for other in self.tasks if task.id in other.dependencies]
+
+    def children(self, task: TaskRow) -> list[TaskRow]:
+        return [other for other in self.tasks if other.parent_id == task.id]
+
+    def ready(self, task_type: str | None = None) -> list[TaskRow]:
+        """Open or in-progress, unblocked tasks in `get_ready` order."""
+        found = [
+            task for task in self.tasks
+            if self.status[task.id] in ("open", "in_progress") and not self.blocked_by(task)
+            and (task_type is None or task.task_type == task_type)
+        ]
+        return sorted(found, key=lambda t: (self.status[t.id] != "in_progress", t.priority, t.created_at, t.position))
+
+    def closed_count(self) -> int:
+        return sum(1 for status in self.status.values() if status == "closed")

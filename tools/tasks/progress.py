@@ -1,0 +1,165 @@
+"""`start_task` and `submit`: move the learner's own progress through the state machine.
+
+Grading runs before the write transaction (a judge run takes seconds); the status is read
+again under the write lock, so two racing submissions cannot both apply.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from storage.db import transaction
+from storage.tasks import add_attempt, set_status, statuses, supersede_pending
+from tasks.checks import AnswerRejected, CheckResult, JudgeUnavailable, outcome, parse_criteria, run_checks
+from tasks.progress import SUBMIT_ACTIONS, LearnerProject, next_status
+from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolOutput
+from tools.tasks.common import RESULT_ROLE, TaskRefInput, TaskTextInput, block_message, resolve
+from tools.tasks.navigation import GetContextOutput, build_context
+
+MAX_ANSWER_CHARS = 100_000
+
+
+def _refuse_closed(task_id: str, status: str, verb: str) -> None:
+    if status == "closed":
+        raise ToolFailure(ErrorCode.INVALID_STATE, f"task {task_id!r} is already closed for you, so you cannot {verb} it; "
+                                                   f"to redo it call /go_back {task_id} <reason>, or /get_ready for the next task.")
+
+
+# start_task --------------------------------------------------------------------------------
+
+
+class StartTaskInput(TaskRefInput):
+    pass
+
+
+class StartTaskOutput(ToolOutput):
+    task_id: str
+    project_id: str
+    old_status: str
+    new_status: str
+    message: str
+    context: GetContextOutput
+
+    def render(self) -> str:
+        return f"{self.message}\n\n{self.context.render()}"
+
+
+def start_task(data: StartTaskInput, ctx: ToolContext) -> StartTaskOutput:
+    state, task = resolve(ctx, data.task_id)
+    old = state.status[task.id]
+    _refuse_closed(task.id, old, "start")
+    if old == "submitted":
+        raise ToolFailure(ErrorCode.INVALID_STATE, f"task {task.id!r} already has an answer waiting for review; "
+                                                   f"/submit {task.id} again to replace it, or /get_ready for other work.")
+    blockers = state.blocked_by(task)
+    if blockers:
+        raise ToolFailure(ErrorCode.BLOCKED, block_message(task, blockers))
+    if old == "in_progress":
+        message = f"You are already working on '{task.title}'."
+    else:
+        with transaction(ctx.conn):
+            current = statuses(ctx.conn, ctx.user_id, [task.pk])[task.pk]
+            new = next_status("start", current)
+            if new is not None:
+                set_status(ctx.conn, learner_id=ctx.user_id, task_pk=task.pk, old=current, new=new, action="start")
+        message = f"Started '{task.title}'."
+    state = LearnerProject.load(ctx.conn, ctx.user_id, task.project_id)
+    return StartTaskOutput(task_id=task.id, project_id=task.project_id, old_status=old,
+                           new_status=state.status[task.id], message=message, context=build_context(ctx, state, task))
+
+
+# submit ------------------------------------------------------------------------------------
+
+
+class SubmitInput(TaskTextInput):
+    text_field: ClassVar[str] = "answer"
+    answer: str = Field(min_length=1, max_length=MAX_ANSWER_CHARS,
+                        description="The answer: the whole program, one SQL SELECT, or text, as the task asks.")
+
+
+class SubmitOutput(ToolOutput):
+    task_id: str
+    project_id: str
+    submission_id: int
+    attempt: int
+    result: str  # passed | failed | pending_review
+    checks: list[CheckResult]
+    old_status: str
+    new_status: str
+    message: str
+
+    def render(self) -> str:
+        marks = {True: "passed", False: "FAILED", None: "waiting for review"}
+        lines = [self.message]
+        lines += [f"- {check.criterion_id} [{check.type}] {marks[check.passed]}: {check.message}" for check in self.checks]
+        return "\n".join(lines)
+
+
+def submit(data: SubmitInput, ctx: ToolContext) -> SubmitOutput:
+    state, task = resolve(ctx, data.task_id)
+    old = state.status[task.id]
+    _refuse_closed(task.id, old, "submit to")
+    if old == "open":
+        raise ToolFailure(ErrorCode.INVALID_STATE, f"task {task.id!r} is not started; call /start_task {task.id} first, "
+                                                   "then submit again.")
+    blockers = state.blocked_by(task)
+    if blockers:
+        raise ToolFailure(ErrorCode.BLOCKED, block_message(task, blockers))
+    try:
+        checks = run_checks(parse_criteria(task.acceptance_criteria), data.answer, ctx.extras.get("judge"), ctx.remaining)
+    except JudgeUnavailable as error:
+        raise ToolFailure(ErrorCode.INTERNAL_ERROR, f"{error}: the answer was not graded and no attempt was counted; "
+                                                    f"try /submit {task.id} again later or /request_help {task.id} <message>.") from error
+    except AnswerRejected as error:
+        raise ToolFailure(ErrorCode.VALIDATION_FAILED, f"the answer cannot be run: {error}. Fix it and submit again.") from error
+    result = outcome(checks)
+    with transaction(ctx.conn):
+        current = statuses(ctx.conn, ctx.user_id, [task.pk])[task.pk]
+        new = next_status(SUBMIT_ACTIONS[result], current)
+        if new is None:
+            raise ToolFailure(ErrorCode.INVALID_STATE, f"task {task.id!r} changed to {current} meanwhile; "
+                                                       f"call /show_task {task.id} and try again.")
+        supersede_pending(ctx.conn, ctx.user_id, task.pk)
+        attempt = add_attempt(ctx.conn, learner_id=ctx.user_id, task_pk=task.pk, answer=data.answer, result=result,
+                              checks=[check.model_dump() for check in checks])
+        if new != current:
+            set_status(ctx.conn, learner_id=ctx.user_id, task_pk=task.pk, old=current, new=new, action="submit",
+                       reason=f"attempt {attempt.attempt}: {result}")
+    if result == "passed":
+        message = f"Attempt {attempt.attempt} passed: task '{task.title}' is closed. Next: /get_ready"
+    elif result == "pending_review":
+        message = f"Attempt {attempt.attempt} passed the automatic checks and waits for an instructor's review."
+    else:
+        message = f"Attempt {attempt.attempt} did not pass; fix what failed and /submit {task.id} again."
+    return SubmitOutput(task_id=task.id, project_id=task.project_id, submission_id=attempt.id, attempt=attempt.attempt,
+                        result=result, checks=checks, old_status=current, new_status=new, message=message)
+
+
+START_TASK_TOOL = Tool(
+    name="start_task",
+    description="Start (or resume) a task for the learner; returns its full context. Refuses closed and blocked tasks.",
+    input_model=StartTaskInput,
+    output_model=StartTaskOutput,
+    handler=start_task,
+    result_role=RESULT_ROLE,
+    command=CommandBinding(name="start_task", usage="/start_task <task_id>", example="/start_task hello_world",
+                           args_field="task_id"),
+    error_style="task",
+)
+
+SUBMIT_TOOL = Tool(
+    name="submit",
+    description="Submit the learner's answer to a started task; it is graded by the task's criteria (code tests in "
+                "the judge, SQL results, regex, or an instructor's review) and the task closes when it passes.",
+    input_model=SubmitInput,
+    output_model=SubmitOutput,
+    handler=submit,
+    result_role=RESULT_ROLE,
+    command=CommandBinding(name="submit", usage="/submit <task_id> then the answer (code, SQL or text) on the next lines",
+                           example="/submit hello_world\nprint('Hello, world!')", args_field="task_id",
+                           body_field="answer"),
+    timeout_s=120,
+    error_style="task",
+)
