@@ -87,15 +87,17 @@ function parseBlock(block) {
   return { id, event: name, data: parsed };
 }
 
-// POST /chat as an event stream; calls onEvent for each event; resolves with the terminal one.
-export async function streamChat(body, onEvent) {
+// POST a turn (/chat, /api/ai/tool-result) as an event stream; calls onEvent for each
+// event; resolves with the terminal one. A refusal before the turn starts (4xx/5xx JSON)
+// throws ApiError with the server's status, code and message.
+export async function streamTurn(path, body, onEvent) {
   const headers = { ...CSRF, Accept: "text/event-stream" };
   let payload = body;
   if (!(body instanceof FormData)) {
     payload = JSON.stringify(body);
     headers["Content-Type"] = "application/json";
   }
-  const response = await fetch("/chat", { method: "POST", credentials: "same-origin", headers, body: payload });
+  const response = await fetch(path, { method: "POST", credentials: "same-origin", headers, body: payload });
   const type = response.headers.get("Content-Type") || "";
   if (!response.ok || !type.includes("text/event-stream")) {
     const data = await readJson(response);
@@ -107,4 +109,13 @@ export async function streamChat(body, onEvent) {
     if (event.event === "done" || event.event === "error") return event;
   }
   throw new ApiError(0, { error: { code: "stream_closed", message: "the connection closed before the answer arrived" } });
+}
+
+export function streamChat(body, onEvent) {
+  return streamTurn("/chat", body, onEvent);
+}
+
+// The user's answer to an interactive widget (SPEC section 8); the continuation streams back.
+export function streamToolResult(body, onEvent) {
+  return streamTurn("/api/ai/tool-result", body, onEvent);
 }

@@ -1,8 +1,9 @@
 // The chat web UI: login, sessions, the message list, the composer and live turn progress.
 
-import { api, ApiError, streamChat } from "/static/js/api.js";
+import { api, ApiError, streamChat, streamToolResult } from "/static/js/api.js";
 import { initCodePanel, initProblemsPanel, listActivities } from "/static/js/panels.js";
 import { badge, el, formatMs, renderMarkdown, renderToolMessage } from "/static/js/render.js";
+import { isWidgetAnswer, isWidgetCall, renderAnswer, renderWidget, resetWidgets, widgetFor } from "/static/js/widgets.js";
 
 const LAST_SESSION_KEY = "orchestrator.lastSession"; // the only thing kept in localStorage
 const PAGE_SIZE = 50;
@@ -164,6 +165,7 @@ function startNewChat() {
   state.oldestId = null;
   localStorage.removeItem(LAST_SESSION_KEY);
   $("message-list").replaceChildren();
+  resetWidgets();
   $("load-older").hidden = true;
   updateEmptyHint();
   renderSessions();
@@ -189,6 +191,7 @@ async function openSession(id) {
   localStorage.setItem(LAST_SESSION_KEY, id);
   renderSessions();
   $("message-list").replaceChildren();
+  resetWidgets();
   loading(true);
   try {
     const page = await api("GET", `/sessions/${id}/messages?limit=${PAGE_SIZE}`);
@@ -226,7 +229,13 @@ $("load-older").addEventListener("click", async () => {
 function messageNode(message) {
   const role = message.role || "";
   const node = el("article", { class: `message role-${role.endsWith("_tools") ? "tool" : role}`, "data-id": message.id });
-  if (role.endsWith("_tools")) {
+  if (role.endsWith("_tools") && isWidgetCall(message)) {
+    node.className = "message role-widget";
+    node.append(renderWidget(message, answerWidget));
+  } else if (role.endsWith("_tools") && isWidgetAnswer(message)) {
+    node.className = "message role-answer";
+    node.append(renderAnswer(message));
+  } else if (role.endsWith("_tools")) {
     node.append(renderToolMessage(message));
   } else if (role === "user") {
     node.append(el("h2", { class: "visually-hidden", text: "You said" }));
@@ -387,7 +396,7 @@ async function send(text, files, sessionId) {
     const stored = data.messages || [];
     const userMessage = stored.find((message) => message.role === "user");
     if (userMessage) pendingUser.replaceWith(messageNode(userMessage));
-    for (const message of stored) if (message.role !== "user") appendMessage(message);
+    appendTurnMessages(stored.filter((message) => message.role !== "user"));
   } else {
     list.append(errorNode(data, text, files));
   }
@@ -408,6 +417,91 @@ async function nameAfterFirstMessage(sessionId, text) {
   if (!session || session.name !== DEFAULT_SESSION_NAME || $("message-list").querySelector(".message[data-id]")) return;
   const name = text.split(/\s+/).join(" ").trim().slice(0, 60);
   if (name) await api("PATCH", `/sessions/${sessionId}`, { name }).catch(() => null);
+}
+
+// The stored messages of a finished turn; a widget that asks the user something gets the focus.
+function appendTurnMessages(messages) {
+  let asked = null;
+  for (const message of messages) {
+    appendMessage(message);
+    if (isWidgetCall(message) && message.meta.status === "pending") asked = widgetFor(message.meta.tool_call_id);
+  }
+  if (asked) setTimeout(() => asked.focus(), 0);
+  return asked;
+}
+
+// ---------------------------------------------------------------- answering a widget
+
+// POST the answer to /api/ai/tool-result and show the continuation like a chat turn.
+async function answerWidget(widget, value, inputMethod) {
+  if (state.busy || state.loads > 0) {
+    widget.error("Wait until the current answer has arrived, then try again.");
+    return;
+  }
+  const sessionId = state.sessionId;
+  state.busy = true;
+  $("send-button").disabled = true;
+  widget.busy(true);
+  const list = $("message-list");
+  const progress = new Progress();
+  list.append(progress.node);
+  scrollToEnd();
+
+  let outcome = null;
+  let refusal = null;
+  try {
+    outcome = await streamToolResult(widget.body(value, inputMethod), (event) => progress.handle(event));
+  } catch (error) {
+    refusal = error;
+  }
+  state.busy = false;
+  $("send-button").disabled = false;
+  if (state.sessionId !== sessionId) return; // another conversation is on screen now
+
+  if (refusal) {
+    // The server refused the answer before any turn ran: say why next to the widget.
+    progress.node.remove();
+    widget.busy(false);
+    const status = refusal.status;
+    const message = refusal.message || "the answer could not be sent";
+    const code = refusal.code ? `${refusal.code}: ` : "";
+    if (status === 409) {
+      widget.answered(null, false);
+      widget.error(`${code}${message}`);
+    } else if (status === 404) {
+      widget.closed(`${code}${message}`);
+    } else {
+      // 400 (the value does not fit), 422 PROFILE_UPDATE_FAILED, 500 TOOL_EXECUTION_FAILED,
+      // or the network: the question is still open, the user can answer again.
+      widget.error(`${code}${message}`);
+      widget.focus();
+    }
+    scrollToEnd();
+    return;
+  }
+
+  const data = outcome.data || {};
+  progress.end(outcome.event === "done");
+  widget.busy(false);
+  if (outcome.event === "done") {
+    const stored = data.messages || [];
+    const result = stored.find((message) => isWidgetAnswer(message));
+    widget.answered(result && result.meta && result.meta.output ? result.meta.output.value : value);
+    const asked = appendTurnMessages(stored);
+    if (!asked) $("composer-input").focus();
+  } else {
+    // The answer was saved; only the model's next pass failed.
+    widget.answered(value);
+    const error = data.error || {};
+    list.append(
+      el("div", { class: "notice notice-error turn-error", role: "alert" },
+        el("strong", { text: `Your answer was saved, but the reply failed (${error.code || "error"}).` }),
+        el("p", { class: "muted", text: `${error.message || ""} Send a message to go on.`.trim() })),
+    );
+  }
+  updateEmptyHint();
+  scrollToEnd();
+  await loadSessions().catch(() => null);
 }
 
 function errorNode(data, text, files) {
