@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from judge.languages import LANGUAGES  # noqa: E402
+from bench.common import free_port, percentile, timed  # noqa: E402
 from storage.db import Database  # noqa: E402
 from storage.problems import add_problem  # noqa: E402
 from storage.users import create_user  # noqa: E402
@@ -39,26 +39,6 @@ HOST_PYTHON = "/usr/bin/python3"  # Debian's, as in the judge image (a pyenv shi
 SOLUTION = "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))\n"
 TESTS = [{"name": f"t{i}", "stdin": " ".join(map(str, range(i))) + "\n", "expected_stdout": f"{sum(range(i))}\n",
           "compare": "trimmed"} for i in range(10)]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
-def timed(call, count: int) -> list[float]:  # type: ignore[no-untyped-def]
-    samples = []
-    for _ in range(count):
-        start = time.perf_counter()
-        call()
-        samples.append((time.perf_counter() - start) * 1000)
-    return samples
 
 
 def throughput(call, clients: int, total: int) -> float:  # type: ignore[no-untyped-def]

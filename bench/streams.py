@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,18 +31,13 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import free_port, percentile  # noqa: E402
 from storage.db import Database  # noqa: E402
 from storage.sessions import create_session  # noqa: E402
 from storage.users import create_user  # noqa: E402
 from testing.fake_llm import FakeLLMServer  # noqa: E402
 
 HEARTBEAT_S = 2.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def rss_kb(pid: int) -> int:
@@ -87,11 +81,6 @@ class Subscriber(threading.Thread):
                     self.done = True
                     break
         conn.close()
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
 
 
 def main() -> None:

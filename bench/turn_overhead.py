@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import free_port, percentile, timed  # noqa: E402
 from storage.db import Database, transaction, utc_now  # noqa: E402
 from storage.sessions import create_session  # noqa: E402
 from storage.users import create_user  # noqa: E402
@@ -58,12 +58,6 @@ WORDS = vocabulary(random.Random(11))
 ZIPF_WEIGHTS = [1 / (rank + 1) ** 1.07 for rank in range(VOCABULARY_SIZE)]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def seed(database: Database, messages: int) -> tuple[str, str]:
     """A user with one session holding `messages` messages; returns (token, session_id)."""
     rng = random.Random(7)
@@ -82,20 +76,6 @@ def seed(database: Database, messages: int) -> tuple[str, str]:
                 "INSERT INTO chat_messages(session_id, user_id, role, content, created_at) VALUES (?, ?, ?, ?, ?)", rows
             )
     return token, session.id
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
-def timed(call, count: int) -> list[float]:  # type: ignore[no-untyped-def]
-    samples = []
-    for _ in range(count):
-        start = time.perf_counter()
-        call()
-        samples.append((time.perf_counter() - start) * 1000)
-    return samples
 
 
 def main() -> None:

@@ -23,6 +23,8 @@ from config import Settings
 from storage.users import create_user
 from testing.fake_llm import FakeLLMServer
 
+pytest_plugins = ["tests.ui_support"]  # browser fixtures (real server, chromium), module-scoped
+
 _real_connect = socket.socket.connect
 
 

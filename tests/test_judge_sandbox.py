@@ -15,7 +15,7 @@ import pytest
 
 from judge.files import SubmissionError
 from judge.models import Limits, RunRequest, Verdict
-from judge.sandbox import LABEL, OWNER_LABEL
+from judge.sandbox import OWNER_LABEL
 from judge.service import Judge
 
 pytestmark = pytest.mark.docker

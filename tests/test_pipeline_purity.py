@@ -8,11 +8,9 @@ received and what the database holds.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from flask import Flask
 from flask.testing import FlaskClient
 
 from pipeline.prompt import format_example

@@ -12,20 +12,13 @@ not pass silently), and skip otherwise; `scripts/test.sh` installs chromium as r
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
-from config import Settings
 from testing.fake_llm import FakeLLMServer, tiny_png
+from tests.ui_support import TIMEOUT_MS, seen_before_reply, send, shot
 
 pytestmark = [
     pytest.mark.browser,
@@ -33,120 +26,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
-]
-TIMEOUT_MS = 10_000
-SETTING_NAMES = {name.upper() for name in Settings.model_fields}
-XSS_MARKER = "window.__xss"
 
-
-def require_chromium() -> None:
-    if CHROMIUM.is_file():
-        return
-    message = f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium; scripts/test.sh does it as root)"
-    if os.environ.get("CI") or os.environ.get("BROWSER_REQUIRED") == "1":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def server(llm: FakeLLMServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """The real server as a user runs it; yields its base URL and the admin token."""
-    require_chromium()
-    tmp = tmp_path_factory.mktemp("ui-server")
-    port = free_port()
-    env = {key: value for key, value in os.environ.items() if key not in SETTING_NAMES and not key.endswith("_API_KEY")}
-    env.update(
-        HOST="127.0.0.1", PORT=str(port), PYTHONUNBUFFERED="1",
-        DATABASE_PATH=str(tmp / "app.db"), DATA_DIR=str(tmp / "data"), AUTH_TOKEN_FILE=str(tmp / "admin.token"),
-        LLM_PROVIDER="openai", LLM_BASE_URL=llm.openai_base_url, LLM_MODEL="fake", LLM_TIMEOUT_S="5",
-        IMAGE_PROVIDER="openai", IMAGE_BASE_URL=llm.openai_base_url, IMAGE_MODEL="fake-image",
-        JUDGE_ENABLED="0", SECRET_KEY="browser-test-secret",
-    )
-    log = (tmp / "server.log").open("w")
-    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if requests.get(f"{base}/", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"server did not start:\n{(tmp / 'server.log').read_text()}")
-            time.sleep(0.1)
-        yield {"base": base, "token": (tmp / "admin.token").read_text().strip()}
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
-    """pytest-playwright launches Debian's chromium (Playwright's own downloads are never used)."""
-    return {**browser_type_launch_args, "executable_path": str(CHROMIUM), "args": CHROMIUM_ARGS}
-
-
-@pytest.fixture
-def ui(server: dict[str, str], page: Any, llm: FakeLLMServer) -> Iterator[Any]:
-    """A logged-in page; fails the test if any dialog opened or any injected script ran."""
-    llm.reset()
-    dialogs: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(server["base"] + "/")
-    page.fill("#login-token", server["token"])
-    page.press("#login-token", "Enter")
-    page.wait_for_selector("#app-view[aria-busy='false']")
-    page.click("#new-session")
-    page.wait_for_selector("#app-view[aria-busy='false']")
-    assert page.locator("#message-list > *").count() == 0
-    yield page
-    assert dialogs == [], f"a dialog opened: {dialogs}"
-    assert page.evaluate(XSS_MARKER) is None, "injected script ran"
-
-
-def shot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-
-
-def seen_before_reply(page: Any, selector: str) -> None:
-    """`selector` shows up while the turn is still running (polled from here: a step may
-    last only as long as the fake model's delay)."""
-    deadline = time.monotonic() + TIMEOUT_MS / 1000
-    while page.locator(selector).count() == 0:
-        assert page.locator(".role-assistant").count() == 0, f"the reply came before {selector!r} was seen"
-        assert time.monotonic() < deadline, f"{selector!r} never appeared"
-        time.sleep(0.03)
-
-
-def send(page: Any, text: str) -> None:
-    page.fill("#composer-input", text)
-    page.press("#composer-input", "Enter")
 
 
 def test_page_is_served_with_a_strict_csp(server: dict[str, str]) -> None:

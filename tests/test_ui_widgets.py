@@ -14,14 +14,9 @@ import pytest
 import requests
 
 from testing.fake_llm import FakeLLMServer
-from tests.test_ui_browser import (  # noqa: F401 - fixtures used by name
-    browser_type_launch_args,
-    llm,
-    send,
-    server,
-    shot,
-    ui,
-)
+from tests.ui_support import send, shot
+
+
 
 pytestmark = [
     pytest.mark.browser,
