@@ -1,4 +1,4 @@
-"""Submitted files -> an in-memory tar archive for `put_archive` into the container's `/work`.
+"""Submitted files -> an in-memory tar archive, unpacked into the container's `/work` by the first step.
 
 The archive is built here, never by the engine from a host directory, so nothing on the host
 is read and nothing can follow a symlink: every entry is a regular file (mode 0644) or a

@@ -5,10 +5,17 @@ in one place: no network, read-only root, tmpfs `/work` and `/tmp` with size cap
 65534, all capabilities dropped, `no-new-privileges`, docker-init as PID 1, memory limit equal
 to memory+swap limit, pids limit, CPU quota, ulimits on file size, open files and core
 dumps, labels for the reaper, never privileged, no mounts). Its main process is `sleep
-infinity`; files arrive as a tar on the stdin of `tar -x` run as the sandbox user (the
-engine's archive upload refuses a read-only root), then each step is an exec. The container serves one run and is then destroyed (killed and removed).
+infinity`; each step is an exec. The container serves one run and is then destroyed (killed
+and removed).
 
 Decisions:
+- Every exec costs ~55 ms of engine time before its process starts (runc), most of a
+  trivial run, so the files travel with the first step: its exec gets the tar on its stdin
+  (the engine's archive upload refuses a read-only root) and runs
+  `sh -c 'tar -x ... && printf MARK && exec "$@" < FILE'` as the sandbox user. The mark is
+  written before the step's program starts, so stdout begins with it exactly when the files
+  were unpacked and the program ran; a program cannot forge its absence. It is stripped;
+  without it the step raises `UnpackError` (nothing of the user's ran).
 - stdin is a file in the archive and the step runs as `sh -c 'exec "$@" < FILE'`: no
   attached stdin socket to write while reading, nothing to deadlock, and a step with
   10 MB of input costs the same as one without.
@@ -16,13 +23,16 @@ Decisions:
   buffers while the caller waits on an event with a timeout. At the deadline, or when a
   stream passes its cap (the partial output is kept), the whole container is killed: the
   only way to stop an exec and everything it forked. A killed sandbox runs no further step.
-- The exit code comes from `exec_inspect`. A process that died of SIGKILL (137) counts as
-  out of memory only with evidence: the cgroup's `oom_kill` counter (read by one more exec,
-  v1 `memory.oom_control` or v2 `memory.events`) went up, or the container was OOM-killed.
+- The exit code comes from one `exec_inspect` once the stream has ended (the engine reports
+  the exec as exited by then; a short bounded retry covers the rare moment it does not). A
+  process that died of SIGKILL (137) counts as out of memory only with evidence: the
+  cgroup's `oom_kill` counter (read by one more exec, v1 `memory.oom_control` or v2
+  `memory.events`) went up, or the container was OOM-killed.
 - A background child that inherited stdout keeps the stream open after the step's process
-  exits (Docker itself gives up after ~2 s), so while waiting the step polls the exec's
-  state every 0.25 s; once the process has exited the output is read for 0.2 s more and
-  the stream is closed. The child lives on until the sandbox is destroyed.
+  exits (Docker itself gives up after ~2 s), so while the stream stays open the step polls
+  the exec's state every 0.25 s (a step whose stream ends is never held up by the poll);
+  once the process has exited the output is read for 0.2 s more and the stream is closed.
+  The child lives on until the sandbox is destroyed.
 - The container has no working directory of its own (each exec sets `/work`): with one, the
   engine creates `/work` in the root first and the tmpfs inherits its 0755 root-owned mode.
 - No `nproc` ulimit: RLIMIT_NPROC counts every process of uid 65534 on the host, across
@@ -57,15 +67,22 @@ _OOM_PROBE = (
     "-c",
     "cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control",
 )
-_UNTAR = ("tar", "-x", "-f", "-", "--no-same-owner", "-C", WORKDIR)
+_UNPACKED = b"\x1ejudge:files-unpacked\x1e"  # first bytes of stdout of a step that unpacked the files
+_UNTAR = f"tar -x -f - --no-same-owner -C {WORKDIR} && printf '\\036judge:files-unpacked\\036'"
 _COPY_TIMEOUT_S = 30.0
-_READ_CHUNK_WAIT_S = 5.0
-_POLL_S = 0.25  # how often a waiting step checks whether its process has exited
-_EXITED_GRACE_S = 0.2  # output still read after the process exited  # how long a killed step's reader may take to notice its stream closed
+_READ_CHUNK_WAIT_S = 5.0  # how long a killed step's reader may take to notice its stream closed
+_POLL_S = 0.25  # how often a step whose stream stays open checks whether its process has exited
+_EXITED_GRACE_S = 0.2  # output still read after the process exited
+_EXIT_CODE_WAIT_S = 2.0  # bound on re-reading an exec the engine still reports as running
+_EXIT_CODE_RETRY_S = 0.002
 
 
 class SandboxError(Exception):
     """The Docker engine failed to create, feed or run a container; the verdict is internal_error."""
+
+
+class UnpackError(SandboxError):
+    """The files did not reach the sandbox, so none of the user's code ran (safe to retry elsewhere)."""
 
 
 @dataclass(frozen=True)
@@ -148,73 +165,96 @@ class Sandbox:
     def id(self) -> str:
         return str(self.container.id)
 
-    def put_archive(self, data: bytes) -> None:
-        """Unpack a tar (from `judge/files.py`) into /work with `tar` running as the sandbox user.
+    def exec(
+        self,
+        argv: list[str] | tuple[str, ...],
+        timeout_s: float,
+        stdin_file: str | None = None,
+        files: bytes | None = None,
+    ) -> StepResult:
+        """Run one step with a wall-clock deadline and capped output streams.
 
-        The engine's own `put_archive` refuses containers with a read-only root even for a
-        tmpfs target, so the archive goes through the stdin of an exec instead.
+        `files` (a tar from `judge/files.py`) is unpacked into /work first, in the same exec;
+        raises `UnpackError` when that fails.
         """
-        api = self.client.api
-        try:
-            exec_id = api.exec_create(
-                self.id, list(_UNTAR), stdin=True, stdout=True, stderr=True, user=USER, workdir=WORKDIR
-            )["Id"]
-            sock = api.exec_start(exec_id, socket=True)
-        except docker.errors.DockerException as error:
-            raise SandboxError(f"could not copy the files into the sandbox: {error}") from error
-        raw = getattr(sock, "_sock", sock)
-        try:
-            raw.settimeout(_COPY_TIMEOUT_S)
-            raw.sendall(data)
-            raw.shutdown(socket.SHUT_WR)
-            errors = b"".join(frame for _, frame in frames_iter(sock, tty=False))
-        except OSError as error:
-            raise SandboxError(f"could not copy the files into the sandbox: {error}") from error
-        finally:
-            sock.close()
-        if self._exit_code(exec_id) != 0:
-            raise SandboxError(f"could not unpack the files: {errors.decode('utf-8', 'replace')[:500]}")
-
-    def exec(self, argv: list[str] | tuple[str, ...], timeout_s: float, stdin_file: str | None = None) -> StepResult:
-        """Run one step with a wall-clock deadline and capped output streams."""
         if self.killed:
             raise SandboxError("the sandbox was already stopped")
-        command = list(argv)
-        if stdin_file is not None:
-            command = ["sh", "-c", f'exec "$@" < {stdin_file}', "sh", *command]
-        api = self.client.api
-        cap = self.limits.output_bytes
+        command = _command(argv, stdin_file, files is not None)
         started = time.monotonic()
-        try:
-            exec_id = api.exec_create(self.id, command, stdout=True, stderr=True, user=USER, workdir=WORKDIR)["Id"]
-            stream = api.exec_start(exec_id, stream=True, demux=True)
-        except docker.errors.DockerException as error:
-            raise SandboxError(f"could not start a step in the sandbox: {error}") from error
-        reader = _StreamReader(stream, cap)
+        if files is None:
+            exec_id, stream, close = self._start_streaming(command)
+        else:
+            exec_id, stream, close = self._start_with_files(command, files)
+        reader = _StreamReader(stream, self.limits.output_bytes, _UNPACKED if files is not None else b"")
         reader.thread.start()
         finished = self._wait(reader, exec_id, started + timeout_s)
         duration_ms = int((time.monotonic() - started) * 1000)
         if not finished or reader.overflow:
-            stream.close()  # first: an unread stream would hold the kill up (~10 s)
+            close()  # first: an unread stream would hold the kill up (~10 s)
             self.kill()
             reader.thread.join(_READ_CHUNK_WAIT_S)
+            if reader.expected:
+                raise UnpackError("the files were not unpacked before the deadline")
             return StepResult(
                 exit_code=None,
-                stdout=bytes(reader.out[:cap]),
-                stderr=bytes(reader.err[:cap]),
+                stdout=bytes(reader.out[: self.limits.output_bytes]),
+                stderr=bytes(reader.err[: self.limits.output_bytes]),
                 duration_ms=duration_ms,
                 timed_out=not finished,
                 truncated=reader.overflow,
                 killed=True,
             )
-        if not reader.done.is_set():  # the process exited; a child of it still holds the stream
-            stream.close()
-            reader.thread.join(_READ_CHUNK_WAIT_S)
-        elif reader.error is not None:
+        ended = reader.done.is_set()  # else the process exited and a child of it still holds the stream
+        close()
+        reader.thread.join(_READ_CHUNK_WAIT_S)
+        if reader.expected:
+            message = (bytes(reader.out) + bytes(reader.err)).decode("utf-8", "replace")[:500]
+            raise UnpackError(f"could not unpack the files: {reader.error or message}")
+        if ended and reader.error is not None:
             raise SandboxError(f"lost the step's output stream: {reader.error}")
         exit_code = self._exit_code(exec_id)
         oom = exit_code == 137 and self._oom_happened()
         return StepResult(exit_code, bytes(reader.out), bytes(reader.err), duration_ms, oom_killed=oom)
+
+    def _start_streaming(self, command: list[str]) -> tuple[str, Any, Any]:
+        """(exec id, (stdout, stderr) chunks, close) of a step with no stdin."""
+        api = self.client.api
+        try:
+            exec_id = api.exec_create(self.id, command, stdout=True, stderr=True, user=USER, workdir=WORKDIR)["Id"]
+            stream = api.exec_start(exec_id, stream=True, demux=True)
+        except docker.errors.DockerException as error:
+            raise SandboxError(f"could not start a step in the sandbox: {error}") from error
+        return exec_id, stream, stream.close
+
+    def _start_with_files(self, command: list[str], files: bytes) -> tuple[str, Any, Any]:
+        """Like `_start_streaming`, with `files` sent on the exec's stdin (socket mode, as `put_archive`)."""
+        api = self.client.api
+        try:
+            exec_id = api.exec_create(
+                self.id, command, stdin=True, stdout=True, stderr=True, user=USER, workdir=WORKDIR
+            )["Id"]
+            sock = api.exec_start(exec_id, socket=True)
+        except docker.errors.DockerException as error:
+            raise UnpackError(f"could not copy the files into the sandbox: {error}") from error
+        raw = getattr(sock, "_sock", sock)
+
+        def close() -> None:
+            try:
+                raw.shutdown(socket.SHUT_RDWR)  # wakes a reader blocked in recv; close() alone may not
+            except OSError:
+                pass
+            sock.close()
+
+        try:
+            raw.settimeout(_COPY_TIMEOUT_S)
+            raw.sendall(files)
+            raw.shutdown(socket.SHUT_WR)
+            raw.settimeout(None)  # the step's deadline is enforced by `_wait`, not by the socket
+        except OSError as error:
+            close()
+            raise UnpackError(f"could not copy the files into the sandbox: {error}") from error
+        chunks = ((data, None) if kind == 1 else (None, data) for kind, data in frames_iter(sock, tty=False))
+        return exec_id, chunks, close
 
     def _wait(self, reader: _StreamReader, exec_id: str, deadline: float) -> bool:
         """Wait for the stream to end or the step's process to exit; False at the deadline.
@@ -237,7 +277,8 @@ class Sandbox:
                 return True
 
     def _exit_code(self, exec_id: str) -> int | None:
-        deadline = time.monotonic() + 2.0
+        """The exec's exit code, read once its stream has ended; None if it never shows one."""
+        deadline = time.monotonic() + _EXIT_CODE_WAIT_S
         while True:
             try:
                 info = self.client.api.exec_inspect(exec_id)
@@ -247,7 +288,7 @@ class Sandbox:
                 return int(info["ExitCode"])
             if time.monotonic() >= deadline:
                 return None
-            time.sleep(0.01)
+            time.sleep(_EXIT_CODE_RETRY_S)
 
     def _oom_happened(self) -> bool:
         """True when the cgroup OOM killer fired since the last check (or killed the container)."""
@@ -278,6 +319,14 @@ class Sandbox:
         _remove(self.container)
 
 
+def _command(argv: list[str] | tuple[str, ...], stdin_file: str | None, unpack: bool) -> list[str]:
+    """The exec's argv: `argv` itself, or behind `sh -c` to redirect stdin and unpack the files first."""
+    if not unpack and stdin_file is None:
+        return list(argv)
+    run = f'exec "$@" < {stdin_file or "/dev/null"}'
+    return ["sh", "-c", f"{_UNTAR} && {run}" if unpack else run, "sh", *argv]
+
+
 def _remove(container: Any) -> None:
     try:
         container.remove(force=True)
@@ -288,11 +337,16 @@ def _remove(container: Any) -> None:
 
 
 class _StreamReader:
-    """Reads an exec's (stdout, stderr) chunks into capped buffers on a daemon thread."""
+    """Reads an exec's (stdout, stderr) chunks into capped buffers on a daemon thread.
 
-    def __init__(self, stream: Any, cap: int) -> None:
+    `expected` is a prefix stdout must start with (the unpack mark); it is stripped once seen
+    and stays non-empty if the stream shows something else or ends first.
+    """
+
+    def __init__(self, stream: Any, cap: int, expected: bytes = b"") -> None:
         self.stream = stream
         self.cap = cap
+        self.expected = expected
         self.out = bytearray()
         self.err = bytearray()
         self.overflow = False
@@ -305,6 +359,11 @@ class _StreamReader:
             for out, err in self.stream:
                 if out:
                     self.out += out
+                    if self.expected and len(self.out) >= len(self.expected):
+                        if not self.out.startswith(self.expected):
+                            break  # not the mark: the unpack failed, nothing of the user's ran
+                        del self.out[: len(self.expected)]
+                        self.expected = b""
                 if err:
                     self.err += err
                 if len(self.out) > self.cap or len(self.err) > self.cap:

@@ -1,8 +1,10 @@
 """`Judge`: run a program once (`run`) or against tests (`run_tests`) and return a `Verdict`.
 
 Each call uses one fresh sandbox (`judge/sandbox.py`), optionally taken from the pool
-(`judge/pool.py`): files in, compile step once, then one run step per test, and the sandbox
-is destroyed in a `finally` whatever happens. Verdicts:
+(`judge/pool.py`): compile step once, then one run step per test, the files travelling with
+the first step (one exec fewer), and the sandbox is destroyed in a `finally` whatever
+happens. A pooled sandbox that cannot take the files (it died meanwhile) is swapped for a
+fresh one; nothing of the user's ran in it. Verdicts:
 - `compile_error`: the compile step exited non-zero (its stderr is kept);
 - `memory_limit`: a step died of SIGKILL and the cgroup OOM counter went up;
 - `timeout`: a step passed its wall-clock deadline (the container was killed);
@@ -31,7 +33,7 @@ from judge.files import SubmissionError, build_archive, check_files
 from judge.languages import LANGUAGES, SQL_RUNNER, Language
 from judge.models import Limits, RunRequest, SqlCase, Status, TestCase, TestResult, Verdict
 from judge.pool import ContainerPool
-from judge.sandbox import Sandbox, SandboxError, StepResult
+from judge.sandbox import Sandbox, SandboxError, StepResult, UnpackError
 
 MAX_TESTS = 100
 
@@ -96,13 +98,15 @@ class Judge:
         stdin = request.stdin.encode("utf-8", "replace")
         judge_files = {"stdin": stdin} if language.name != "sql" else {"setup.sql": stdin}
         limits = request.limits
+        archive = build_archive(user_files, _with_runner(language, judge_files))
+        argv, stdin_file = _run_step(language, "stdin", "setup.sql")
         try:
-            with self._sandbox(language, limits, build_archive(user_files, _with_runner(language, judge_files))) as box:
-                failed = self._compile(box, language, limits)
-                if failed is not None:
-                    return failed
-                argv, stdin_file = _run_step(language, "stdin", "setup.sql")
-                step = box.exec(argv, limits.wall_s, stdin_file)
+            with self._sandbox(language, limits, archive, (argv, stdin_file)) as (box, step):
+                if language.compile is not None:
+                    failed = _compile_failure(step)
+                    if failed is not None:
+                        return failed
+                    step = box.exec(argv, limits.wall_s, stdin_file)
         except SandboxError as error:
             return _internal(error)
         return _verdict(_status(step), step)
@@ -129,18 +133,24 @@ class Judge:
         first_failure: tuple[Status, StepResult] | None = None
         last: StepResult | None = None
         total_ms = 0
+        archive = build_archive(user_files, _with_runner(language, judge_files))
         try:
-            with self._sandbox(language, limits, build_archive(user_files, _with_runner(language, judge_files))) as box:
-                failed = self._compile(box, language, limits)
-                if failed is not None:
-                    not_run = [TestResult(name=c.name, passed=False, message="not run: compile error") for c in cases]
-                    return failed.model_copy(update={"tests": not_run})
+            with self._sandbox(language, limits, archive, _run_step(language, "stdin_0", "setup_0.sql")) as (box, first):
+                if language.compile is not None:
+                    failed = _compile_failure(first)
+                    if failed is not None:
+                        not_run = [TestResult(name=c.name, passed=False, message="not run: compile error") for c in cases]
+                        return failed.model_copy(update={"tests": not_run})
+                ran_first = language.compile is None  # else the first step was the compile step
                 for index, case in enumerate(cases):
-                    if box.killed:
+                    if index == 0 and ran_first:
+                        step = first
+                    elif box.killed:
                         results.append(TestResult(name=case.name, passed=False, message=_not_run_message(first_failure)))
                         continue
-                    argv, stdin_file = _run_step(language, f"stdin_{index}", f"setup_{index}.sql")
-                    step = box.exec(argv, limits.wall_s, stdin_file)
+                    else:
+                        argv, stdin_file = _run_step(language, f"stdin_{index}", f"setup_{index}.sql")
+                        step = box.exec(argv, limits.wall_s, stdin_file)
                     total_ms += step.duration_ms
                     last = step
                     status = _status(step)
@@ -162,26 +172,41 @@ class Judge:
         return verdict.model_copy(update={"tests": results, "duration_ms": total_ms, "truncated": truncated})
 
     @contextmanager
-    def _sandbox(self, language: Language, limits: Limits, archive: bytes) -> Iterator[Sandbox]:
-        """A sandbox holding `archive` in /work; destroyed (or handed to the pool thread) at exit."""
+    def _sandbox(
+        self, language: Language, limits: Limits, archive: bytes, run_step: tuple[list[str], str | None]
+    ) -> Iterator[tuple[Sandbox, StepResult]]:
+        """A sandbox and its first step, which unpacked `archive` into /work and then ran.
+
+        The first step is the compile step, or else `run_step` (argv, stdin file). The sandbox
+        is destroyed (or handed to the pool thread) at exit.
+        """
         if self.client is None:
             raise SandboxError(f"judge unavailable: {self._reason}")
+        if language.compile is not None:
+            argv, timeout_s, stdin_file = list(language.compile), limits.compile_wall_s, None
+        else:
+            (argv, stdin_file), timeout_s = run_step, limits.wall_s
         box = self._pool.take(language.image, limits) if self._pool else None
+        step: StepResult | None = None
         if box is not None:
             try:
-                box.put_archive(archive)
-            except SandboxError:  # a pooled container that died meanwhile: start a fresh one
+                step = box.exec(argv, timeout_s, stdin_file, files=archive)
+            except UnpackError:  # a pooled container that died meanwhile: start a fresh one
                 self._release(box)
                 box = None
-        if box is None:
-            box = Sandbox.start(self.client, language.image, limits, owner=self.owner)
-            try:
-                box.put_archive(archive)
             except BaseException:
                 self._release(box)
                 raise
+        if box is None:
+            box = Sandbox.start(self.client, language.image, limits, owner=self.owner)
+            try:
+                step = box.exec(argv, timeout_s, stdin_file, files=archive)
+            except BaseException:
+                self._release(box)
+                raise
+        assert step is not None
         try:
-            yield box
+            yield box, step
         finally:
             self._release(box)
 
@@ -191,16 +216,15 @@ class Judge:
         else:
             box.destroy()
 
-    def _compile(self, box: Sandbox, language: Language, limits: Limits) -> Verdict | None:
-        if language.compile is None:
-            return None
-        step = box.exec(language.compile, timeout_s=limits.compile_wall_s)
-        status = _status(step)
-        if status == "ok":
-            return None
-        if status in ("runtime_error", "output_limit"):
-            status = "compile_error"
-        return _verdict(status, step)
+
+def _compile_failure(step: StepResult) -> Verdict | None:
+    """The verdict of a compile step that did not succeed, else None."""
+    status = _status(step)
+    if status == "ok":
+        return None
+    if status in ("runtime_error", "output_limit"):
+        status = "compile_error"
+    return _verdict(status, step)
 
 
 def _language(name: str) -> Language:

@@ -1,0 +1,49 @@
+"""The pool after a fork: the child (a gunicorn worker) gets its own workers and containers.
+
+Marked `docker`: skipped without an engine unless JUDGE_REQUIRED=1, where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from judge.models import RunRequest
+from judge.sandbox import OWNER_LABEL
+from judge.service import Judge
+
+pytestmark = pytest.mark.docker
+
+
+def ready_ids(judge: Judge) -> set[str]:
+    assert judge.pool is not None
+    return {box.id for ready in judge.pool._ready.values() for box in ready}  # noqa: SLF001
+
+
+def test_a_forked_child_fills_its_own_pool_and_never_shares_the_parents() -> None:
+    judge = Judge.from_env(pool_size=1)
+    if not judge.available()[0]:
+        if os.environ.get("JUDGE_REQUIRED") == "1":
+            pytest.fail("JUDGE_REQUIRED=1 but the judge is unavailable")
+        pytest.skip("judge unavailable")
+    try:
+        assert judge.pool is not None and judge.pool.wait_full(60)
+        parents = ready_ids(judge)
+        pid = os.fork()
+        if pid == 0:  # the child: exit code 0 only if every check holds
+            ok = False
+            try:
+                ok = judge.pool.wait_full(60) and not ready_ids(judge) & parents
+                verdict = judge.run(RunRequest(language="python", files={"main.py": "print('child')"}))
+                ok = ok and verdict.stdout == "child\n"
+                judge.close()
+            finally:
+                os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert ready_ids(judge) == parents  # the parent's pool is untouched
+    finally:
+        judge.close()
+    assert judge.client is not None
+    assert judge.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={judge.owner}"}) == []
