@@ -22,6 +22,8 @@ case type) raise `SubmissionError` before any container starts.
 
 from __future__ import annotations
 
+import time
+
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -36,6 +38,9 @@ from judge.pool import ContainerPool
 from judge.sandbox import Sandbox, SandboxError, StepResult, UnpackError
 
 MAX_TESTS = 100
+
+
+AVAILABLE_TTL_S = 5.0
 
 
 class Judge:
@@ -54,6 +59,7 @@ class Judge:
         self.owner = uuid.uuid4().hex[:12]  # label of this judge's containers
         self._reason = reason or "no Docker client"
         self._pool: ContainerPool | None = None
+        self._available_at = float("-inf")
         if client is not None and pool_size > 0:
             images = sorted({language.image for language in LANGUAGES.values()})
             self._pool = ContainerPool(client, images, pool_size, self.limits, self.owner)
@@ -73,9 +79,22 @@ class Judge:
         return self._pool
 
     def available(self) -> tuple[bool, str]:
-        """(True, "") when the engine answers and every language image is present."""
+        """(True, "") when the engine answers and every language image is present.
+
+        A positive answer is reused for `AVAILABLE_TTL_S` (asking the engine costs ~7 ms,
+        on every `/run`); a negative one is never reused, so a recovered engine is seen at
+        once, and a run on an engine that went away still fails cleanly as internal_error.
+        """
         if self.client is None:
             return False, self._reason
+        if time.monotonic() - self._available_at < AVAILABLE_TTL_S:
+            return True, ""
+        ready, reason = self._ask_engine()
+        self._available_at = time.monotonic() if ready else float("-inf")
+        return ready, reason
+
+    def _ask_engine(self) -> tuple[bool, str]:
+        assert self.client is not None
         try:
             self.client.ping()
             present = {tag for image in self.client.images.list(name="orchestrator-judge-*") for tag in image.tags}

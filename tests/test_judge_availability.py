@@ -20,3 +20,39 @@ def test_judge_from_env_with_a_dead_engine_never_raises(monkeypatch: pytest.Monk
     judge = Judge.from_env()
     ready, reason = judge.available()
     assert not ready and "unreachable" in reason
+
+
+class CountingClient:
+    """A Docker client stand-in that counts how often the engine is asked."""
+
+    def __init__(self, tags: list[str]) -> None:
+        self.pings = 0
+        self.images = self
+        self._tags = tags
+
+    def ping(self) -> bool:
+        self.pings += 1
+        return True
+
+    def list(self, name: str) -> list[object]:
+        return [type("Image", (), {"tags": self._tags})()]
+
+
+def test_a_ready_engine_is_asked_again_only_after_the_ttl(monkeypatch: pytest.MonkeyPatch) -> None:
+    from judge import service
+    from judge.languages import LANGUAGES
+
+    client = CountingClient(sorted({language.image for language in LANGUAGES.values()}))
+    judge = Judge(client)  # type: ignore[arg-type]
+    assert judge.available() == (True, "") and judge.available() == (True, "")
+    assert client.pings == 1
+    monkeypatch.setattr(service, "AVAILABLE_TTL_S", 0.0)
+    judge.available()
+    assert client.pings == 2
+
+
+def test_a_missing_image_is_never_cached() -> None:
+    client = CountingClient([])
+    judge = Judge(client)  # type: ignore[arg-type]
+    assert judge.available()[0] is False and judge.available()[0] is False
+    assert client.pings == 2
