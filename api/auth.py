@@ -10,10 +10,11 @@ cookie-authenticated request that changes anything must also carry the
 from __future__ import annotations
 
 from flask import Blueprint, g, jsonify, request, session
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from api.bodies import json_body
 from api.database import get_db
-from api.errors import ApiError, validation_error
+from api.errors import ApiError
 from storage.users import User, get_user, user_for_token
 
 CSRF_HEADER = "X-Requested-With"
@@ -56,13 +57,7 @@ class LoginRequest(BaseModel):
 @bp.post("/api/login")
 def login():  # type: ignore[no-untyped-def]
     """Trade an API token for a session cookie (the web UI keeps no token in JS storage)."""
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid_json", "the body must be a JSON object")
-    try:
-        data = LoginRequest.model_validate(body)
-    except ValidationError as error:
-        raise validation_error(error) from error
+    data = json_body(LoginRequest)
     user = user_for_token(get_db(), data.token.strip())
     if user is None:
         raise ApiError(401, "unauthorized", "invalid token")

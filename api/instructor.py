@@ -11,11 +11,12 @@ Only users whose role is `instructor` or `admin`; everyone else gets 403.
 from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from api.bodies import json_body
 from api.auth import current_user, require_user
 from api.database import get_db
-from api.errors import ApiError, not_found, validation_error
+from api.errors import ApiError, not_found
 from storage.db import transaction
 from storage.tasks import (
     add_comment, get_attempt, get_task_by_pk, list_help_requests, pending_reviews, record_review,
@@ -74,10 +75,7 @@ class ReviewBody(BaseModel):
 
 @bp.post("/task-reviews/<int:attempt_id>")
 def review(attempt_id: int):  # type: ignore[no-untyped-def]
-    try:
-        body = ReviewBody.model_validate(request.get_json(silent=True) or {})
-    except ValidationError as error:
-        raise validation_error(error) from error
+    body = json_body(ReviewBody)
     conn, reviewer = get_db(), current_user()
     with transaction(conn):
         attempt = get_attempt(conn, attempt_id)

@@ -9,15 +9,16 @@ name and pass/fail message, never its expected output.
 from __future__ import annotations
 
 import threading
-from typing import Any, Literal
+from typing import Literal
 
-from flask import Blueprint, current_app, jsonify, request
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from flask import Blueprint, current_app, jsonify
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from activities.generate import GenerationJob
+from api.bodies import json_body
 from api.auth import current_user, require_user
 from api.database import get_db
-from api.errors import ApiError, not_found, validation_error
+from api.errors import ApiError, not_found
 from judge.files import SubmissionError
 from judge.models import Language, RunRequest, SqlCase, TestCase
 from judge.service import Judge
@@ -60,16 +61,6 @@ class GenerateBody(BaseModel):
     session_id: str | None = Field(default=None, max_length=64)
 
 
-def parse(model: type[BaseModel]) -> Any:
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid_json", "the body must be a JSON object")
-    try:
-        return model.model_validate(body)
-    except ValidationError as error:
-        raise validation_error(error) from error
-
-
 def ready_judge() -> Judge:
     judge: Judge | None = current_app.extensions.get("judge")
     if judge is None:
@@ -88,7 +79,7 @@ def checked_size(files: dict[str, str]) -> dict[str, str]:
 
 @bp.post("/run")
 def run():  # type: ignore[no-untyped-def]
-    body: RunBody = parse(RunBody)
+    body: RunBody = json_body(RunBody)
     judge = ready_judge()
     try:
         verdict = judge.run(RunRequest(language=body.language, files=checked_size(body.files), stdin=body.stdin))
@@ -99,7 +90,7 @@ def run():  # type: ignore[no-untyped-def]
 
 @bp.post("/submit")
 def submit():  # type: ignore[no-untyped-def]
-    body: SubmitBody = parse(SubmitBody)
+    body: SubmitBody = json_body(SubmitBody)
     conn, user = get_db(), current_user()
     problem = get_problem(conn, user.id, body.problem_id)
     if problem is None:
@@ -120,7 +111,7 @@ def submit():  # type: ignore[no-untyped-def]
 
 @bp.post("/activities/generate")
 def generate():  # type: ignore[no-untyped-def]
-    body: GenerateBody = parse(GenerateBody)
+    body: GenerateBody = json_body(GenerateBody)
     conn, user = get_db(), current_user()
     judge = ready_judge()
     if body.session_id is None:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from flask import Blueprint, jsonify, request
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, ValidationError
+from flask import Blueprint, jsonify
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints
 
+from api.bodies import json_body
 from api.auth import current_user, require_user
 from api.database import get_db
-from api.errors import ApiError, validation_error
+from api.errors import ApiError
 from storage.db import transaction
 from storage.profile import (
     FIELD_NAME_PATTERN,
@@ -48,13 +49,7 @@ def show():  # type: ignore[no-untyped-def]
 
 @bp.patch("/profile")
 def update():  # type: ignore[no-untyped-def]
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid_json", 'the body must be a JSON object: {"fields": {"name": value}}')
-    try:
-        patch = ProfilePatch.model_validate(body)
-    except ValidationError as error:
-        raise validation_error(error) from error
+    patch = json_body(ProfilePatch, hint=': {"fields": {"name": value}}')
     conn, user_id = get_db(), current_user().id
     values = {name: value for name, value in patch.fields.items() if value is not None}
     removed = [name for name, value in patch.fields.items() if value is None]

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from flask import Blueprint, jsonify, request
-from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, StringConstraints
 
+from api.bodies import json_body
 from api.auth import current_user, require_user
 from api.database import get_db
-from api.errors import ApiError, not_found, validation_error
+from api.errors import ApiError, not_found
 from storage.messages import recent_messages
 from storage.sessions import ChatSession, create_session, delete_session, get_session, list_sessions, rename_session
 
@@ -31,18 +32,6 @@ class SessionCreate(BaseModel):
 class SessionRename(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: SessionName
-
-
-def json_body(model: type[BaseModel], *, optional: bool = False) -> Any:
-    body = request.get_json(silent=True)
-    if body is None and optional and not request.get_data():
-        body = {}
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid_json", "the body must be a JSON object")
-    try:
-        return model.model_validate(body)
-    except ValidationError as error:
-        raise validation_error(error) from error
 
 
 def owned_session(session_id: str) -> ChatSession:

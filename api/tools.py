@@ -7,8 +7,9 @@ an HTTP error whose status follows the tool's error code.
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, current_app, jsonify
 
+from api.bodies import json_object
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError
@@ -48,9 +49,7 @@ def call(name: str):  # type: ignore[no-untyped-def]
     tool = services().registry.get(name)
     if tool is None:
         raise ApiError(404, "not_found", f"tool {name!r} not found; GET /tools lists them")
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid_json", "the body must be a JSON object: the tool's input")
+    body = json_object(hint=": the tool's input")
     result = run_tool(tool, body, tool_context(services(), get_db(), current_user().id))
     if not result.ok:
         code = result.error_code or ErrorCode.INTERNAL_ERROR
