@@ -18,7 +18,9 @@ DOCKERD_LOG=${DOCKERD_LOG:-/tmp/dockerd.log}
 LOG_DIR=${JUDGE_BUILD_LOG_DIR:-data/judge-images}
 RECIPES="python3 judge/recipes.py"
 
-log() { printf '\033[1m[judge-images]\033[0m %s\n' "$*"; }
+LOG_TAG=judge-images
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh  # log, apt_install
 
 # give_up MESSAGE: fail when the judge is required, otherwise warn and leave the judge off.
 give_up() {
@@ -28,18 +30,6 @@ give_up() {
   fi
   echo "judge-images: WARNING: $1; the judge will report itself unavailable" >&2
   exit 0
-}
-
-# apt_install PKG...: install the Debian packages that are not installed yet (needs root).
-apt_install() {
-  local missing=()
-  for pkg in "$@"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-  done
-  ((${#missing[@]})) || return 0
-  log "installing Debian packages: ${missing[*]}"
-  [ "$(id -u)" = 0 ] || { echo "judge-images: need root to install ${missing[*]}" >&2; return 1; }
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
 start_dockerd() {
