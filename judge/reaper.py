@@ -1,27 +1,63 @@
 """Removes containers of ours left over by a crash or a killed process (called at start-up).
 
-Every sandbox carries the label `orchestrator.judge`; nothing else is touched. Run it
-before this process starts any sandbox of its own: it removes every labelled container,
-running or not, including the pool of another process sharing the engine (that process
-then starts fresh containers: a pooled container that is gone is replaced, see
-`judge/pool.py`).
+Every sandbox carries the label `orchestrator.judge` plus the host name and process id of
+the process that started it. At start-up the reaper removes the labelled containers whose
+process is gone (same host, pid no longer alive), and those of other hosts sharing the
+engine once they are older than `FOREIGN_MAX_AGE_S`. Containers of live processes (another
+server, a test run) are left alone: removing them would kill runs in flight.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+from datetime import UTC, datetime
+
 import docker
 
-from judge.sandbox import LABEL, OWNER_LABEL
+from judge.sandbox import HOST_LABEL, LABEL, OWNER_LABEL, PID_LABEL
+
+FOREIGN_MAX_AGE_S = 3600.0
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def age_s(container: object) -> float:
+    created = str(getattr(container, "attrs", {}).get("Created", ""))
+    try:
+        started = datetime.fromisoformat(created[:26].rstrip("Z") + "+00:00")
+    except ValueError:
+        return float("inf")
+    return (datetime.now(UTC) - started).total_seconds()
+
+
+def orphaned(container: object, host: str) -> bool:
+    labels = getattr(container, "labels", {}) or {}
+    pid = labels.get(PID_LABEL, "")
+    if labels.get(HOST_LABEL) == host and pid.isdigit():
+        return not process_alive(int(pid))
+    return age_s(container) > FOREIGN_MAX_AGE_S  # unlabelled (older builds) or another host
 
 
 def reap(client: docker.DockerClient, owner: str | None = None) -> int:
-    """Remove every container labelled `orchestrator.judge` (only `owner`'s when given).
+    """Remove orphaned judge containers (every container of `owner` when given).
 
     Returns how many were removed.
     """
     label = LABEL if owner is None else f"{OWNER_LABEL}={owner}"
+    host = socket.gethostname()
     removed = 0
     for container in client.containers.list(all=True, filters={"label": label}):
+        if owner is None and not orphaned(container, host):
+            continue
         try:
             container.remove(force=True)
             removed += 1

@@ -42,6 +42,7 @@ Decisions:
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import threading
@@ -60,6 +61,8 @@ LABEL = "orchestrator.judge"
 RUN_LABEL = "orchestrator.judge.run"
 POOL_LABEL = "orchestrator.judge.pool"
 OWNER_LABEL = "orchestrator.judge.owner"  # the `Judge` that started it (tests check their own)
+HOST_LABEL = "orchestrator.judge.host"  # the machine and process that started it: the reaper
+PID_LABEL = "orchestrator.judge.pid"  # removes only containers whose process is gone
 USER = "65534:65534"
 WORKDIR = "/work"
 _OOM_PROBE = (
@@ -129,7 +132,10 @@ def container_options(image: str, limits: Limits, pooled: bool = False, owner: s
             Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile),
             Ulimit(name="core", soft=0, hard=0),
         ],
-        "labels": {LABEL: "1", RUN_LABEL: uuid.uuid4().hex, POOL_LABEL: "1" if pooled else "0", OWNER_LABEL: owner},
+        "labels": {
+            LABEL: "1", RUN_LABEL: uuid.uuid4().hex, POOL_LABEL: "1" if pooled else "0", OWNER_LABEL: owner,
+            HOST_LABEL: socket.gethostname(), PID_LABEL: str(os.getpid()),
+        },
         "log_config": {"type": "none", "config": {}},
         "stdin_open": False,
         "tty": False,
@@ -250,9 +256,9 @@ class Sandbox:
             raw.sendall(files)
             raw.shutdown(socket.SHUT_WR)
             raw.settimeout(None)  # the step's deadline is enforced by `_wait`, not by the socket
-        except OSError as error:
+        except OSError as error:  # e.g. a broken pipe: tar stopped reading (tmpfs full) or died
             close()
-            raise UnpackError(f"could not copy the files into the sandbox: {error}") from error
+            raise UnpackError(f"could not unpack the files into the sandbox: {error}") from error
         chunks = ((data, None) if kind == 1 else (None, data) for kind, data in frames_iter(sock, tty=False))
         return exec_id, chunks, close
 

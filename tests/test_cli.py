@@ -33,6 +33,7 @@ def clean_env(tmp_path: Path, base_settings: dict[str, object], **extra: str) ->
         DATA_DIR=str(base_settings["data_dir"]),
         AUTH_TOKEN_FILE=str(base_settings["auth_token_file"]),
         PYTHONUNBUFFERED="1",
+        JUDGE_ENABLED="0",  # these servers need no judge (and start no pool)
     )
     env.update(extra)
     return env

@@ -6,7 +6,6 @@ Marked `docker`: skipped without an engine unless JUDGE_REQUIRED=1 (CI), where t
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 from events.bus import PRIVATE_KEYS
 from storage.problems import add_problem
 from tests.conftest import new_token
+from tests.judge_support import leftover_containers, require_judge
 from tests.test_streams import parse
 
 pytestmark = pytest.mark.docker
@@ -31,14 +31,11 @@ STARTER = "import sys\n# read the numbers and print their sum\n"
 @pytest.fixture
 def judge_app(make_app, fake_llm):
     app = make_app(llm_base_url=fake_llm.openai_base_url, judge_enabled=True)
-    available = app.extensions["judge_status"]
-    if not available["available"]:
-        if os.environ.get("JUDGE_REQUIRED") == "1":
-            pytest.fail(f"JUDGE_REQUIRED=1 but the judge is unavailable: {available['reason']}")
-        pytest.skip(f"judge unavailable: {available['reason']}")
+    status = app.extensions["judge_status"]
+    require_judge(status["available"], status["reason"])
     yield app
     judge = app.extensions["judge"]
-    assert judge.client.containers.list(all=True, filters={"label": f"orchestrator.judge.owner={judge.owner}"}) == []
+    assert leftover_containers(judge) == []
     judge.close()
 
 

@@ -56,3 +56,20 @@ def test_a_missing_image_is_never_cached() -> None:
     judge = Judge(client)  # type: ignore[arg-type]
     assert judge.available()[0] is False and judge.available()[0] is False
     assert client.pings == 2
+
+
+@pytest.mark.parametrize(
+    ("labels", "created", "expected"),
+    [
+        ({"orchestrator.judge.host": "here", "orchestrator.judge.pid": "1"}, "2026-01-01T00:00:00Z", False),
+        ({"orchestrator.judge.host": "here", "orchestrator.judge.pid": "999999999"}, "2099-01-01T00:00:00Z", True),
+        ({"orchestrator.judge.host": "elsewhere", "orchestrator.judge.pid": "1"}, "2000-01-01T00:00:00.123456789Z", True),
+        ({}, "2999-01-01T00:00:00Z", False),  # unlabelled and new: may belong to a live process
+        ({}, "not a date", True),
+    ],
+)
+def test_orphan_rule(labels: dict[str, str], created: str, expected: bool) -> None:
+    from judge.reaper import orphaned
+
+    container = type("Container", (), {"labels": labels, "attrs": {"Created": created}})()
+    assert orphaned(container, "here") is expected

@@ -5,15 +5,15 @@ Marked `docker`: skipped without an engine unless JUDGE_REQUIRED=1, where they f
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from judge.models import Limits, RunRequest, TestCase
-from judge.sandbox import OWNER_LABEL, _UNPACKED
+from judge.sandbox import _UNPACKED
 from judge.service import Judge
+from tests.judge_support import leftover_containers, require_judge
 
 pytestmark = pytest.mark.docker
 
@@ -23,11 +23,7 @@ SMALL = Limits(wall_s=2, memory_mb=128, pids=32, tmpfs_mb=4)
 @pytest.fixture(scope="module")
 def judge() -> Iterator[Judge]:
     judge = Judge.from_env(limits=SMALL)
-    ready, reason = judge.available()
-    if not ready:
-        if os.environ.get("JUDGE_REQUIRED") == "1":
-            pytest.fail(f"JUDGE_REQUIRED=1 but the judge is unavailable: {reason}")
-        pytest.skip(f"judge unavailable: {reason}")
+    require_judge(*judge.available())
     yield judge
     judge.close()
 
@@ -35,8 +31,7 @@ def judge() -> Iterator[Judge]:
 @pytest.fixture(autouse=True)
 def nothing_left(judge: Judge) -> Iterator[None]:
     yield
-    assert judge.client is not None
-    assert judge.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={judge.owner}"}) == []
+    assert leftover_containers(judge) == []
 
 
 @pytest.fixture
@@ -92,8 +87,7 @@ def test_files_that_do_not_fit_are_an_internal_error_and_nothing_runs(judge: Jud
 
 def test_a_pooled_container_that_died_is_replaced() -> None:
     judge = Judge.from_env(pool_size=1)
-    if not judge.available()[0]:
-        pytest.skip("judge unavailable")
+    require_judge(*judge.available())
     try:
         assert judge.pool is not None and judge.pool.wait_full(60)
         python_image = judge.pool._ready  # noqa: SLF001 - the test reaches in to break a pooled box
@@ -104,5 +98,4 @@ def test_a_pooled_container_that_died_is_replaced() -> None:
         assert (verdict.status, verdict.stdout) == ("ok", "fresh\n")
     finally:
         judge.close()
-    assert judge.client is not None
-    assert judge.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={judge.owner}"}) == []
+    assert leftover_containers(judge) == []

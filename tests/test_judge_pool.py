@@ -10,8 +10,8 @@ import os
 import pytest
 
 from judge.models import RunRequest
-from judge.sandbox import OWNER_LABEL
 from judge.service import Judge
+from tests.judge_support import leftover_containers, require_judge
 
 pytestmark = pytest.mark.docker
 
@@ -23,10 +23,7 @@ def ready_ids(judge: Judge) -> set[str]:
 
 def test_a_forked_child_fills_its_own_pool_and_never_shares_the_parents() -> None:
     judge = Judge.from_env(pool_size=1)
-    if not judge.available()[0]:
-        if os.environ.get("JUDGE_REQUIRED") == "1":
-            pytest.fail("JUDGE_REQUIRED=1 but the judge is unavailable")
-        pytest.skip("judge unavailable")
+    require_judge(*judge.available())
     try:
         assert judge.pool is not None and judge.pool.wait_full(60)
         parents = ready_ids(judge)
@@ -45,5 +42,4 @@ def test_a_forked_child_fills_its_own_pool_and_never_shares_the_parents() -> Non
         assert ready_ids(judge) == parents  # the parent's pool is untouched
     finally:
         judge.close()
-    assert judge.client is not None
-    assert judge.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={judge.owner}"}) == []
+    assert leftover_containers(judge) == []

@@ -15,8 +15,8 @@ import pytest
 
 from judge.files import SubmissionError
 from judge.models import Limits, RunRequest, Verdict
-from judge.sandbox import OWNER_LABEL
 from judge.service import Judge
+from tests.judge_support import leftover_containers, require_judge
 
 pytestmark = pytest.mark.docker
 
@@ -26,11 +26,7 @@ SMALL = Limits(wall_s=2, memory_mb=128, pids=32, output_bytes=64 * 1024, tmpfs_m
 @pytest.fixture(scope="module")
 def judge() -> Iterator[Judge]:
     judge = Judge.from_env(limits=SMALL)
-    ready, reason = judge.available()
-    if not ready:
-        if os.environ.get("JUDGE_REQUIRED") == "1":
-            pytest.fail(f"JUDGE_REQUIRED=1 but the judge is unavailable: {reason}")
-        pytest.skip(f"judge unavailable: {reason}")
+    require_judge(*judge.available())
     yield judge
     judge.close()
 
@@ -38,8 +34,7 @@ def judge() -> Iterator[Judge]:
 @pytest.fixture(autouse=True)
 def nothing_left(judge: Judge) -> Iterator[None]:
     yield
-    assert judge.client is not None
-    assert judge.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={judge.owner}"}) == []
+    assert leftover_containers(judge) == []
 
 
 def run_py(judge: Judge, source: str, stdin: str = "", limits: Limits = SMALL) -> Verdict:
@@ -258,3 +253,27 @@ def test_docker_errors_are_internal_errors(judge: Judge, monkeypatch: pytest.Mon
     monkeypatch.setattr("judge.languages.image_tag", lambda name: "orchestrator-judge-missing:0")
     verdict = run_py(judge, "print(1)")
     assert verdict.status == "internal_error" and "orchestrator-judge-missing" in verdict.stderr
+
+
+def test_startup_reaper_removes_only_containers_of_dead_processes(judge: Judge) -> None:
+    import socket
+    import subprocess
+
+    from judge.languages import LANGUAGES
+    from judge.reaper import reap
+    from judge.sandbox import HOST_LABEL, LABEL, PID_LABEL
+
+    assert judge.client is not None
+
+    dead_pid = subprocess.Popen(["true"])
+    dead_pid.wait()
+    image = LANGUAGES["python"].image
+    labels = {LABEL: "1", HOST_LABEL: socket.gethostname()}
+    orphan = judge.client.containers.create(image, ["true"], labels={**labels, PID_LABEL: str(dead_pid.pid)})
+    alive = judge.client.containers.create(image, ["true"], labels={**labels, PID_LABEL: str(os.getpid())})
+    try:
+        reap(judge.client)
+        assert judge.client.containers.list(all=True, filters={"id": orphan.id}) == []
+        alive.reload()  # a live process's container is left alone
+    finally:
+        alive.remove(force=True)

@@ -5,7 +5,6 @@ Marked `docker`: skipped without an engine unless JUDGE_REQUIRED=1, where they f
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 
@@ -13,8 +12,9 @@ import pytest
 
 from judge.files import SubmissionError
 from judge.models import Limits, RunRequest, SqlCase, TestCase
-from judge.sandbox import LABEL, OWNER_LABEL
+from judge.sandbox import LABEL
 from judge.service import Judge
+from tests.judge_support import leftover_containers, require_judge
 
 pytestmark = pytest.mark.docker
 
@@ -22,11 +22,7 @@ pytestmark = pytest.mark.docker
 @pytest.fixture(scope="module")
 def judge() -> Iterator[Judge]:
     judge = Judge.from_env()
-    ready, reason = judge.available()
-    if not ready:
-        if os.environ.get("JUDGE_REQUIRED") == "1":
-            pytest.fail(f"JUDGE_REQUIRED=1 but the judge is unavailable: {reason}")
-        pytest.skip(f"judge unavailable: {reason}")
+    require_judge(*judge.available())
     yield judge
     judge.close()
 
@@ -34,8 +30,7 @@ def judge() -> Iterator[Judge]:
 @pytest.fixture(autouse=True)
 def nothing_left(judge: Judge) -> Iterator[None]:
     yield
-    assert judge.client is not None
-    assert judge.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={judge.owner}"}) == []
+    assert leftover_containers(judge) == []
 
 
 SUM_PROGRAMS = {
@@ -163,8 +158,7 @@ def test_sql_errors_are_runtime_errors_with_the_message(judge: Judge) -> None:
 
 def test_pool_hands_each_container_out_once() -> None:
     judge = Judge.from_env(pool_size=1)
-    if not judge.available()[0]:
-        pytest.skip("judge unavailable")
+    require_judge(*judge.available())
     assert judge.pool is not None and judge.pool.wait_full(60)
     marker = {"main.py": "import os\nprint(os.path.exists('/work/marker'), os.path.exists('/tmp/marker'))\nopen('/work/marker', 'w').write('x')\nopen('/tmp/marker', 'w').write('x')\n"}
     try:
@@ -175,8 +169,7 @@ def test_pool_hands_each_container_out_once() -> None:
         assert judge.run(RunRequest(language="python", files={"main.py": "print(2)"}, limits=other_limits)).stdout == "2\n"
     finally:
         judge.close()
-    assert judge.client is not None
-    assert judge.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={judge.owner}"}) == []
+    assert leftover_containers(judge) == []
 
 
 def test_no_container_of_ours_is_left_after_the_suite(judge: Judge) -> None:

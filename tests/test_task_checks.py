@@ -4,7 +4,6 @@ and the shipped example's reference answers."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from tasks.checks import check_sql, check_text, run_select
 from tasks.importer import read_task_file
 from tasks.spec import SqlResultCriterion, TextMatchCriterion
 from tests.task_support import SQL_ANSWER, SQL_SETUP, SUM_PROGRAM, Classroom
+from tests.judge_support import require_judge
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "intro_python.yaml"
 DOGS = SqlResultCriterion(type="sql_result", id="c1", description="dogs", setup_sql=SQL_SETUP,
@@ -162,11 +162,7 @@ def test_example_programs_pass_in_the_real_judge():
     from tasks.checks import outcome, run_checks
 
     judge = Judge.from_env()
-    available, reason = judge.available()
-    if not available:
-        if os.environ.get("JUDGE_REQUIRED") == "1":
-            pytest.fail(f"JUDGE_REQUIRED=1 but the judge is unavailable: {reason}")
-        pytest.skip(f"judge unavailable: {reason}")
+    require_judge(*judge.available())
     try:
         tasks = {task.id: task for task in read_task_file(EXAMPLE).tasks}
         code_tasks = {t.id for t in tasks.values() if any(c.type == "code_test" for c in t.acceptance_criteria)}
@@ -186,11 +182,7 @@ def test_submit_tool_grades_code_in_the_real_judge(tmp_path):
     from judge.service import Judge
 
     judge = Judge.from_env()
-    available, reason = judge.available()
-    if not available:
-        if os.environ.get("JUDGE_REQUIRED") == "1":
-            pytest.fail(f"JUDGE_REQUIRED=1 but the judge is unavailable: {reason}")
-        pytest.skip(f"judge unavailable: {reason}")
+    require_judge(*judge.available())
     try:
         room = started_program(tmp_path, judge)
         wrong = room.ok("submit", task_id="program", answer="print(6)")

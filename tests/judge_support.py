@@ -1,0 +1,30 @@
+"""Shared by the Docker tests: the judge must be there, or the test skips (fails in CI)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from judge.sandbox import OWNER_LABEL
+from judge.service import Judge
+
+
+def require_judge(ready: bool, reason: str) -> None:
+    """Skip when the judge cannot run here, but fail when `JUDGE_REQUIRED=1` (CI)."""
+    if ready:
+        return
+    if os.environ.get("JUDGE_REQUIRED") == "1":
+        pytest.fail(f"JUDGE_REQUIRED=1 but the judge is unavailable: {reason}")
+    pytest.skip(f"judge unavailable: {reason}")
+
+
+def ready_judge(judge: Judge) -> Judge:
+    require_judge(*judge.available())
+    return judge
+
+
+def leftover_containers(judge: Judge) -> list[object]:
+    """This judge's containers still on the engine (should always be none after a run)."""
+    assert judge.client is not None
+    return list(judge.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={judge.owner}"}))
