@@ -1,0 +1,161 @@
+"""The scripted provider: replies from a JSON file, for demos and tests without a model.
+
+A real product module, bound by the same contract as the HTTP providers (text or `None`
+with a `FailureKind`). A script is a list consumed in order, or regex rules for demos.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import requests
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from provider_base import (
+    Attempt,
+    ChatMessage,
+    FailureKind,
+    Provider,
+    ProviderConfig,
+    ProviderError,
+    Sleep,
+    text_or_failure,
+)
+
+#: How the pipeline frames a tool result for the second pass (SPEC 6.3). The scripted
+#: provider recognises it so demo scripts can answer tool results.
+TOOL_RESULT_RE = re.compile(r"^Tool result for /([A-Za-z][A-Za-z0-9_]*)")
+
+
+
+
+class UserRule(BaseModel):
+    """Reply when the last user message (not a tool result) matches ``user`` (re.search, i)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    user: str
+    reply: str
+
+
+class AfterToolRule(BaseModel):
+    """Reply when the last user message is the result of ``/<after_tool>``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    after_tool: str
+    reply: str
+
+
+class RuleScript(BaseModel):
+    """Demo script: first matching rule wins, else ``default``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    rules: list[UserRule | AfterToolRule] = Field(default_factory=list)
+    default: str
+
+
+_SCRIPT = TypeAdapter(list[str | None] | RuleScript)
+
+
+class ScriptedProvider(Provider):
+    """Replies read from a JSON file (``SCRIPTED_REPLIES``): a list consumed in order (tests),
+    or regex rules (demos that run without any model). A product module, so it obeys the same
+    contract as the HTTP providers: text or ``None`` with a ``FailureKind``."""
+
+    name = "scripted"
+    needs_key = False
+    default_base_url = ""
+    default_model = "scripted"
+
+    def __init__(
+        self,
+        config: ProviderConfig,
+        *,
+        http: requests.Session | None = None,
+        sleep: Sleep = time.sleep,
+    ) -> None:
+        super().__init__(config, http=http, sleep=sleep)
+        self.script = load_script(config.scripted_replies)
+        self._patterns: list[tuple[re.Pattern[str] | None, UserRule | AfterToolRule]] = []
+        if isinstance(self.script, RuleScript):
+            for rule in self.script.rules:
+                pattern = None
+                if isinstance(rule, UserRule):
+                    try:
+                        pattern = re.compile(rule.user, re.IGNORECASE)
+                    except re.error as exc:
+                        raise ProviderError(f"bad regex {rule.user!r} in script: {exc}") from exc
+                self._patterns.append((pattern, rule))
+        self._cursor = 0
+        self._lock = threading.Lock()
+
+    @property
+    def remaining(self) -> int | None:
+        """Replies left in a list script (``None`` for a rule script, which never runs out)."""
+        if not isinstance(self.script, list):
+            return None
+        with self._lock:
+            return len(self.script) - self._cursor
+
+    def _attempt(self, messages: tuple[ChatMessage, ...]) -> Attempt:
+        sent = sum(len(m.content.encode("utf-8")) for m in messages)
+        if isinstance(self.script, list):
+            with self._lock:
+                if self._cursor >= len(self.script):
+                    return Attempt(failure=FailureKind.SCRIPT_EXHAUSTED,
+                                    detail=f"all {len(self.script)} replies used",
+                                    request_bytes=sent)
+                reply = self.script[self._cursor]
+                self._cursor += 1
+        else:
+            reply = self._match(messages)
+        received = len(reply.encode("utf-8")) if reply is not None else 0
+        return text_or_failure(reply, request_bytes=sent, response_bytes=received)
+
+    def _match(self, messages: Sequence[ChatMessage]) -> str:
+        assert isinstance(self.script, RuleScript)
+        last = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        tool = TOOL_RESULT_RE.match(last)
+        for pattern, rule in self._patterns:
+            if tool is None and pattern is not None and pattern.search(last):
+                return rule.reply
+            if (
+                tool is not None
+                and isinstance(rule, AfterToolRule)
+                and rule.after_tool.lstrip("/").lower() == tool.group(1).lower()
+            ):
+                return rule.reply.replace("{result}", quoted_result(last.partition("\n")[2]))
+        return self.script.default
+
+
+def quoted_result(result: str) -> str:
+    """The readable text of a tool-result block: its `> ` lines, unquoted and unescaped.
+
+    Results reach a provider in the stored contract form (a `<details>` block with every
+    line quoted and HTML-escaped); a demo reply wants just the text. Anything that is not
+    in that form is returned as it is.
+    """
+    quoted = [line for line in result.splitlines() if line == ">" or line.startswith("> ")]
+    if not quoted:
+        return result
+    return html.unescape("\n".join(line[2:] for line in quoted))
+
+
+def load_script(path: str | None) -> list[str | None] | RuleScript:
+    """Read and validate a reply script once; any problem is a developer error."""
+    if not path:
+        raise ProviderError("the scripted provider needs SCRIPTED_REPLIES (a JSON file path)")
+    try:
+        raw = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProviderError(f"cannot read scripted replies {path!r}: {exc}") from exc
+    try:
+        return _SCRIPT.validate_json(raw)
+    except ValidationError as exc:
+        raise ProviderError(f"invalid scripted replies {path!r}: {exc}") from exc
+
+
