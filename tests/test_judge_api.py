@@ -187,3 +187,21 @@ def test_generation_rejects_each_bad_draft_three_times_then_fails(jclient, jauth
     assert len(fake_llm.requests) == 3
     retry_prompt = fake_llm.requests[1]["messages"][-1]["content"]
     assert "Your previous draft was rejected" in retry_prompt
+
+
+def test_server_still_answers_after_hostile_runs(jclient, jauth):
+    hostile = {
+        "fork bomb": "import os\nwhile True:\n    os.fork()\n",
+        "memory bomb": "x = []\nwhile True:\n    x.append(' ' * 10_000_000)\n",
+        "output flood": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
+    }
+    statuses = {}
+    for name, source in hostile.items():
+        response = jclient.post("/run", json={"language": "python", "files": {"main.py": source}}, headers=jauth)
+        assert response.status_code == 200, name
+        statuses[name] = response.get_json()["status"]
+    assert statuses["memory bomb"] == "memory_limit" and statuses["output flood"] == "output_limit"
+    assert statuses["fork bomb"] in {"runtime_error", "timeout"}
+    assert jclient.get("/health").get_json()["judge"]["available"] is True
+    after = jclient.post("/run", json={"language": "python", "files": {"main.py": "print('still here')"}}, headers=jauth)
+    assert after.get_json()["stdout"] == "still here\n"
