@@ -11,12 +11,13 @@ OpenAI-style `b64_json` PNG.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import deque
 from collections.abc import Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from testing.loopback import LoopbackServer, QuietHandler
 
 Reply = str | int | dict[str, Any] | list[Any] | None
 
@@ -32,23 +33,16 @@ def tiny_png(width: int = 2, height: int = 2) -> bytes:
     return buffer.getvalue()
 
 
-class FakeLLMServer:
+class FakeLLMServer(LoopbackServer):
     def __init__(self, replies: Iterable[Reply] = (), *, default_reply: str = "ok", delay_s: float = 0.0) -> None:
         self._replies: deque[Reply] = deque(replies)
-        self._lock = threading.Lock()
         self.default_reply = default_reply
         self.delay_s = delay_s
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.get_paths: list[str] = []
         self.headers: list[dict[str, str]] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-
-    @property
-    def port(self) -> int:
-        return self._server.server_address[1]
+        super().__init__()
 
     @property
     def openai_base_url(self) -> str:
@@ -77,23 +71,10 @@ class FakeLLMServer:
         with self._lock:
             return self._replies.popleft() if self._replies else self.default_reply
 
-    def __enter__(self) -> FakeLLMServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # else headers/body writes meet delayed ACKs (+40 ms)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence access log
-                return
+        class Handler(QuietHandler):
 
             def do_GET(self) -> None:  # noqa: N802 - model lists, as /health probes them
                 with server._lock:

@@ -8,12 +8,12 @@ Host header. Unknown paths answer 404.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
+
+from testing.loopback import LoopbackServer, QuietHandler
 
 
 @dataclass
@@ -33,50 +33,19 @@ class Recorded:
     headers: dict[str, str]
 
 
-class FakeWebServer:
+class FakeWebServer(LoopbackServer):
     def __init__(self, routes: dict[str, Page] | None = None) -> None:
         self.routes: dict[str, Page] = dict(routes or {})
         self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-
-    @property
-    def port(self) -> int:
-        return self._server.server_address[1]
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        super().__init__()
 
     def url(self, path: str) -> str:
         return f"{self.base_url}{path}"
 
-    def __enter__(self) -> FakeWebServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence access log
-                return
-
-            def handle(self) -> None:
-                try:
-                    super().handle()
-                except (BrokenPipeError, ConnectionResetError):
-                    return  # the client hung up early on purpose (caps, deadlines)
-
+        class Handler(QuietHandler):
             def _serve(self, method: str) -> None:
                 with server._lock:
                     server.requests.append(Recorded(method, self.path, dict(self.headers.items())))
