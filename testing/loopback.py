@@ -4,6 +4,7 @@ stopped as a context manager, with a quiet handler base that tolerates clients h
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
@@ -24,7 +25,7 @@ class QuietHandler(BaseHTTPRequestHandler):
             return  # the client hung up early on purpose (caps, deadlines)
 
 
-class LoopbackServer:
+class LoopbackServer(ABC):
     """Subclasses implement `_handler_class()` (a `QuietHandler` subclass) and keep state."""
 
     def __init__(self) -> None:
@@ -35,8 +36,9 @@ class LoopbackServer:
             target=self._server.serve_forever, kwargs={"poll_interval": POLL_INTERVAL_S}, daemon=True
         )
 
+    @abstractmethod
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        raise NotImplementedError("a loopback fake defines its request handler")
+        """The request handler class, closing over this server's state."""
 
     @property
     def port(self) -> int:

@@ -369,7 +369,7 @@ class FakeProvider(Provider):
                           failure=self.kind, elapsed_ms=0.0)
 
     def _attempt(self, messages: Any) -> Any:  # pragma: no cover - call() is overridden
-        raise NotImplementedError
+        raise AssertionError("FakeProvider answers in call()")
 
 
 def test_chain_falls_back_to_second() -> None:
