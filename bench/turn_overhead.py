@@ -90,7 +90,7 @@ def main() -> None:
         port = free_port()
         env = {**os.environ, "PORT": str(port), "DATABASE_PATH": database.path, "DATA_DIR": tmp,
                "AUTH_TOKEN_FILE": str(Path(tmp) / "admin.token"), "LLM_PROVIDER": "openai",
-               "LLM_BASE_URL": llm.openai_base_url, "LLM_MODEL": "bench"}
+               "LLM_BASE_URL": llm.openai_base_url, "LLM_MODEL": "bench", "JUDGE_ENABLED": "0"}
         server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
