@@ -10,7 +10,9 @@ In one run, on loopback:
 Messages are 8-40 words drawn from a 5,000-word vocabulary with Zipf frequencies (s=1.07),
 like natural text.
 The added overhead of a turn is its latency minus the raw latency of the provider calls it
-makes (1 for plain, 2 for memory), compared at the same percentile. The server is the real
+makes (1 for plain, 2 for memory), compared at the same percentile. A `GET /api/me` round
+trip through the same server is printed too: the part of the overhead that is the HTTP hop
+to the orchestrator itself, not the turn. The server is the real
 product (`python app.py`, gunicorn) in a subprocess with its own temporary database.
 
     .venv/bin/python bench/turn_overhead.py [--turns 300] [--messages 10000]
@@ -110,6 +112,9 @@ def main() -> None:
             http.post(f"{base}/chat", json={"message": "hello", "session_id": session_id}, headers=headers, timeout=10)
             raw_body = llm.requests[-1]  # the exact body a plain turn sends: same size, same work
 
+            def floor() -> None:  # one round trip through the same server, no model, no turn
+                http.get(f"{base}/api/me", headers=headers, timeout=10).raise_for_status()
+
             def raw() -> None:
                 http.post(f"{llm.openai_base_url}/chat/completions", json=raw_body, timeout=10).raise_for_status()
 
@@ -130,10 +135,11 @@ def main() -> None:
             def memory_common() -> None:  # worst case: the most frequent words
                 memory_turn(random.sample(WORDS[:COMMON_RANKS], 2))
 
-            for call in (raw, plain, memory, memory_common):  # warm-up: connections, caches
+            for call in (floor, raw, plain, memory, memory_common):  # warm-up: connections, caches
                 timed(call, 20)
-            raw_ms, plain_ms, memory_ms, common_ms = [], [], [], []
+            floor_ms, raw_ms, plain_ms, memory_ms, common_ms = [], [], [], [], []
             for _ in range(args.turns):  # interleaved, so drift hits all alike
+                floor_ms += timed(floor, 1)
                 raw_ms += timed(raw, 1)
                 plain_ms += timed(plain, 1)
                 memory_ms += timed(memory, 1)
@@ -144,6 +150,7 @@ def main() -> None:
 
     print(f"turn overhead on loopback: {args.turns} samples each, session of {args.messages} messages\n")
     print(f"{'':30}{'p50 ms':>10}{'p95 ms':>10}")
+    print(f"{'server round trip (/api/me)':30}{percentile(floor_ms, .5):10.2f}{percentile(floor_ms, .95):10.2f}")
     rows = [("raw provider call", raw_ms, 1), ("plain turn (1 call)", plain_ms, 1),
             ("memory_search turn (2 calls)", memory_ms, 2), ("  same, most common words", common_ms, 2)]
     for name, samples, _ in rows:

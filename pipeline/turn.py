@@ -49,7 +49,8 @@ class ToolSummary(BaseModel):
     code: str | None = None
 
 
-class TurnResult(BaseModel):
+@dataclass(frozen=True)
+class TurnResult:
     session_id: str
     reply: str
     messages: list[Message]
