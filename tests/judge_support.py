@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -28,3 +29,11 @@ def leftover_containers(judge: Judge) -> list[object]:
     """This judge's containers still on the engine (should always be none after a run)."""
     assert judge.client is not None
     return list(judge.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={judge.owner}"}))
+
+
+def open_judge(**options: object) -> Iterator[Judge]:
+    """Body of a module's `judge` fixture: a ready judge (or skip/fail), closed afterwards."""
+    judge = Judge.from_env(**options)  # type: ignore[arg-type]
+    require_judge(*judge.available())
+    yield judge
+    judge.close()

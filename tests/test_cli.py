@@ -20,6 +20,7 @@ import requests
 from flask import Flask
 
 from config import ConfigError, Settings, load_settings
+from tests.process_support import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTING_NAMES = {name.upper() for name in Settings.model_fields}
@@ -124,13 +125,7 @@ def test_server_starts_and_answers_a_chat(tmp_path, base_settings):
         assert body["reply"] == "hello from script"
         assert [m["role"] for m in body["messages"]] == ["user", "assistant"]
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
+        stop_process(server, log)
 
 
 # config.load_settings -------------------------------------------------------------------------

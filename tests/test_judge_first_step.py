@@ -13,7 +13,7 @@ import pytest
 from judge.models import Limits, RunRequest, TestCase
 from judge.sandbox import _UNPACKED
 from judge.service import Judge
-from tests.judge_support import leftover_containers, require_judge
+from tests.judge_support import leftover_containers, open_judge, require_judge
 
 pytestmark = pytest.mark.docker
 
@@ -22,10 +22,7 @@ SMALL = Limits(wall_s=2, memory_mb=128, pids=32, tmpfs_mb=4)
 
 @pytest.fixture(scope="module")
 def judge() -> Iterator[Judge]:
-    judge = Judge.from_env(limits=SMALL)
-    require_judge(*judge.available())
-    yield judge
-    judge.close()
+    yield from open_judge(limits=SMALL)
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,7 @@ import pytest
 from judge.files import SubmissionError
 from judge.models import Limits, RunRequest, Verdict
 from judge.service import Judge
-from tests.judge_support import leftover_containers, require_judge
+from tests.judge_support import leftover_containers, open_judge
 
 pytestmark = pytest.mark.docker
 
@@ -25,10 +25,7 @@ SMALL = Limits(wall_s=2, memory_mb=128, pids=32, output_bytes=64 * 1024, tmpfs_m
 
 @pytest.fixture(scope="module")
 def judge() -> Iterator[Judge]:
-    judge = Judge.from_env(limits=SMALL)
-    require_judge(*judge.available())
-    yield judge
-    judge.close()
+    yield from open_judge(limits=SMALL)
 
 
 @pytest.fixture(autouse=True)

@@ -14,17 +14,14 @@ from judge.files import SubmissionError
 from judge.models import Limits, RunRequest, SqlCase, TestCase
 from judge.sandbox import LABEL
 from judge.service import Judge
-from tests.judge_support import leftover_containers, require_judge
+from tests.judge_support import leftover_containers, open_judge, require_judge
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
 def judge() -> Iterator[Judge]:
-    judge = Judge.from_env()
-    require_judge(*judge.available())
-    yield judge
-    judge.close()
+    yield from open_judge()
 
 
 @pytest.fixture(autouse=True)

@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from config import Settings
+from tests.process_support import stop_process
 from testing.fake_llm import FakeLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,12 +85,7 @@ def server(llm: FakeLLMServer, tmp_path_factory: pytest.TempPathFactory) -> Iter
             time.sleep(0.1)
         yield {"base": base, "token": (tmp / "admin.token").read_text().strip()}
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+        stop_process(process, log)
 
 
 @pytest.fixture(scope="session")
