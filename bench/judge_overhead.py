@@ -9,7 +9,11 @@ and a 10-test python problem through `POST /submit`. p50/p95 latency with 1 clie
 runs per second with 1 and 4 parallel clients. Needs Docker and the judge images
 (`make judge-images`).
 
-    .venv/bin/python bench/judge_overhead.py [--runs 40] [--pool 2]
+The pooled `/run` is timed twice: paced (one run every `--pace` seconds, long enough for
+the pool to replace the container a run used: interactive use) and back to back (runs
+arrive faster than containers start, so some find the pool empty: saturation).
+
+    .venv/bin/python bench/judge_overhead.py [--runs 40] [--pool 2] [--pace 0.5]
 """
 
 from __future__ import annotations
@@ -80,6 +84,13 @@ class Server:
             raise SystemExit("the server or its judge did not come up")
         time.sleep(3 if pool else 0)  # let the pool fill
 
+    def paced_run(self, pace_s: float) -> float:
+        """One run after `pace_s` of quiet; returns its latency in ms (the wait is not timed)."""
+        time.sleep(pace_s)
+        started = time.perf_counter()
+        self.run()
+        return (time.perf_counter() - started) * 1000
+
     def run(self) -> None:
         body = {"language": "python", "files": {"main.py": PROGRAM}}
         verdict = self.http.post(f"{self.base}/run", json=body, timeout=60).json()
@@ -99,6 +110,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--pool", type=int, default=2)
+    parser.add_argument("--pace", type=float, default=0.5, help="seconds between paced runs")
     args = parser.parse_args()
     image = LANGUAGES["python"].image
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -109,7 +121,7 @@ def main() -> None:
         docker_run = lambda: subprocess.run(  # noqa: E731
             ["docker", "run", "--rm", "--network", "none", "-v", f"{tmp}:/src:ro", image, "python3", "/src/main.py"],
             check=True, capture_output=True)
-        rows: list[tuple[str, list[float], dict[int, float]]] = []
+        rows: list[tuple[str, list[float], dict[int, float]]] = []  # name, ms samples, runs/s by clients
         for name, call in (("bare host python3", bare), ("plain docker run --rm", docker_run)):
             timed(call, 3)
             rows.append((name, timed(call, args.runs), {c: throughput(call, c, args.runs) for c in (1, 4)}))
@@ -117,8 +129,13 @@ def main() -> None:
             server = Server(tmp, pool)
             try:
                 timed(server.run, 3)
-                rows.append((f"judge POST /run (pool {pool})", timed(server.run, args.runs),
-                             {c: throughput(server.run, c, args.runs) for c in (1, 4)}))
+                rate = {c: throughput(server.run, c, args.runs) for c in (1, 4)}
+                if pool:
+                    paced = [server.paced_run(args.pace) for _ in range(args.runs)]
+                    rows.append((f"judge POST /run (pool {pool}), paced", paced, {}))
+                    time.sleep(args.pace)
+                label = f"judge POST /run (pool {pool})" + (", back to back" if pool else "")
+                rows.append((label, timed(server.run, args.runs), rate))
                 if pool:
                     timed(server.submit, 2)
                     rows.append(("judge POST /submit, 10 tests", timed(server.submit, max(10, args.runs // 4)),
@@ -126,13 +143,17 @@ def main() -> None:
             finally:
                 server.stop()
     print(f"judge overhead, trivial python program, {args.runs} runs each\n")
-    print(f"{'':34}{'p50 ms':>9}{'p95 ms':>9}{'runs/s x1':>11}{'runs/s x4':>11}")
+    print(f"{'':42}{'p50 ms':>9}{'p95 ms':>9}{'runs/s x1':>11}{'runs/s x4':>11}")
     for name, samples, rate in rows:
-        print(f"{name:34}{percentile(samples, .5):9.0f}{percentile(samples, .95):9.0f}{rate[1]:11.1f}{rate[4]:11.1f}")
+        print(f"{name:42}{percentile(samples, .5):9.0f}{percentile(samples, .95):9.0f}{_rate(rate, 1)}{_rate(rate, 4)}")
     bare_p50 = percentile(rows[0][1], .5)
     print()
     for name, samples, _ in rows[1:]:
-        print(f"{name:34} added p50 over bare: {percentile(samples, .5) - bare_p50:7.0f} ms")
+        print(f"{name:42} added p50 over bare: {percentile(samples, .5) - bare_p50:7.0f} ms")
+
+
+def _rate(rates: dict[int, float], clients: int) -> str:
+    return f"{rates[clients]:11.1f}" if clients in rates else f"{'-':>11}"
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """How each language is judged: image, entry file, compile step and run step.
 
 Files live in the container's `/work` (a tmpfs, also the working directory). Commands are
-argument lists run by `docker exec` without a shell, except that the run step's stdin is
-redirected from a file the judge ships in the archive (see `judge/sandbox.py`). C and C++
+argument lists the sandbox's launcher runs as they are (no shell), with the step's stdin
+redirected from a file the judge ships in the archive (see `judge/launcher.sh`). C and C++
 compile every top-level source with `-O2 -std=c17/c++17 -lm`; Java compiles every top-level
 `.java` file and runs class `Main`; the JVM flags (serial GC, C1 only, no perf data) cut its
 start-up on one CPU and keep it off the read-only root. SQL runs `judge/sql_runner.py` in

@@ -1,40 +1,41 @@
-"""One single-use container and the steps (`docker exec`) run inside it.
+"""One single-use container and the steps run inside it by its launcher, without `docker exec`.
 
 A `Sandbox` is created from `container_options()` (every isolation setting of SPEC section 9
 in one place: no network, read-only root, tmpfs `/work` and `/tmp` with size caps, user
 65534, all capabilities dropped, `no-new-privileges`, docker-init as PID 1, memory limit equal
 to memory+swap limit, pids limit, CPU quota, ulimits on file size, open files and core
-dumps, labels for the reaper, never privileged, no mounts). Its main process is `sleep
-infinity`; each step is an exec. The container serves one run and is then destroyed (killed
-and removed).
+dumps, labels for the reaper, never privileged, no mounts). Its main process is the
+launcher (`judge/launcher.sh`), which takes one step at a time on the container's attached
+stdin and runs it as a child. The container serves one run and is then destroyed.
 
 Decisions:
-- Every exec costs ~55 ms of engine time before its process starts (runc), most of a
-  trivial run, so the files travel with the first step: its exec gets the tar on its stdin
-  (the engine's archive upload refuses a read-only root) and runs
-  `sh -c 'tar -x ... && printf MARK && exec "$@" < FILE'` as the sandbox user. The mark is
-  written before the step's program starts, so stdout begins with it exactly when the files
-  were unpacked and the program ran; a program cannot forge its absence. It is stripped;
-  without it the step raises `UnpackError` (nothing of the user's ran).
-- stdin is a file in the archive and the step runs as `sh -c 'exec "$@" < FILE'`: no
-  attached stdin socket to write while reading, nothing to deadlock, and a step with
-  10 MB of input costs the same as one without.
-- The deadline is enforced here: a thread reads the exec's multiplexed stream into two
-  buffers while the caller waits on an event with a timeout. At the deadline, or when a
-  stream passes its cap (the partial output is kept), the whole container is killed: the
-  only way to stop an exec and everything it forked. A killed sandbox runs no further step.
-- The exit code comes from one `exec_inspect` once the stream has ended (the engine reports
-  the exec as exited by then; a short bounded retry covers the rare moment it does not). A
-  process that died of SIGKILL (137) counts as out of memory only with evidence: the
-  cgroup's `oom_kill` counter (read by one more exec, v1 `memory.oom_control` or v2
-  `memory.events`) went up, or the container was OOM-killed.
-- A background child that inherited stdout keeps the stream open after the step's process
-  exits (Docker itself gives up after ~2 s), so while the stream stays open the step polls
-  the exec's state every 0.25 s (a step whose stream ends is never held up by the poll);
-  once the process has exited the output is read for 0.2 s more and the stream is closed.
-  The child lives on until the sandbox is destroyed.
-- The container has no working directory of its own (each exec sets `/work`): with one, the
-  engine creates `/work` in the root first and the tmpfs inherits its 0755 root-owned mode.
+- No `docker exec`: on docker.io 20.10 every exec costs ~55 ms of runc before its process
+  starts, most of a trivial run, and reading its exit code and OOM state cost more round
+  trips. The launcher forks instead (~1 ms) and reports the exit status and the cgroup's
+  `oom_kill` counter itself, so a pooled run is one write to the attach connection and one
+  read of the answer (~15 ms for a trivial python program, ~13 of them python's start).
+- The connection is attached before the container starts and kept for its whole life; the
+  files travel with the first step (tar after the request line; the engine's archive upload
+  refuses a read-only root). The launcher's marks carry a fresh random nonce per step, so a
+  program cannot end its step early by printing a mark, and its stdin is a file, never the
+  launcher's stdin. What a program could still do with the same uid (kill the launcher,
+  read the nonce from its memory) ends or shortens its own run and grants nothing it could
+  not do by exiting: the deadline, the output caps and the comparison stay on this side.
+- The deadline is enforced here: a thread reads the stream into two capped buffers while the
+  caller waits on an event with a timeout. At the deadline, or when a stream passes its cap
+  (the partial output is kept), the whole container is killed, after shutting the
+  connection (an unread stream would hold the kill up). A killed sandbox runs no further
+  step.
+- A process that died of SIGKILL (137) counts as out of memory only with evidence: the
+  cgroup's `oom_kill` counter went up during the step, or the container itself was
+  OOM-killed (the stream ended without marks).
+- A background child that inherited stdout does not hold the step up: the step ends when the
+  launcher reaps the program it started; the child lives on until the sandbox is destroyed.
+  What it writes later is read as part of the next step (as if that step's program wrote
+  it; both are the same user's code), or dropped after the last step.
+- The container has no working directory of its own (the launcher `cd`s to `/work`): with
+  one, the engine creates `/work` in the root first and the tmpfs inherits its 0755
+  root-owned mode.
 - No `nproc` ulimit: RLIMIT_NPROC counts every process of uid 65534 on the host, across
   containers, so it would make parallel runs fail each other; the cgroup pids limit is the
   fork-bomb bound.
@@ -43,19 +44,21 @@ Decisions:
 from __future__ import annotations
 
 import os
-import re
+import secrets
+import shlex
 import socket
 import threading
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import docker
 from docker.types import Ulimit
-from docker.utils.socket import frames_iter
 
 from judge.models import Limits
+from judge.step_stream import FrameReader, StepReader, raw_socket
 
 LABEL = "orchestrator.judge"
 RUN_LABEL = "orchestrator.judge.run"
@@ -65,19 +68,9 @@ HOST_LABEL = "orchestrator.judge.host"  # the machine and process that started i
 PID_LABEL = "orchestrator.judge.pid"  # removes only containers whose process is gone
 USER = "65534:65534"
 WORKDIR = "/work"
-_OOM_PROBE = (
-    "sh",
-    "-c",
-    "cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control",
-)
-_UNPACKED = b"\x1ejudge:files-unpacked\x1e"  # first bytes of stdout of a step that unpacked the files
-_UNTAR = f"tar -x -f - --no-same-owner -C {WORKDIR} && printf '\\036judge:files-unpacked\\036'"
-_COPY_TIMEOUT_S = 30.0
-_READ_CHUNK_WAIT_S = 5.0  # how long a killed step's reader may take to notice its stream closed
-_POLL_S = 0.25  # how often a step whose stream stays open checks whether its process has exited
-_EXITED_GRACE_S = 0.2  # output still read after the process exited
-_EXIT_CODE_WAIT_S = 2.0  # bound on re-reading an exec the engine still reports as running
-_EXIT_CODE_RETRY_S = 0.002
+LAUNCHER = Path(__file__).with_name("launcher.sh").read_text(encoding="utf-8")
+_ATTACH = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+_JOIN_S = 5.0  # how long a stopped step's reader may take to notice its stream closed
 
 
 class SandboxError(Exception):
@@ -90,7 +83,7 @@ class UnpackError(SandboxError):
 
 @dataclass(frozen=True)
 class StepResult:
-    """What one exec did; `killed` means the sandbox was stopped and can run no further step."""
+    """What one step did; `killed` means the sandbox was stopped and can run no further step."""
 
     exit_code: int | None
     stdout: bytes
@@ -107,7 +100,7 @@ def container_options(image: str, limits: Limits, pooled: bool = False, owner: s
     file_size = limits.file_size_mb * 1024 * 1024
     return {
         "image": image,
-        "command": ["sleep", "infinity"],
+        "command": ["sh", "-c", LAUNCHER, "judge-launcher"],
         "user": USER,
         "environment": {"HOME": WORKDIR, "LANG": "C.UTF-8", "TMPDIR": "/tmp"},
         "hostname": "judge",
@@ -137,20 +130,23 @@ def container_options(image: str, limits: Limits, pooled: bool = False, owner: s
             HOST_LABEL: socket.gethostname(), PID_LABEL: str(os.getpid()),
         },
         "log_config": {"type": "none", "config": {}},
-        "stdin_open": False,
-        "tty": False,
+        "stdin_open": True,  # the launcher's requests
+        "tty": False,  # stdout and stderr stay apart (multiplexed frames)
         "detach": True,
     }
 
 
 class Sandbox:
-    """A started single-use container; always end with `destroy()`."""
+    """A started single-use container with its attached launcher; always end with `destroy()`."""
 
-    def __init__(self, client: docker.DockerClient, container: Any, limits: Limits) -> None:
+    def __init__(self, client: docker.DockerClient, container: Any, attached: Any, limits: Limits) -> None:
         self.client = client
         self.container = container
         self.limits = limits
         self.killed = False
+        self._attached = attached  # keeps the connection (and the response owning it) alive
+        self._socket = raw_socket(attached)
+        self._frames = FrameReader(self._socket)
         self._oom_kills = 0
 
     @classmethod
@@ -160,18 +156,19 @@ class Sandbox:
         container = None
         try:
             container = client.containers.create(**container_options(image, limits, pooled, owner))
+            attached = client.api.attach_socket(container.id, params=_ATTACH)  # before start: nothing missed
             container.start()
         except docker.errors.DockerException as error:
             if container is not None:
                 _remove(container)
             raise SandboxError(f"could not start a sandbox from {image}: {error}") from error
-        return cls(client, container, limits)
+        return cls(client, container, attached, limits)
 
     @property
     def id(self) -> str:
         return str(self.container.id)
 
-    def exec(
+    def run_step(
         self,
         argv: list[str] | tuple[str, ...],
         timeout_s: float,
@@ -180,140 +177,62 @@ class Sandbox:
     ) -> StepResult:
         """Run one step with a wall-clock deadline and capped output streams.
 
-        `files` (a tar from `judge/files.py`) is unpacked into /work first, in the same exec;
-        raises `UnpackError` when that fails.
+        `files` (a tar from `judge/files.py`) is unpacked into /work first, by the same
+        request; raises `UnpackError` when that fails.
         """
         if self.killed:
             raise SandboxError("the sandbox was already stopped")
-        command = _command(argv, stdin_file, files is not None)
+        nonce = secrets.token_hex(8)
+        cap = self.limits.output_bytes
+        reader = StepReader(self._frames, nonce, cap)
         started = time.monotonic()
-        if files is None:
-            exec_id, stream, close = self._start_streaming(command)
-        else:
-            exec_id, stream, close = self._start_with_files(command, files)
-        reader = _StreamReader(stream, self.limits.output_bytes, _UNPACKED if files is not None else b"")
-        reader.thread.start()
-        finished = self._wait(reader, exec_id, started + timeout_s)
+        reader.start()
+        sender = _Sender(self._socket, _request(nonce, argv, stdin_file, files or b""))
+        finished = reader.done.wait(timeout_s)
         duration_ms = int((time.monotonic() - started) * 1000)
         if not finished or reader.overflow:
-            close()  # first: an unread stream would hold the kill up (~10 s)
             self.kill()
-            reader.thread.join(_READ_CHUNK_WAIT_S)
-            if reader.expected:
+            reader.thread.join(_JOIN_S)
+            if files is not None and not reader.unpacked:
                 raise UnpackError("the files were not unpacked before the deadline")
             return StepResult(
                 exit_code=None,
-                stdout=bytes(reader.out[: self.limits.output_bytes]),
-                stderr=bytes(reader.err[: self.limits.output_bytes]),
+                stdout=bytes(reader.out[:cap]),
+                stderr=bytes(reader.err[:cap]),
                 duration_ms=duration_ms,
                 timed_out=not finished,
                 truncated=reader.overflow,
                 killed=True,
             )
-        ended = reader.done.is_set()  # else the process exited and a child of it still holds the stream
-        close()
-        reader.thread.join(_READ_CHUNK_WAIT_S)
-        if reader.expected:
-            message = (bytes(reader.out) + bytes(reader.err)).decode("utf-8", "replace")[:500]
-            raise UnpackError(f"could not unpack the files: {reader.error or message}")
-        if ended and reader.error is not None:
-            raise SandboxError(f"lost the step's output stream: {reader.error}")
-        exit_code = self._exit_code(exec_id)
-        oom = exit_code == 137 and self._oom_happened()
-        return StepResult(exit_code, bytes(reader.out), bytes(reader.err), duration_ms, oom_killed=oom)
+        if reader.unpack_failed:
+            self.kill()
+            message = (bytes(reader.out) + bytes(reader.err)).decode("utf-8", "replace").strip()[:500]
+            raise UnpackError(f"could not unpack the files: {message or 'tar failed'}")
+        if reader.exit_code is None:  # the stream ended without the marks: the container stopped
+            return self._stopped(reader, sender, duration_ms, unpacking=files is not None)
+        oom = reader.exit_code == 137 and reader.oom_kills > self._oom_kills
+        self._oom_kills = max(self._oom_kills, reader.oom_kills)
+        return StepResult(reader.exit_code, bytes(reader.out), bytes(reader.err), duration_ms, oom_killed=oom)
 
-    def _start_streaming(self, command: list[str]) -> tuple[str, Any, Any]:
-        """(exec id, (stdout, stderr) chunks, close) of a step with no stdin."""
-        api = self.client.api
-        try:
-            exec_id = api.exec_create(self.id, command, stdout=True, stderr=True, user=USER, workdir=WORKDIR)["Id"]
-            stream = api.exec_start(exec_id, stream=True, demux=True)
-        except docker.errors.DockerException as error:
-            raise SandboxError(f"could not start a step in the sandbox: {error}") from error
-        return exec_id, stream, stream.close
-
-    def _start_with_files(self, command: list[str], files: bytes) -> tuple[str, Any, Any]:
-        """Like `_start_streaming`, with `files` sent on the exec's stdin (socket mode, as `put_archive`)."""
-        api = self.client.api
-        try:
-            exec_id = api.exec_create(
-                self.id, command, stdin=True, stdout=True, stderr=True, user=USER, workdir=WORKDIR
-            )["Id"]
-            sock = api.exec_start(exec_id, socket=True)
-        except docker.errors.DockerException as error:
-            raise UnpackError(f"could not copy the files into the sandbox: {error}") from error
-        raw = getattr(sock, "_sock", sock)
-
-        def close() -> None:
-            try:
-                raw.shutdown(socket.SHUT_RDWR)  # wakes a reader blocked in recv; close() alone may not
-            except OSError:
-                pass
-            sock.close()
-
-        try:
-            raw.settimeout(_COPY_TIMEOUT_S)
-            raw.sendall(files)
-            raw.shutdown(socket.SHUT_WR)
-            raw.settimeout(None)  # the step's deadline is enforced by `_wait`, not by the socket
-        except OSError as error:  # e.g. a broken pipe: tar stopped reading (tmpfs full) or died
-            close()
-            raise UnpackError(f"could not unpack the files into the sandbox: {error}") from error
-        chunks = ((data, None) if kind == 1 else (None, data) for kind, data in frames_iter(sock, tty=False))
-        return exec_id, chunks, close
-
-    def _wait(self, reader: _StreamReader, exec_id: str, deadline: float) -> bool:
-        """Wait for the stream to end or the step's process to exit; False at the deadline.
-
-        Polls the exec's state every `_POLL_S` while waiting, so a step whose process exited
-        but left a child holding stdout ends after `_EXITED_GRACE_S`, not at the deadline.
-        """
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            if reader.done.wait(min(left, _POLL_S)):
-                return True
-            try:
-                running = self.client.api.exec_inspect(exec_id).get("Running", True)
-            except docker.errors.DockerException:
-                running = True
-            if not running:
-                reader.done.wait(min(_EXITED_GRACE_S, max(0.0, deadline - time.monotonic())))
-                return True
-
-    def _exit_code(self, exec_id: str) -> int | None:
-        """The exec's exit code, read once its stream has ended; None if it never shows one."""
-        deadline = time.monotonic() + _EXIT_CODE_WAIT_S
-        while True:
-            try:
-                info = self.client.api.exec_inspect(exec_id)
-            except docker.errors.DockerException as error:
-                raise SandboxError(f"could not read the step's exit code: {error}") from error
-            if not info.get("Running") and info.get("ExitCode") is not None:
-                return int(info["ExitCode"])
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(_EXIT_CODE_RETRY_S)
-
-    def _oom_happened(self) -> bool:
-        """True when the cgroup OOM killer fired since the last check (or killed the container)."""
+    def _stopped(self, reader: StepReader, sender: _Sender, duration_ms: int, unpacking: bool) -> StepResult:
+        """The step of a container that stopped before answering: OOM-killed, else an error."""
+        self.kill()
+        if unpacking and not reader.unpacked:
+            cause = sender.error or reader.error or "the container stopped"
+            raise UnpackError(f"could not copy the files into the sandbox: {cause}")
         try:
             self.container.reload()
-            if self.container.attrs["State"].get("OOMKilled"):
-                return True
-            exec_id = self.client.api.exec_create(self.id, list(_OOM_PROBE), user=USER)["Id"]
-            text = self.client.api.exec_start(exec_id).decode("utf-8", "replace")
+            oom_killed = bool(self.container.attrs["State"].get("OOMKilled"))
         except docker.errors.DockerException:
-            return False
-        match = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
-        count = int(match.group(1)) if match else 0
-        fired, self._oom_kills = count > self._oom_kills, count
-        return fired
+            oom_killed = False
+        if oom_killed:
+            return StepResult(137, bytes(reader.out), bytes(reader.err), duration_ms, oom_killed=True, killed=True)
+        raise SandboxError("the sandbox stopped during the step (its launcher was killed, or the engine stopped it)")
 
     def kill(self) -> None:
         """Stop every process of the sandbox now; it can run no further step."""
         self.killed = True
+        _shut(self._socket)  # first: an unread stream would hold the kill up (~10 s)
         try:
             self.container.kill()
         except docker.errors.DockerException:
@@ -322,15 +241,42 @@ class Sandbox:
     def destroy(self) -> None:
         """Kill and remove the container; safe to call twice."""
         self.killed = True
+        _shut(self._socket)
+        self._attached.close()
         _remove(self.container)
 
 
-def _command(argv: list[str] | tuple[str, ...], stdin_file: str | None, unpack: bool) -> list[str]:
-    """The exec's argv: `argv` itself, or behind `sh -c` to redirect stdin and unpack the files first."""
-    if not unpack and stdin_file is None:
-        return list(argv)
-    run = f'exec "$@" < {stdin_file or "/dev/null"}'
-    return ["sh", "-c", f"{_UNTAR} && {run}" if unpack else run, "sh", *argv]
+class _Sender:
+    """Writes one request to the launcher on a daemon thread, so a stuck write never outlives
+    the step's deadline (killing the container ends it)."""
+
+    def __init__(self, sock: socket.socket, request: bytes) -> None:
+        self.error: OSError | None = None
+        self._sock = sock
+        self._request = request
+        threading.Thread(target=self._send, name="judge-step-sender", daemon=True).start()
+
+    def _send(self) -> None:
+        try:
+            self._sock.sendall(self._request)
+        except OSError as error:
+            self.error = error
+
+
+def _request(nonce: str, argv: list[str] | tuple[str, ...], stdin_file: str | None, files: bytes) -> bytes:
+    """The launcher's request: a line of shell words, then the tar of `files` (if any)."""
+    words = [nonce, str(len(files)), stdin_file or "/dev/null", *argv]
+    if any("\n" in word for word in words):  # the request is one line
+        raise SandboxError("a step's command cannot contain a newline")
+    return (" ".join(shlex.quote(word) for word in words) + "\n").encode("utf-8") + files
+
+
+def _shut(sock: socket.socket) -> None:
+    """Shut the connection both ways; wakes a reader blocked in recv, which close() alone may not."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _remove(container: Any) -> None:
@@ -340,42 +286,3 @@ def _remove(container: Any) -> None:
         pass
     except docker.errors.DockerException:
         pass  # left for the reaper (judge/reaper.py), which removes every labelled container
-
-
-class _StreamReader:
-    """Reads an exec's (stdout, stderr) chunks into capped buffers on a daemon thread.
-
-    `expected` is a prefix stdout must start with (the unpack mark); it is stripped once seen
-    and stays non-empty if the stream shows something else or ends first.
-    """
-
-    def __init__(self, stream: Any, cap: int, expected: bytes = b"") -> None:
-        self.stream = stream
-        self.cap = cap
-        self.expected = expected
-        self.out = bytearray()
-        self.err = bytearray()
-        self.overflow = False
-        self.error: Exception | None = None
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._pump, name="judge-exec-reader", daemon=True)
-
-    def _pump(self) -> None:
-        try:
-            for out, err in self.stream:
-                if out:
-                    self.out += out
-                    if self.expected and len(self.out) >= len(self.expected):
-                        if not self.out.startswith(self.expected):
-                            break  # not the mark: the unpack failed, nothing of the user's ran
-                        del self.out[: len(self.expected)]
-                        self.expected = b""
-                if err:
-                    self.err += err
-                if len(self.out) > self.cap or len(self.err) > self.cap:
-                    self.overflow = True
-                    break
-        except Exception as error:  # noqa: BLE001 - reported to the waiting caller
-            self.error = error
-        finally:
-            self.done.set()

@@ -2,7 +2,7 @@
 
 Each call uses one fresh sandbox (`judge/sandbox.py`), optionally taken from the pool
 (`judge/pool.py`): compile step once, then one run step per test, the files travelling with
-the first step (one exec fewer), and the sandbox is destroyed in a `finally` whatever
+the first step (one request fewer), and the sandbox is destroyed in a `finally` whatever
 happens. A pooled sandbox that cannot take the files (it died meanwhile) is swapped for a
 fresh one; nothing of the user's ran in it. Verdicts:
 - `compile_error`: the compile step exited non-zero (its stderr is kept);
@@ -125,7 +125,7 @@ class Judge:
                     failed = _compile_failure(step)
                     if failed is not None:
                         return failed
-                    step = box.exec(argv, limits.wall_s, stdin_file)
+                    step = box.run_step(argv, limits.wall_s, stdin_file)
         except SandboxError as error:
             return _internal(error)
         return _verdict(_status(step), step)
@@ -169,7 +169,7 @@ class Judge:
                         continue
                     else:
                         argv, stdin_file = _run_step(language, f"stdin_{index}", f"setup_{index}.sql")
-                        step = box.exec(argv, limits.wall_s, stdin_file)
+                        step = box.run_step(argv, limits.wall_s, stdin_file)
                     total_ms += step.duration_ms
                     last = step
                     status = _status(step)
@@ -209,7 +209,7 @@ class Judge:
         step: StepResult | None = None
         if box is not None:
             try:
-                step = box.exec(argv, timeout_s, stdin_file, files=archive)
+                step = box.run_step(argv, timeout_s, stdin_file, files=archive)
             except UnpackError:  # a pooled container that died meanwhile: start a fresh one
                 self._release(box)
                 box = None
@@ -219,7 +219,7 @@ class Judge:
         if box is None:
             box = Sandbox.start(self.client, language.image, limits, owner=self.owner)
             try:
-                step = box.exec(argv, timeout_s, stdin_file, files=archive)
+                step = box.run_step(argv, timeout_s, stdin_file, files=archive)
             except BaseException:
                 self._release(box)
                 raise
