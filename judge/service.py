@@ -41,6 +41,7 @@ MAX_TESTS = 100
 
 
 AVAILABLE_TTL_S = 5.0
+POOL_WAIT_S = 1.0  # longest wait for a pooled sandbox being started (a fresh start takes ~0.2 s)
 
 
 class Judge:
@@ -205,7 +206,7 @@ class Judge:
             argv, timeout_s, stdin_file = list(language.compile), limits.compile_wall_s, None
         else:
             (argv, stdin_file), timeout_s = run_step, limits.wall_s
-        box = self._pool.take(language.image, limits) if self._pool else None
+        box = self._pool.take(language.image, limits, POOL_WAIT_S) if self._pool else None
         step: StepResult | None = None
         if box is not None:
             try:

@@ -43,3 +43,22 @@ def test_a_forked_child_fills_its_own_pool_and_never_shares_the_parents() -> Non
     finally:
         judge.close()
     assert leftover_containers(judge) == []
+
+
+def test_an_empty_pool_hands_out_the_sandbox_being_started_instead_of_none() -> None:
+    judge = Judge.from_env(pool_size=1)
+    require_judge(*judge.available())
+    try:
+        pool = judge.pool
+        assert pool is not None and pool.wait_full(60)
+        image = next(iter(pool._ready))  # noqa: SLF001
+        first = pool.take(image, judge.limits)
+        assert first is not None
+        assert pool.take(image, judge.limits) is None  # no wait: the refill has not finished
+        second = pool.take(image, judge.limits, wait_s=30)  # waits for the refill under way
+        assert second is not None and second.id != first.id
+        for box in (first, second):
+            pool.discard(box)
+    finally:
+        judge.close()
+    assert leftover_containers(judge) == []
