@@ -23,7 +23,10 @@ from config import Settings
 from storage.users import create_user
 from testing.fake_llm import FakeLLMServer
 
-pytest_plugins = ["tests.ui_support"]  # browser fixtures (real server, chromium), module-scoped
+pytest_plugins = [
+    "tests.ui_support",  # browser fixtures (real server, chromium), module-scoped
+    "tests.judge_support",  # `nothing_left`: no judge container outlives a test
+]
 
 _real_connect = socket.socket.connect
 

@@ -1,4 +1,8 @@
-"""Shared by the Docker tests: the judge must be there, or the test skips (fails in CI)."""
+"""Shared by the Docker tests: the judge must be there, or the test skips (fails in CI).
+
+Also a pytest plugin (listed in `tests/conftest.py`): a module whose tests use a `judge`
+fixture adds `pytest.mark.usefixtures("nothing_left")` to check no container outlives a test.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from judge.models import Limits, RunRequest, Verdict
 from judge.sandbox import OWNER_LABEL
 from judge.service import Judge
 
@@ -37,3 +42,15 @@ def open_judge(**options: object) -> Iterator[Judge]:
     require_judge(*judge.available())
     yield judge
     judge.close()
+
+
+@pytest.fixture
+def nothing_left(judge: Judge) -> Iterator[None]:
+    """After the test, none of the module judge's containers is left on the engine."""
+    yield
+    assert leftover_containers(judge) == []
+
+
+def run_python(judge: Judge, source: str, limits: Limits, stdin: str = "") -> Verdict:
+    """`judge.run` of a one-file python program."""
+    return judge.run(RunRequest(language="python", files={"main.py": source}, stdin=stdin, limits=limits))

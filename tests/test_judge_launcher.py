@@ -11,11 +11,16 @@ from typing import Any
 
 import pytest
 
-from judge.models import Limits, RunRequest, TestCase
+from judge.models import Limits, RunRequest, TestCase, Verdict
 from judge.service import Judge
-from tests.judge_support import leftover_containers, open_judge, require_judge
+from tests.judge_support import (
+    leftover_containers,
+    open_judge,
+    require_judge,
+    run_python,
+)
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("nothing_left")]
 
 SMALL = Limits(wall_s=2, memory_mb=128, pids=32, tmpfs_mb=4)
 
@@ -24,11 +29,6 @@ SMALL = Limits(wall_s=2, memory_mb=128, pids=32, tmpfs_mb=4)
 def judge() -> Iterator[Judge]:
     yield from open_judge(limits=SMALL)
 
-
-@pytest.fixture(autouse=True)
-def nothing_left(judge: Judge) -> Iterator[None]:
-    yield
-    assert leftover_containers(judge) == []
 
 
 @pytest.fixture
@@ -46,8 +46,8 @@ def execs(judge: Judge, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return seen
 
 
-def run_py(judge: Judge, source: str, stdin: str = "") -> Any:
-    return judge.run(RunRequest(language="python", files={"main.py": source}, stdin=stdin, limits=SMALL))
+def run_py(judge: Judge, source: str, stdin: str = "") -> Verdict:
+    return run_python(judge, source, SMALL, stdin)
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,9 @@ import pytest
 from judge.files import SubmissionError
 from judge.models import Limits, RunRequest, Verdict
 from judge.service import Judge
-from tests.judge_support import leftover_containers, open_judge
+from tests.judge_support import open_judge, run_python
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("nothing_left")]
 
 SMALL = Limits(wall_s=2, memory_mb=128, pids=32, output_bytes=64 * 1024, tmpfs_mb=8, file_size_mb=16)
 
@@ -28,14 +28,9 @@ def judge() -> Iterator[Judge]:
     yield from open_judge(limits=SMALL)
 
 
-@pytest.fixture(autouse=True)
-def nothing_left(judge: Judge) -> Iterator[None]:
-    yield
-    assert leftover_containers(judge) == []
-
 
 def run_py(judge: Judge, source: str, stdin: str = "", limits: Limits = SMALL) -> Verdict:
-    return judge.run(RunRequest(language="python", files={"main.py": source}, stdin=stdin, limits=limits))
+    return run_python(judge, source, limits, stdin)
 
 
 def test_infinite_loop_times_out_at_the_deadline(judge: Judge) -> None:

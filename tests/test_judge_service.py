@@ -16,18 +16,13 @@ from judge.sandbox import LABEL
 from judge.service import Judge
 from tests.judge_support import leftover_containers, open_judge, require_judge
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("nothing_left")]
 
 
 @pytest.fixture(scope="module")
 def judge() -> Iterator[Judge]:
     yield from open_judge()
 
-
-@pytest.fixture(autouse=True)
-def nothing_left(judge: Judge) -> Iterator[None]:
-    yield
-    assert leftover_containers(judge) == []
 
 
 SUM_PROGRAMS = {
