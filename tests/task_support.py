@@ -19,11 +19,10 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from config import Settings
-from storage.db import Database
 from storage.users import create_user
 from tasks.importer import import_project
 from tasks.spec import ProjectFile
+from tests.store_support import TwoUserStore
 from tools.base import Tool, ToolContext, ToolResult
 from tools.runner import run_tool
 from tools.tasks import TASK_TOOLS
@@ -72,17 +71,12 @@ def project(**changes: Any) -> dict[str, Any]:
     return data
 
 
-class Classroom:
+class Classroom(TwoUserStore):
     """Alice and Bob (learners) and Tess (instructor) on a database holding PROJECT."""
 
     def __init__(self, tmp_path: Path, judge: Any = None) -> None:
-        self.database = Database(tmp_path / "tasks.db")
-        self.database.migrate()
-        self.conn = self.database.connect()
-        self.alice = create_user(self.conn, "alice")[0].id
-        self.bob = create_user(self.conn, "bob")[0].id
+        super().__init__(tmp_path, "tasks.db")
         self.tess = create_user(self.conn, "tess", role="instructor")[0].id
-        self.settings = Settings(database_path=str(tmp_path / "tasks.db"), data_dir=str(tmp_path / "data"))
         self.judge = judge
         import_project(self.conn, ProjectFile.model_validate(PROJECT))
 

@@ -8,24 +8,26 @@ from __future__ import annotations
 
 import base64
 import socket
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from config import Settings
 from providers import FallbackChain, ProviderConfig, build_chain
-from storage.db import Database
 from storage.messages import add_message
 from storage.sessions import create_session
 from storage.uploads import save_image
-from storage.users import create_user
 from testing.fake_llm import FakeLLMServer, tiny_png
 from tests.conftest import new_token
+from tests.store_support import TwoUserStore
 from tools.base import ErrorCode, ToolContext, ToolResult
-from tools.image_analyze import DEFAULT_QUESTION, IMAGE_ANALYZE_TOOL, NO_IMAGE, VISION_SYSTEM_PROMPT
+from tools.image_analyze import (
+    DEFAULT_QUESTION,
+    IMAGE_ANALYZE_TOOL,
+    NO_IMAGE,
+    VISION_SYSTEM_PROMPT,
+)
 from tools.runner import run_tool
 
 
@@ -40,17 +42,11 @@ def chain(server: FakeLLMServer, wire: str = "ollama", timeout_s: float = 5) -> 
     return build_chain(ProviderConfig(provider=wire, base_url=base, model="llava", timeout_s=timeout_s))
 
 
-class World:
+class World(TwoUserStore):
     """A temp database, two users with a session each, and a data dir for uploads."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.database = Database(tmp_path / "i.db")
-        self.database.migrate()
-        self.conn: sqlite3.Connection = self.database.connect()
-        self.data_dir = tmp_path / "data"
-        self.settings = Settings(database_path=str(tmp_path / "i.db"), data_dir=str(self.data_dir))
-        self.alice = create_user(self.conn, "alice")[0].id
-        self.bob = create_user(self.conn, "bob")[0].id
+        super().__init__(tmp_path, "i.db")
         self.sessions = {user: create_session(self.conn, user).id for user in (self.alice, self.bob)}
 
     def upload(self, *pngs: bytes, user: int | None = None, session: str | None = None, role: str = "user") -> int:

@@ -12,13 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from config import Settings
-from storage.db import Database
 from storage.memories import add_memory
 from storage.messages import add_message
 from storage.search import fts_query, search_user_history
 from storage.sessions import create_session
-from storage.users import create_user
+from tests.store_support import TwoUserStore
 from tools.base import ToolContext, ToolResult
 from tools.memory import MAX_HITS, MEMORY_SEARCH_TOOL, REMEMBER_TOOL
 from tools.runner import run_tool
@@ -31,17 +29,12 @@ FILLER = [
 ]
 
 
-class World:
+class World(TwoUserStore):
     """One temp database with two users; helpers to add rows for either."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.database = Database(tmp_path / "t.db")
-        self.database.migrate()
-        self.conn = self.database.connect()
-        self.alice = create_user(self.conn, "alice")[0].id
-        self.bob = create_user(self.conn, "bob")[0].id
+        super().__init__(tmp_path)
         self.sessions = {user: create_session(self.conn, user).id for user in (self.alice, self.bob)}
-        self.settings = Settings(database_path=str(tmp_path / "t.db"), data_dir=str(tmp_path / "data"))
 
     def ctx(self, user: int | None = None, **extra: Any) -> ToolContext:
         user = self.alice if user is None else user

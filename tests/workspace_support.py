@@ -9,9 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from config import Settings
-from storage.db import Database
-from storage.users import create_user
+from tests.store_support import TwoUserStore
 from tools.base import Tool, ToolContext, ToolResult
 from tools.runner import run_tool
 from tools.workspace import WORKSPACE_TOOLS
@@ -20,16 +18,11 @@ from tools.workspace.paths import workspace_root
 TOOLS: dict[str, Tool[Any, Any]] = {tool.name: tool for tool in WORKSPACE_TOOLS}
 
 
-class Workspaces:
+class Workspaces(TwoUserStore):
     """Alice and Bob, each with a workspace under `tmp/data`, and an `outside` directory."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.database = Database(tmp_path / "t.db")
-        self.database.migrate()
-        self.conn = self.database.connect()
-        self.alice = create_user(self.conn, "alice")[0].id
-        self.bob = create_user(self.conn, "bob")[0].id
-        self.settings = Settings(database_path=str(tmp_path / "t.db"), data_dir=str(tmp_path / "data"))
+        super().__init__(tmp_path)
         self.outside = tmp_path / "outside"
         self.outside.mkdir()
         self.secret = self.outside / "secret.txt"
