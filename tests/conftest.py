@@ -26,6 +26,7 @@ from testing.fake_llm import FakeLLMServer
 pytest_plugins = [
     "tests.ui_support",  # browser fixtures (real server, chromium), module-scoped
     "tests.judge_support",  # `nothing_left`: no judge container outlives a test
+    "tests.llama_support",  # `llama_server`: llama.cpp serving SmolLM2-135M, session-scoped
 ]
 
 _real_connect = socket.socket.connect
