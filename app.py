@@ -28,7 +28,11 @@ from api.database import init_app as init_database
 from api.errors import register_error_handlers
 from api.health import ProviderProbe
 from config import ConfigError, Settings, load_settings
+from api.turns import TurnRunner
+from events import Live
 from events.bus import EventBus
+from events.ids import IdClock
+from events.turns import TurnRegistry
 from judge.reaper import reap
 from judge.service import Judge
 from pipeline.prompt import build_system_prompt, load_persona
@@ -137,7 +141,12 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions["judge"] = judge
     app.extensions["judge_status"] = judge_status
     app.extensions["provider_probe"] = ProviderProbe(chat_chain)
-    app.extensions["events"] = EventBus(heartbeat_s=settings.sse_heartbeat_s)
+    live = Live(
+        bus=EventBus(IdClock(Path(settings.data_dir) / "event-ids"), heartbeat_s=settings.sse_heartbeat_s),
+        turns=TurnRegistry(),
+    )
+    app.extensions["live"] = live
+    app.extensions["turn_runner"] = TurnRunner(database, live, workers=settings.turn_workers)
     app.extensions["settings"] = settings
     app.extensions["database"] = database
     app.extensions["turn_services"] = TurnServices(

@@ -54,7 +54,11 @@ class Settings(BaseModel):
     judge_enabled: bool | None = None
     system_prompt_file: str | None = None
     trace_enabled: bool = False
-    web_threads: int = Field(default=256, ge=1, le=4096)
+    web_threads: int = Field(default=32, ge=1, le=1024)  # ordinary requests; streams hold none
+    turn_workers: int = Field(default=64, ge=1, le=1024)  # turns running at once (more wait their turn)
+    header_timeout_s: float = Field(default=10.0, gt=0, le=300)  # a request's head and body must arrive in time
+    keepalive_s: float = Field(default=5.0, gt=0, le=300)  # an idle kept-alive connection is closed after this
+    max_connections: int = Field(default=20_000, ge=10, le=1_000_000)  # open connections, streams included
     sse_heartbeat_s: float = Field(default=15.0, gt=0, le=15.0)
     access_log: bool = False
     allow_private_fetch: bool = False

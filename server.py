@@ -1,50 +1,63 @@
-"""Serve the app with gunicorn (threaded worker), not Flask's development server.
+"""Serve the app: uvicorn (asyncio) in front of Flask, so open streams cost no thread.
 
-One worker process with many threads: a turn spends almost all its time waiting on the
-provider's HTTP answer, so threads keep other users (and their streams) responsive while
-every request still gets its own SQLite connection. Shutdown is graceful: on SIGTERM the
-worker stops accepting and lets requests in flight finish (up to `graceful_timeout`),
-so a turn in progress still stores its messages.
+One process. Ordinary requests run Flask on `WEB_THREADS` threads; turns run on their own
+pool (`TURN_WORKERS`, `api/turns.py`); event streams and waits for a turn's end are written
+from the event loop (`serving/asgi.py`), so thousands of idle streams leave every other
+request as fast as before (SPEC 7a.6). Connections are bounded: a request must arrive
+within `HEADER_TIMEOUT_S`, an idle kept-alive connection is closed after `KEEPALIVE_S`,
+and past `MAX_CONNECTIONS` new requests answer 503. On SIGTERM the server stops accepting,
+lets requests in flight finish (streams up to `GRACEFUL_TIMEOUT_S`), and the turn workers
+finish their turns (and store their messages) before the process exits.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import resource
 
+import uvicorn
 from flask import Flask
-from gunicorn.app.base import BaseApplication
 
 from config import Settings
+from serving.asgi import OrchestratorApp
+from serving.protocol import with_request_timeout
 
-DEFAULT_THREADS = 32
 GRACEFUL_TIMEOUT_S = 30
+BACKLOG = 4096
+
+log = logging.getLogger("server")
 
 
-class GunicornServer(BaseApplication):  # type: ignore[misc]
-    def __init__(self, app: Flask, options: dict[str, Any]) -> None:
-        self.application = app
-        self.options = options
-        super().__init__()
+def raise_open_file_limit(wanted: int) -> int:
+    """Each connection is a file descriptor: lift the soft limit toward the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        return target
+    return soft
 
-    def load_config(self) -> None:
-        for key, value in self.options.items():
-            self.cfg.set(key, value)
 
-    def load(self) -> Flask:
-        return self.application
+def uvicorn_config(app: Flask, settings: Settings) -> uvicorn.Config:
+    return uvicorn.Config(
+        OrchestratorApp(app, threads=settings.web_threads),
+        host=settings.host,
+        port=settings.port,
+        http=with_request_timeout(settings.header_timeout_s),
+        loop="asyncio",
+        lifespan="off",
+        timeout_keep_alive=int(max(1, settings.keepalive_s)),
+        limit_concurrency=settings.max_connections,
+        timeout_graceful_shutdown=GRACEFUL_TIMEOUT_S,
+        backlog=BACKLOG,
+        access_log=settings.access_log,
+        log_level="info",
+        server_header=False,
+    )
 
 
 def serve(app: Flask, settings: Settings) -> None:
-    options = {
-        "bind": f"{settings.host}:{settings.port}",
-        "workers": 1,
-        "worker_class": "gthread",
-        "threads": settings.web_threads,
-        "timeout": int(settings.llm_timeout_s * (settings.max_tool_rounds + 1) * 2 + 60),
-        "graceful_timeout": GRACEFUL_TIMEOUT_S,
-        "keepalive": 5,
-        "accesslog": "-" if settings.access_log else None,
-        "errorlog": "-",
-        "loglevel": "info",
-    }
-    GunicornServer(app, options).run()
+    limit = raise_open_file_limit(settings.max_connections + 256)
+    if limit < settings.max_connections:
+        log.warning("open file limit %d is below MAX_CONNECTIONS=%d", limit, settings.max_connections)
+    uvicorn.Server(uvicorn_config(app, settings)).run()

@@ -4,7 +4,8 @@ Each problem gets at most `MAX_ATTEMPTS` drafts. A draft is kept only if its ref
 solution passes every one of its own tests in the judge AND its starter code fails at
 least one (a starter that already passes would teach nothing). Progress goes to the
 session's event bus with codes, counts and titles only: prompts, model replies,
-reference solutions and tests never leave this module except into the database.
+reference solutions and tests never leave this module except into the database. The job
+is the session's running turn while it lasts (one at a time, stoppable with cancel).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from activities.drafts import DraftRejected, parse_draft, schema_text
+from cancellation import NEVER, Cancelled, CancelToken
 from judge.files import SubmissionError
 from judge.languages import LANGUAGES
 from judge.models import SqlCase, TestCase
@@ -42,30 +44,40 @@ class GenerationJob:
     judge: Judge
     publish: Publish
 
-    def run(self, user_id: int, activity: Activity) -> None:
-        """Generate every problem of `activity`; always ends with a terminal `done` event."""
+    def run(self, user_id: int, activity: Activity, cancel: CancelToken = NEVER) -> dict[str, Any]:
+        """Generate every problem of `activity`; returns the `done` payload (the runner publishes it).
+
+        A cancelled job stops before its next draft and keeps the problems already stored.
+        """
         self.publish("job.started", {"activity_id": activity.id, "count": activity.requested,
                                      "language": activity.language})
         stored: list[dict[str, str]] = []
         try:
             for index in range(activity.requested):
-                problem = self._one(user_id, activity, index, [p["title"] for p in stored])
+                if cancel.cancelled:
+                    break
+                problem = self._one(user_id, activity, index, [p["title"] for p in stored], cancel)
                 if problem is not None:
                     stored.append(problem)
+        except Cancelled:
+            pass  # stopped by the user: keep what was stored
         except Exception:  # a job must always end: log, then report failure
             log.exception("generation job %s crashed", activity.id)
         status = "ready" if len(stored) == activity.requested else "partial" if stored else "failed"
         with self.database.connection() as conn:
             set_activity_status(conn, activity.id, status)
-        self.publish("done", {"activity_id": activity.id, "status": status, "problems": stored})
+        return {"activity_id": activity.id, "status": status, "problems": stored, "stopped": cancel.cancelled}
 
-    def _one(self, user_id: int, activity: Activity, index: int, taken: list[str]) -> dict[str, str] | None:
+    def _one(self, user_id: int, activity: Activity, index: int, taken: list[str],
+             cancel: CancelToken) -> dict[str, str] | None:
         feedback = ""
         for attempt in range(1, MAX_ATTEMPTS + 1):
+            if cancel.cancelled:
+                return None
             self.publish("problem.started", {"index": index, "attempt": attempt})
             try:
                 title, statement, starter, reference, cases = self._draft(activity, index, taken, feedback)
-                self._verify(activity.language, starter, reference, cases)
+                self._verify(activity.language, starter, reference, cases, cancel)
             except DraftRejected as rejected:
                 self.publish("problem.rejected", {"index": index, "attempt": attempt, "code": rejected.code})
                 feedback = f"Your previous draft was rejected: {rejected.message}. Fix it and answer again."
@@ -96,15 +108,16 @@ class GenerationJob:
         draft, cases = parse_draft(reply, activity.language)
         return draft.title, draft.statement, draft.starter_code, draft.reference_solution, cases
 
-    def _verify(self, language: str, starter: str, reference: str, cases: list[TestCase] | list[SqlCase]) -> None:
+    def _verify(self, language: str, starter: str, reference: str, cases: list[TestCase] | list[SqlCase],
+                cancel: CancelToken = NEVER) -> None:
         entry = LANGUAGES[language].entry
         try:
-            verdict = self.judge.run_tests(language, {entry: reference}, cases)
+            verdict = self.judge.run_tests(language, {entry: reference}, cases, cancel=cancel)
         except SubmissionError as error:
             raise DraftRejected("invalid_tests", str(error)) from error
         if verdict.status != "ok":
             failing = next((t for t in verdict.tests or [] if not t.passed), None)
             detail = f"test {failing.name!r}: {failing.message}" if failing else verdict.status
             raise DraftRejected("reference_failed", f"the reference solution fails its own tests ({verdict.status}; {detail})")
-        if self.judge.run_tests(language, {entry: starter}, cases).status == "ok":
+        if self.judge.run_tests(language, {entry: starter}, cases, cancel=cancel).status == "ok":
             raise DraftRejected("starter_passes", "the starter code already passes every test; make it a skeleton")

@@ -1,9 +1,11 @@
-"""`POST /chat`: validate the request, then hand the turn to the pipeline."""
+"""`POST /chat`: validate the request, claim the session, then hand the turn to the pipeline."""
 
 from __future__ import annotations
 
 import sqlite3
 from typing import Any
+
+from cancellation import CancelToken
 
 from flask import Blueprint, current_app, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -11,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError, not_found, validation_error
-from api.turns import answer_turn
-from pipeline.turn import EventSink, TurnResult, TurnServices, run_turn
+from api.turns import answer_turn, runner, turn_payload
+from pipeline.turn import EventSink, TurnServices, run_turn
 from storage.sessions import create_session, get_session
 from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, inspect_image, save_image
 
@@ -72,14 +74,17 @@ def chat():  # type: ignore[no-untyped-def]
         session = get_session(conn, user.id, chat_request.session_id)
         if session is None:
             raise not_found("session")
+    lease = runner().claim(session.id)  # 409 turn_in_progress before anything is written
     try:
         images = [save_image(services.settings.data_dir, user.id, blob) for blob in blobs]
     except ImageRejected as error:
+        runner().live.turns.abandon(lease)
         raise ApiError(400, "invalid_image", str(error)) from error
     meta = {"images": [image.model_dump() for image in images]} if images else None
 
-    def work(conn: sqlite3.Connection, emit: EventSink) -> TurnResult:
-        return run_turn(services, conn, user_id=user.id, session_id=session.id, text=chat_request.message,
-                        user_meta=meta, emit=emit)
+    def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
+        result = run_turn(services, conn, user_id=user.id, session_id=session.id, text=chat_request.message,
+                          user_meta=meta, emit=emit, cancel=cancel)
+        return turn_payload(result)
 
-    return answer_turn(session.id, work)
+    return answer_turn(lease, work)

@@ -8,8 +8,8 @@ name and pass/fail message, never its expected output.
 
 from __future__ import annotations
 
-import threading
-from typing import Literal
+import sqlite3
+from typing import Any, Literal
 
 from flask import Blueprint, current_app, jsonify
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -19,6 +19,9 @@ from api.bodies import json_body
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError, not_found
+from api.turns import runner
+from cancellation import CancelToken
+from pipeline.turn import EventSink
 from judge.files import SubmissionError
 from judge.models import Language, RunRequest, SqlCase, TestCase
 from judge.service import Judge
@@ -120,15 +123,22 @@ def generate():  # type: ignore[no-untyped-def]
         session = get_session(conn, user.id, body.session_id)
         if session is None:
             raise not_found("session")
-    activity = create_activity(conn, user_id=user.id, session_id=session.id, topic=body.topic,
-                               language=body.language, difficulty=body.difficulty, count=body.count)
-    bus = current_app.extensions["events"]
+    lease = runner().claim(session.id, kind="generation")  # the job is the session's turn while it runs
+    try:
+        activity = create_activity(conn, user_id=user.id, session_id=session.id, topic=body.topic,
+                                   language=body.language, difficulty=body.difficulty, count=body.count)
+    except BaseException:
+        runner().live.turns.abandon(lease)
+        raise
     services = current_app.extensions["turn_services"]
-    job = GenerationJob(database=services.database, chat=services.chat, judge=judge,
-                        publish=lambda name, data: bus.publish(session.id, name, data))
-    threading.Thread(target=job.run, args=(user.id, activity), name=f"generate-{activity.id[:8]}").start()
+
+    def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
+        job = GenerationJob(database=services.database, chat=services.chat, judge=judge, publish=emit)
+        return job.run(user.id, activity, cancel)
+
+    runner().start(lease, work)
     return jsonify({"activity_id": activity.id, "session_id": session.id, "status": activity.status,
-                    "stream": f"/sessions/{session.id}/generate/stream"}), 202
+                    "turn_id": lease.turn_id, "stream": f"/sessions/{session.id}/generate/stream"}), 202
 
 
 @bp.get("/activities")

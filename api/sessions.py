@@ -1,16 +1,18 @@
-"""`/sessions*`: list, create, read, rename, delete a user's sessions and page their messages."""
+"""`/sessions*`: list, create, read, rename, delete a user's sessions, page their messages,
+see and stop the running turn (`active_turn`, `POST /sessions/<id>/cancel`)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from flask import Blueprint, jsonify, request
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from flask import Blueprint, current_app, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from api.bodies import json_body
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError, not_found
+from events import Live
 from storage.messages import recent_messages
 from storage.sessions import ChatSession, create_session, delete_session, get_session, list_sessions, rename_session
 
@@ -32,6 +34,21 @@ class SessionCreate(BaseModel):
 class SessionRename(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: SessionName
+
+
+class CancelBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    turn_id: str | None = Field(default=None, max_length=100)
+
+
+def active_turn(session_id: str) -> dict[str, Any] | None:
+    """`{turn_id, started_at, last_event_id}` of the running turn, or None."""
+    live: Live = current_app.extensions["live"]
+    lease = live.turns.active(session_id)
+    if lease is None:
+        return None
+    return {"turn_id": lease.turn_id, "started_at": lease.started_at, "kind": lease.kind,
+            "last_event_id": live.bus.last_id(session_id) or lease.start_cursor}
 
 
 def owned_session(session_id: str) -> ChatSession:
@@ -56,7 +73,20 @@ def create():  # type: ignore[no-untyped-def]
 
 @bp.get("/sessions/<session_id>")
 def show(session_id: str):  # type: ignore[no-untyped-def]
-    return jsonify(owned_session(session_id).model_dump())
+    return jsonify({**owned_session(session_id).model_dump(), "active_turn": active_turn(session_id)})
+
+
+@bp.post("/sessions/<session_id>/cancel")
+def cancel(session_id: str):  # type: ignore[no-untyped-def]
+    """Stop the running turn (SPEC 7a.5); the turn itself ends with `done` + `stopped: true`."""
+    owned_session(session_id)
+    body: CancelBody = json_body(CancelBody, optional=True)
+    live: Live = current_app.extensions["live"]
+    turn_id = live.turns.cancel(session_id, body.turn_id)
+    if turn_id is None:
+        raise ApiError(409, "no_turn_in_progress", "no turn of this chat is running" +
+                       (f" with id {body.turn_id}" if body.turn_id else ""))
+    return jsonify({"turn_id": turn_id, "cancelled": True})
 
 
 @bp.patch("/sessions/<session_id>")

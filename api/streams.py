@@ -1,29 +1,53 @@
 """`GET /sessions/<id>/generate/stream` (progress, with replay) and `GET /sessions/<id>/trace`.
 
-Progress: every event of the session's latest run (a chat turn or a generation job),
-replayed for late subscribers, then live, closed after the run's terminal event; a
-client reconnecting with `Last-Event-ID` gets what it missed. Trace: the same events as one
-continuous feed that never closes on its own, for debugging; it exists only when
-`TRACE_ENABLED=1` (404 otherwise, like any unknown route).
+Progress follows one run of the session (SPEC 7): the active turn or job, or with
+`?turn_id=` that one; it starts at the run's first event (or after the client's
+`Last-Event-ID`, replaying what it missed, with `replay.gap` where some is gone) and ends
+with the run's `done` or `error`. With no active run it replays the latest run's end and
+closes. Closing the stream never stops the run. Trace: every event of the session as one
+feed that never closes on its own, only when `TRACE_ENABLED=1` (404 otherwise, like any
+unknown route).
 """
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app
+from flask import Blueprint, current_app, request
 
 from api.auth import require_user
 from api.errors import not_found
+from api.live import EventStreamBody, last_event_id, live_response
 from api.sessions import owned_session
-from api.sse import event_stream, last_event_id, sse_response
+from events import Live
+from events.follow import FollowPlan
 
 bp = Blueprint("streams", __name__)
 bp.before_request(require_user)
 
 
+def follow_plan(live: Live, session_id: str, turn_id: str | None, after: int | None) -> FollowPlan:
+    """Which run a progress stream follows, and from where."""
+    from_client = after is not None
+    active = live.turns.active(session_id)
+    if active is not None and turn_id in (None, active.turn_id):
+        start = active.start_cursor if after is None else after
+        return FollowPlan(session_id, start, active.turn_id, from_client=from_client)
+    end = live.bus.last_terminal(session_id)
+    if end is not None and turn_id in (None, end.turn_id):
+        if after is None or after < end.id:
+            return FollowPlan(session_id, end.id - 1 if after is None else after, end.turn_id, from_client=from_client)
+    elif turn_id is not None:
+        raise not_found("turn")
+    return FollowPlan(session_id, live.bus.position() if after is None else after, turn_id, from_client=from_client,
+                      replay_only=True)
+
+
 @bp.get("/sessions/<session_id>/generate/stream")
 def progress(session_id: str):  # type: ignore[no-untyped-def]
     owned_session(session_id)
-    return sse_response(event_stream(current_app.extensions["events"], session_id, last_event_id()))
+    live: Live = current_app.extensions["live"]
+    turn_id = request.args.get("turn_id") or None
+    plan = follow_plan(live, session_id, turn_id, last_event_id())
+    return live_response(EventStreamBody(live.bus, plan))
 
 
 @bp.get("/sessions/<session_id>/trace")
@@ -31,5 +55,8 @@ def trace(session_id: str):  # type: ignore[no-untyped-def]
     if not current_app.extensions["settings"].trace_enabled:
         raise not_found("route")
     owned_session(session_id)
-    bus = current_app.extensions["events"]
-    return sse_response(event_stream(bus, session_id, last_event_id(), until_terminal=False))
+    live: Live = current_app.extensions["live"]
+    after = last_event_id()
+    plan = FollowPlan(session_id, live.bus.position() if after is None else after, None,
+                      from_client=after is not None, until_terminal=False)
+    return live_response(EventStreamBody(live.bus, plan))

@@ -23,10 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError
-from api.turns import answer_turn
+from api.turns import answer_turn, runner, turn_payload
+from cancellation import CancelToken
 from pipeline.context import UI_RESULT
-from pipeline.turn import EventSink, TurnResult, TurnServices, continue_turn
+from pipeline.turn import EventSink, TurnServices, continue_turn
 from storage.db import transaction
+from events.turns import TurnLease
 from storage.messages import Message, add_message, find_tool_call, mark_tool_call
 from tools.base import ErrorCode, ToolFailure, ToolResult
 from tools.contract import render_contract
@@ -104,27 +106,40 @@ def tool_result():  # type: ignore[no-untyped-def]
         raise invalid(failure.message) from failure
     method = body.inputMethod or ("selection" if widget["widget"] != "text" else "text")
     conn = get_db()
+    lease = runner().claim(call.session_id)  # 409 turn_in_progress before the answer is applied
+    try:
+        return continue_with_answer(conn, call, user.id, widget, value, method, lease)
+    except BaseException:
+        runner().live.turns.abandon(lease)
+        raise
+
+
+def continue_with_answer(conn: sqlite3.Connection, call: Message, user_id: int, widget: dict[str, Any], value: Any,
+                         method: str, lease: TurnLease):  # type: ignore[no-untyped-def]
+    """Apply the answer (one transaction), store it, and start the model's next pass."""
+    meta = call.meta or {}
     try:
         with transaction(conn):
-            output = apply_answer(conn, user.id, widget, value, method)
+            output = apply_answer(conn, user_id, widget, value, method)
             if not mark_tool_call(conn, call.id, "answered"):
                 raise ApiError(409, "already_answered", "this tool call was already answered")
     except ToolFailure as failure:
-        fail(conn, call, user.id, failure.code, failure.message, 422)
+        fail(conn, call, user_id, failure.code, failure.message, 422)
     except ApiError:
         raise
     except Exception as error:
-        log.exception("tool %s failed (call %s, user %s)", meta["command"], body.toolCallId, user.id)
-        fail(conn, call, user.id, ErrorCode.TOOL_EXECUTION_FAILED, f"saving the answer failed ({type(error).__name__})", 500)
+        log.exception("tool %s failed (call %s, user %s)", meta["command"], meta.get("tool_call_id"), user_id)
+        fail(conn, call, user_id, ErrorCode.TOOL_EXECUTION_FAILED, f"saving the answer failed ({type(error).__name__})", 500)
     result = ToolResult(tool=meta["tool"], ok=True, output=output.model_dump(mode="json"), text=output.render())
     content, summary = stored_result(call, result)
     services: TurnServices = current_app.extensions["turn_services"]
 
-    def work(conn: sqlite3.Connection, emit: EventSink) -> TurnResult:
-        return continue_turn(services, conn, user_id=user.id, session_id=call.session_id, result_role=ROLE,
-                             result_content=content, result_meta=summary, emit=emit)
+    def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
+        result = continue_turn(services, conn, user_id=user_id, session_id=call.session_id, result_role=ROLE,
+                               result_content=content, result_meta=summary, emit=emit, cancel=cancel)
+        return turn_payload(result)
 
-    return answer_turn(call.session_id, work)
+    return answer_turn(lease, work)
 
 
 def fail(conn: sqlite3.Connection, call: Message, user_id: int, code: str, message: str, status: int) -> None:

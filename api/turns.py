@@ -1,83 +1,124 @@
-"""Running a turn for HTTP: its events on the session's bus, a JSON or SSE answer.
+"""Running a turn for HTTP: claim the session, run the turn on a worker, answer JSON or SSE.
 
-Both `POST /chat` and `POST /api/ai/tool-result` hand a `TurnWork` (a function of a
-connection and an event sink that runs the pipeline) to `answer_turn`. A plain client gets
-the JSON answer; a client that accepts `text/event-stream` gets the turn's events as they
-happen, ending with `done` (the same JSON) or a terminal `error`.
+`POST /chat`, `POST /api/ai/tool-result` and `POST /activities/generate` all hand a
+`TurnWork` (a function of a connection, an event sink and the turn's cancel token that
+returns the turn's JSON answer) to `TurnRunner.start`. The session is claimed first (one
+turn at a time: 409 `turn_in_progress`), then the work runs on one of a bounded pool of
+worker threads (each keeps its SQLite connection), never on the request's thread: closing
+the request never stops the turn, and waiting for it costs the asyncio server no thread.
+
+Whatever happens, the turn ends with exactly one terminal event: `done` (the answer), or
+`error` carrying the HTTP status, the error body and, when it was stored, the
+`user_message_id` (502 `provider_unavailable`, 503 `storage_unavailable` when the database
+refused a write, 500 `internal_error` for anything else).
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from flask import Response, current_app, jsonify
+from flask import current_app
 
-from api.database import get_db
 from api.errors import ApiError
-from api.sse import event_stream, sse_response, wants_event_stream
-from events.bus import EventBus
-from pipeline.turn import EventSink, ProviderUnavailable, TurnResult, TurnServices
+from api.live import EventStreamBody, TurnOutcomeBody, live_response, wants_event_stream
+from cancellation import CancelToken
+from events import Live
+from events.follow import FollowPlan
+from events.turns import TurnInProgress, TurnLease, TurnOutcome
+from pipeline.turn import EventSink, ProviderUnavailable, StorageUnavailable, TurnFailed, TurnResult
+from storage.db import Database
 
-TurnWork = Callable[[sqlite3.Connection, EventSink], TurnResult]
+log = logging.getLogger("turns")
+
+TurnWork = Callable[[sqlite3.Connection, EventSink, CancelToken], dict[str, Any]]
 
 
 def turn_payload(result: TurnResult) -> dict[str, Any]:
+    """The JSON answer of a finished chat turn (also the `done` event's data)."""
     return {
         "session_id": result.session_id,
         "reply": result.reply,
         "messages": [message.public() for message in result.messages],
         "tool": result.tool.model_dump(exclude_none=True) if result.tool else None,
+        "stopped": result.stopped,
     }
 
 
-def run_and_publish(bus: EventBus, conn: sqlite3.Connection, session_id: str, work: TurnWork) -> tuple[int, dict[str, Any]]:
-    """Run `work` with events on the bus; end with `done` or a terminal `error` carrying the answer."""
-
-    def emit(name: str, data: dict[str, Any]) -> None:
-        bus.publish(session_id, name, data)
-
-    try:
-        result = work(conn, emit)
-    except ProviderUnavailable as failure:
-        detail = failure.completion
+def failure_outcome(error: Exception, session_id: str) -> TurnOutcome:
+    extra: dict[str, Any] = {"session_id": session_id}
+    if isinstance(error, TurnFailed) and error.user_message_id is not None:
+        extra["user_message_id"] = error.user_message_id
+    if isinstance(error, ProviderUnavailable):
+        detail = error.completion
         kind = detail.failure.value if detail.failure else "no answer"
-        error = ApiError(
-            502,
-            "provider_unavailable",
-            f"the model provider did not answer ({detail.provider}: {kind}); your message was kept, retry later",
-            extra={"user_message_id": failure.user_message_id, "session_id": session_id},
-        )
-        bus.publish(session_id, "error", {**error.to_dict(), "status": 502})
-        return 502, error.to_dict()
-    payload = turn_payload(result)
-    bus.publish(session_id, "done", payload)
-    return 200, payload
+        failure = ApiError(502, "provider_unavailable", f"the model provider did not answer ({detail.provider}: "
+                           f"{kind}); your message was kept, retry later", extra=extra)
+    elif isinstance(error, StorageUnavailable):
+        failure = ApiError(503, "storage_unavailable", "the database refused a write (it is locked, full or "
+                           "read-only); what was stored before is kept, retry later", extra=extra)
+    else:
+        log.error("turn failed in session %s", session_id, exc_info=error)
+        failure = ApiError(500, "internal_error", "the turn failed on the server; what was stored is kept",
+                           extra=extra)
+    return failure.status_code, failure.to_dict()
 
 
-def stream_turn(services: TurnServices, bus: EventBus, session_id: str, work: TurnWork) -> Iterator[str]:
-    """Run the turn on its own thread (with its own connection) and stream its events.
+class TurnRunner:
+    """Starts turns on a bounded pool of worker threads; one instance per app."""
 
-    The subscription starts at the bus position before the turn, so no event of this turn
-    is missed; the thread is not a daemon, so a shutting-down server finishes the turn and
-    stores its messages before exiting.
-    """
-    after = bus.last_id(session_id)
+    def __init__(self, database: Database, live: Live, workers: int) -> None:
+        self.database = database
+        self.live = live
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="turn")
 
-    def run() -> None:
-        with services.database.connection() as conn:
-            run_and_publish(bus, conn, session_id, work)
+    def claim(self, session_id: str, kind: str = "chat") -> TurnLease:
+        """Reserve the session for a new turn, or answer 409 with the running turn's id."""
+        try:
+            return self.live.turns.claim(session_id, kind, self.live.bus.position())
+        except TurnInProgress as busy:
+            raise ApiError(409, "turn_in_progress", "this chat is still answering; wait for it or stop it "
+                           "(POST /sessions/<id>/cancel)", extra={"turn_id": busy.turn_id}) from busy
 
-    threading.Thread(target=run, name=f"turn-{session_id[:8]}").start()
-    return event_stream(bus, session_id, after)
+    def start(self, lease: TurnLease, work: TurnWork) -> TurnLease:
+        lease.started = True
+        self._executor.submit(self._run, lease, work)
+        return lease
+
+    def _run(self, lease: TurnLease, work: TurnWork) -> None:
+        bus, session_id = self.live.bus, lease.session_id
+
+        def emit(name: str, data: dict[str, Any]) -> None:
+            bus.publish(session_id, name, {"turn_id": lease.turn_id, **data})
+
+        outcome: TurnOutcome
+        try:
+            payload = work(self.database.thread_connection(), emit, lease.token)
+            outcome = 200, {"turn_id": lease.turn_id, **payload}
+        except Exception as error:  # every failure ends the turn with a terminal event
+            status, body = failure_outcome(error, session_id)
+            outcome = status, {"turn_id": lease.turn_id, **body}
+        status, body = outcome
+        name, data = ("done", body) if status == 200 else ("error", {**body, "status": status})
+        self.live.turns.finish(lease, lambda: bus.publish(session_id, name, data), outcome)
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=True)
 
 
-def answer_turn(session_id: str, work: TurnWork) -> Response | tuple[Response, int]:
-    services: TurnServices = current_app.extensions["turn_services"]
-    bus: EventBus = current_app.extensions["events"]
+def runner() -> TurnRunner:
+    return current_app.extensions["turn_runner"]
+
+
+def answer_turn(lease: TurnLease, work: TurnWork):  # type: ignore[no-untyped-def]
+    """Start the claimed turn and answer: its events as SSE, or its JSON when it ends."""
+    turns = runner()
+    turns.start(lease, work)
     if wants_event_stream():
-        return sse_response(stream_turn(services, bus, session_id, work))
-    status, payload = run_and_publish(bus, get_db(), session_id, work)
-    return jsonify(payload), status
+        plan = FollowPlan(session_id=lease.session_id, after=lease.start_cursor, turn_id=lease.turn_id,
+                          only_turn=True)
+        return live_response(EventStreamBody(turns.live.bus, plan))
+    return live_response(TurnOutcomeBody(lease))

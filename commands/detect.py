@@ -2,7 +2,8 @@
 
 SPEC section 5: the first line, after trimming spaces and a BOM, must match
 `^/([A-Za-z][A-Za-z0-9_]*)(?:\\s+(.*))?$`. Anything before it (a blank line, prose, a
-code fence) means plain text. The lines after the first are the body, with one
+code fence) means plain text, and so does a first line longer than `MAX_COMMAND_LINE`
+characters (the streaming gate holds a reply back for at most that long, SPEC 7a.2). The lines after the first are the body, with one
 surrounding ``` fence removed. Nothing here raises: every string is either a `Command`
 or `None`.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+MAX_COMMAND_LINE = 512  # a longer first line is text (SPEC 7a.2): nothing is held back longer
 COMMAND_LINE = re.compile(r"^/([A-Za-z][A-Za-z0-9_]*)(?:\s+(.*))?$", re.DOTALL)
 _TRIM = " \t\ufeff"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -88,6 +90,8 @@ def detect_command(reply: str | None) -> Command | None:
     if not reply:
         return None
     first, rest = first_line_and_rest(reply)
+    if len(first) > MAX_COMMAND_LINE:
+        return None
     line = first.strip(_TRIM)
     match = COMMAND_LINE.match(line)
     if match is None:

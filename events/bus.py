@@ -1,146 +1,361 @@
-"""A per-session event bus: publish with increasing ids, replay from a bounded buffer.
+"""The in-process event bus: per-session channels, bounded replay, sync and async waiting.
 
-Every event of a session gets the next id of that session's counter; subscribers that
-reconnect with `Last-Event-ID` get what they missed, as long as it is still in the
-buffer (the oldest events are dropped first). A `done` event (or a terminal `error`)
-ends a stream: a subscriber that arrives after it still receives it and is closed.
+Every event gets the next id of one `IdClock` (increasing within a session, never reused,
+also across restarts). Each session's channel keeps a replay buffer bounded in BYTES, per
+session and in total, so a few hundred long answers cannot hold hundreds of megabytes:
+the oldest entries go first (least recently used sessions first under the total budget),
+and the channel remembers the newest id it dropped (`floor`), so a subscriber asking for
+events after an older id is told about the hole (`Snapshot.gap`) instead of silently
+missing it.
 
-Payloads are built by the publishers from sizes, names, ids and timings only; the bus
-also refuses keys that would carry text (`PRIVATE_KEYS`) as a second line of defence.
+`answer.delta` events of one turn and pass are kept as one compact run (the text, plus an
+id per piece), not as thousands of event objects: a replay from any id inside the run
+returns one delta holding exactly the text after that id.
+
+The payload policy is checked here as a second line of defence: only `done` (the turn's
+JSON answer), `error` and `answer.delta` (published answer text) may carry text keys.
+
+Waiting: threads block on a per-channel condition (the WSGI fallback, tests); asyncio
+streams register an `asyncio.Event` that `publish` sets through its loop, so an idle
+async stream costs a set entry, not a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import threading
 import time
-from collections import deque
-from collections.abc import Iterator
+from array import array
+from bisect import bisect_right
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-START_EVENTS = frozenset({"turn.started", "job.started"})
+from events.ids import IdClock
+
 TERMINAL_EVENTS = frozenset({"done", "error"})
+TEXT_EVENTS = frozenset({"done", "error", "answer.delta"})
 PRIVATE_KEYS = frozenset({"prompt", "messages", "content", "reply", "text", "reference_solution", "tests", "hidden_tests"})
-DEFAULT_BUFFER = 512
+DELTA = "answer.delta"
 HEARTBEAT_S = 15.0
 IDLE_SESSION_TTL_S = 3600.0
+SESSION_BUDGET_BYTES = 1 << 20  # replay kept per session
+TOTAL_BUDGET_BYTES = 64 << 20  # replay kept for all sessions together
+EVENT_OVERHEAD_BYTES = 160  # the Python objects around an event's JSON, roughly
+PIECE_OVERHEAD_BYTES = 16  # two array slots per delta piece
+COMPACT_PIECES = 64  # join a run's pieces into one string this often
 
 
 class PrivatePayloadError(ValueError):
     """An event payload tried to carry text that must never leave the server."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Event:
     id: int
     name: str
     data: dict[str, Any]
     at: float  # time.time() at publication, for delivery-delay measurements
+    json: str  # `data` serialised once, however many subscribers read it
+
+    @property
+    def turn_id(self) -> str | None:
+        value = self.data.get("turn_id")
+        return value if isinstance(value, str) else None
 
     @property
     def terminal(self) -> bool:
-        return self.name in TERMINAL_EVENTS and self.data.get("final", True)
+        return self.name in TERMINAL_EVENTS
+
+    @property
+    def size(self) -> int:
+        return len(self.json) + EVENT_OVERHEAD_BYTES
 
 
-@dataclass
+def make_event(event_id: int, name: str, data: dict[str, Any], at: float | None = None) -> Event:
+    return Event(event_id, name, data, time.time() if at is None else at, json.dumps(data, ensure_ascii=False))
+
+
+class _DeltaRun:
+    """Consecutive `answer.delta` events of one turn and pass, stored as text plus ids."""
+
+    __slots__ = ("turn_id", "pass_", "ids", "ends", "pieces", "length", "at")
+
+    def __init__(self, turn_id: str, pass_: int) -> None:
+        self.turn_id = turn_id
+        self.pass_ = pass_
+        self.ids = array("q")
+        self.ends = array("q")  # text length after each piece
+        self.pieces: list[str] = []
+        self.length = 0
+        self.at = 0.0
+
+    def add(self, event_id: int, text: str, at: float) -> None:
+        self.pieces.append(text)
+        if len(self.pieces) >= COMPACT_PIECES:
+            self.pieces = ["".join(self.pieces)]
+        self.length += len(text)
+        self.ids.append(event_id)
+        self.ends.append(self.length)
+        self.at = at
+
+    @property
+    def first_id(self) -> int:
+        return self.ids[0]
+
+    @property
+    def last_id(self) -> int:
+        return self.ids[-1]
+
+    @property
+    def size(self) -> int:
+        return self.length + PIECE_OVERHEAD_BYTES * len(self.ids) + EVENT_OVERHEAD_BYTES
+
+    def after(self, cursor: int) -> Event:
+        """One delta holding the text of every piece with an id above `cursor`."""
+        index = bisect_right(self.ids, cursor)
+        start = self.ends[index - 1] if index else 0
+        text = "".join(self.pieces)
+        self.pieces = [text]
+        data = {"turn_id": self.turn_id, "pass": self.pass_, "text": text[start:]}
+        return make_event(self.last_id, DELTA, data, self.at)
+
+
+Entry = Event | _DeltaRun
+
+
+def _first_id(entry: Entry) -> int:
+    return entry.first_id if isinstance(entry, _DeltaRun) else entry.id
+
+
+def _last_id(entry: Entry) -> int:
+    return entry.last_id if isinstance(entry, _DeltaRun) else entry.id
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a subscriber reads: events after its cursor, and the hole before them, if any."""
+
+    events: list[Event]
+    gap: int | None  # ids up to this one may be missing after the cursor (None: nothing missing)
+    oldest: int | None  # the oldest id still buffered
+
+
+@dataclass(eq=False)
 class _Channel:
-    buffer: deque[Event]
-    condition: threading.Condition = field(default_factory=threading.Condition)
-    next_id: int = 1
+    floor: int  # events with an id up to this one may be gone (before this process, or dropped)
+    condition: threading.Condition
+    entries: deque[Entry] = field(default_factory=deque)
+    size: int = 0
+    last_id: int = 0
+    last_terminal: Event | None = None  # kept (and counted in `size`) even when its entry is dropped
     touched: float = field(default_factory=time.monotonic)
+    waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=set)
+    sync_waiting: int = 0
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiters) or self.sync_waiting > 0
 
 
 class EventBus:
     """Channels by session id; thread-safe; one instance per app (no module state)."""
 
-    def __init__(self, buffer_size: int = DEFAULT_BUFFER, heartbeat_s: float = HEARTBEAT_S) -> None:
-        self.buffer_size = buffer_size
+    def __init__(
+        self,
+        ids: IdClock | None = None,
+        *,
+        heartbeat_s: float = HEARTBEAT_S,
+        session_budget_bytes: int = SESSION_BUDGET_BYTES,
+        total_budget_bytes: int = TOTAL_BUDGET_BYTES,
+        idle_ttl_s: float = IDLE_SESSION_TTL_S,
+    ) -> None:
+        self.ids = ids or IdClock()
         self.heartbeat_s = heartbeat_s
-        self._channels: dict[str, _Channel] = {}
+        self.session_budget = session_budget_bytes
+        self.total_budget = total_budget_bytes
+        self.idle_ttl_s = idle_ttl_s
         self._lock = threading.Lock()
+        self._channels: OrderedDict[str, _Channel] = OrderedDict()  # least recently used first
+        self._size = 0
+
+    # ------------------------------------------------------------------ channels
 
     def _channel(self, session_id: str) -> _Channel:
-        with self._lock:
-            channel = self._channels.get(session_id)
-            if channel is None:
-                channel = self._channels[session_id] = _Channel(deque(maxlen=self.buffer_size))
-                self._forget_idle()
-            channel.touched = time.monotonic()
-            return channel
+        """The session's channel, created on first use (called with the lock held)."""
+        channel = self._channels.get(session_id)
+        if channel is None:
+            self._forget_idle()
+            channel = _Channel(floor=self.ids.first - 1, condition=threading.Condition(self._lock))
+            self._channels[session_id] = channel
+        else:
+            self._channels.move_to_end(session_id)
+        channel.touched = time.monotonic()
+        return channel
 
     def _forget_idle(self) -> None:
-        """Drop channels nobody used for an hour (called with the lock held)."""
-        cutoff = time.monotonic() - IDLE_SESSION_TTL_S
-        for key in [key for key, channel in self._channels.items() if channel.touched < cutoff]:
-            del self._channels[key]
+        cutoff = time.monotonic() - self.idle_ttl_s
+        for key in [key for key, channel in self._channels.items() if channel.touched < cutoff and not channel.busy]:
+            self._drop_channel(key)
+
+    def _drop_channel(self, session_id: str) -> None:
+        channel = self._channels.pop(session_id)
+        self._size -= channel.size
+
+    def _drop_oldest(self, channel: _Channel) -> bool:
+        """Drop the oldest entry; the latest terminal stays (and stays counted) while pinned."""
+        if not channel.entries:
+            return False
+        entry = channel.entries.popleft()
+        if entry is not channel.last_terminal:
+            channel.size -= entry.size
+            self._size -= entry.size
+        channel.floor = max(channel.floor, _last_id(entry))
+        return True
+
+    def _enforce_budgets(self, current: _Channel) -> None:
+        while current.size > self.session_budget and len(current.entries) > 1 and self._drop_oldest(current):
+            pass
+        for key in list(self._channels):
+            if self._size <= self.total_budget:
+                return
+            channel = self._channels[key]
+            if channel is current:
+                continue
+            while self._size > self.total_budget and self._drop_oldest(channel):
+                pass
+            if not channel.entries and not channel.busy:
+                self._drop_channel(key)
+
+    # ------------------------------------------------------------------ publishing
 
     def publish(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> Event:
-        """Buffer and deliver one event. Only `done` may carry the turn's answer (the same
-        JSON the HTTP answer has); every other payload is refused if it has text keys."""
+        """Buffer and deliver one event. Text keys only on `done`, `error` and `answer.delta`."""
         payload = dict(data or {})
         leaked = PRIVATE_KEYS.intersection(payload)
-        if leaked and name != "done":
+        if leaked and name not in TEXT_EVENTS:
             raise PrivatePayloadError(f"event {name!r} may not carry {sorted(leaked)}")
-        return self._emit(session_id, name, payload, buffered=True)
-
-    def heartbeat(self, session_id: str) -> Event:
-        """A heartbeat with its own id, delivered to no one else and never replayed."""
-        return self._emit(session_id, "heartbeat", {}, buffered=False)
-
-    def _emit(self, session_id: str, name: str, payload: dict[str, Any], *, buffered: bool) -> Event:
-        channel = self._channel(session_id)
-        with channel.condition:
-            event = Event(id=channel.next_id, name=name, data=payload, at=time.time())
-            channel.next_id += 1
-            if buffered:
-                channel.buffer.append(event)
-                channel.condition.notify_all()
+        if name == DELTA and set(payload) != {"turn_id", "pass", "text"}:
+            raise ValueError("answer.delta carries exactly turn_id, pass and text")
+        with self._lock:
+            event = make_event(self.ids.next(), name, payload)
+            channel = self._channel(session_id)
+            self._append(channel, event)
+            channel.last_id = event.id
+            if event.terminal:
+                self._unpin(channel)
+                channel.last_terminal = event
+            self._enforce_budgets(channel)
+            channel.condition.notify_all()
+            for loop, waiter in channel.waiters:
+                loop.call_soon_threadsafe(waiter.set)
         return event
 
+    def _unpin(self, channel: _Channel) -> None:
+        """Forget the previous terminal; uncount it if only the pin was keeping it."""
+        old = channel.last_terminal
+        if old is not None and not any(entry is old for entry in channel.entries):
+            channel.size -= old.size
+            self._size -= old.size
+        channel.last_terminal = None
+
+    def _append(self, channel: _Channel, event: Event) -> None:
+        if event.name == DELTA:
+            last = channel.entries[-1] if channel.entries else None
+            turn_id, pass_ = event.data["turn_id"], event.data["pass"]
+            if not (isinstance(last, _DeltaRun) and last.turn_id == turn_id and last.pass_ == pass_):
+                last = _DeltaRun(turn_id, pass_)
+                channel.entries.append(last)
+                before = 0
+            else:
+                before = last.size
+            last.add(event.id, event.data["text"], event.at)
+            grown = last.size - before
+        else:
+            channel.entries.append(event)
+            grown = event.size
+        channel.size += grown
+        self._size += grown
+
+    def heartbeat(self) -> Event:
+        """A heartbeat with its own id, for one stream only: never buffered or replayed."""
+        return make_event(self.ids.next(), "heartbeat", {})
+
+    # ------------------------------------------------------------------ reading
+
+    def position(self) -> int:
+        """The newest id issued so far: a cursor from which every later event is new."""
+        return self.ids.last
+
     def last_id(self, session_id: str) -> int:
-        channel = self._channel(session_id)
-        with channel.condition:
-            return channel.next_id - 1
+        """The newest id published on this session (0 when none is known)."""
+        with self._lock:
+            channel = self._channels.get(session_id)
+            return channel.last_id if channel else 0
 
-    def start_cursor(self, session_id: str) -> int:
-        """Where a subscriber without `Last-Event-ID` starts: just before the latest run
-        (turn or job) still in the buffer, so a late subscriber sees that run whole,
-        including its end if it already finished; with no run buffered, from now on."""
-        channel = self._channel(session_id)
-        with channel.condition:
-            for event in reversed(channel.buffer):
-                if event.name in START_EVENTS:
-                    return event.id - 1
-            return channel.next_id - 1
+    def last_terminal(self, session_id: str) -> Event | None:
+        """The end (`done`/`error`) of the session's latest finished run, while remembered."""
+        with self._lock:
+            channel = self._channels.get(session_id)
+            return channel.last_terminal if channel else None
 
-    def subscribe(
-        self, session_id: str, last_event_id: int | None = None, *, max_wait_s: float | None = None,
-        until_terminal: bool = True,
-    ) -> Iterator[Event | None]:
-        """Yield events after `last_event_id`, then new ones as they come; `None` = heartbeat due.
+    def read(self, session_id: str, after: int) -> Snapshot:
+        """Everything buffered after `after`, oldest first, and whether some of it is gone."""
+        with self._lock:
+            channel = self._channel(session_id)
+            found: list[Event] = []
+            for entry in reversed(channel.entries):
+                if _last_id(entry) <= after:
+                    break
+                found.append(entry.after(after) if isinstance(entry, _DeltaRun) else entry)
+            found.reverse()
+            terminal = channel.last_terminal
+            oldest = _first_id(channel.entries[0]) if channel.entries else None
+            if terminal is not None and terminal.id > after and (oldest is None or terminal.id < oldest):
+                found.insert(0, terminal)  # its entry was dropped; the end of the run is still known
+            gap = channel.floor if after < channel.floor else None
+            return Snapshot(found, gap, oldest)
 
-        Ends after a terminal event (unless `until_terminal` is False: the trace feed), or
-        after `max_wait_s` (a bound for tests and for clients that only want a replay).
+    def wait(self, session_id: str, after: int, timeout: float) -> bool:
+        """Block until the session has an event after `after` (True) or `timeout` passes."""
+        with self._lock:
+            channel = self._channel(session_id)
+            channel.sync_waiting += 1
+            try:
+                return channel.condition.wait_for(lambda: channel.last_id > after, timeout)
+            finally:
+                channel.sync_waiting -= 1
+
+    async def wait_async(self, session_id: str, after: int, timeout: float, waiter: asyncio.Event) -> bool:
+        """Await an event after `after` (True), `timeout`, or `waiter` being set by someone else.
+
+        The caller owns `waiter` (one per stream, reused) and clears it before calling, so
+        it can also wake the stream for its own reasons, e.g. when the client disconnects.
         """
-        channel = self._channel(session_id)
-        cursor = self.start_cursor(session_id) if last_event_id is None else last_event_id
-        deadline = None if max_wait_s is None else time.monotonic() + max_wait_s
-        while True:
-            with channel.condition:
-                pending = [event for event in channel.buffer if event.id > cursor]
-                if not pending:
-                    wait = self.heartbeat_s
-                    if deadline is not None:
-                        wait = min(wait, deadline - time.monotonic())
-                        if wait <= 0:
-                            return
-                    channel.condition.wait(timeout=max(wait, 0.0))
-                    pending = [event for event in channel.buffer if event.id > cursor]
-            if not pending:
-                yield None
-                continue
-            for event in pending:
-                cursor = event.id
-                yield event
-                if until_terminal and event.terminal:
-                    return
+        loop = asyncio.get_running_loop()
+        key = (loop, waiter)
+        with self._lock:
+            channel = self._channel(session_id)
+            if channel.last_id > after:
+                return True
+            channel.waiters.add(key)
+        try:
+            await asyncio.wait_for(waiter.wait(), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            with self._lock:
+                channel.waiters.discard(key)
+                channel.touched = time.monotonic()
+        with self._lock:
+            return channel.last_id > after
+
+    @property
+    def buffered_bytes(self) -> int:
+        with self._lock:
+            return self._size
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._channels)

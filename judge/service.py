@@ -30,6 +30,7 @@ from contextlib import contextmanager
 
 import docker
 
+from cancellation import NEVER, CancelToken
 from judge.compare import compare_sql, compare_stdout
 from judge.files import SubmissionError, build_archive, check_files
 from judge.languages import LANGUAGES, SQL_RUNNER, Language
@@ -111,8 +112,8 @@ class Judge:
             self._pool.close()
             self._pool = None
 
-    def run(self, request: RunRequest) -> Verdict:
-        """Run the files once with `request.stdin`."""
+    def run(self, request: RunRequest, cancel: CancelToken = NEVER) -> Verdict:
+        """Run the files once with `request.stdin`; a cancel kills the container and raises `Cancelled`."""
         language = _language(request.language)
         user_files = _checked(language, request.files)
         stdin = request.stdin.encode("utf-8", "replace")
@@ -121,14 +122,16 @@ class Judge:
         archive = build_archive(user_files, _with_runner(language, judge_files))
         argv, stdin_file = _run_step(language, "stdin", "setup.sql")
         try:
-            with self._sandbox(language, limits, archive, (argv, stdin_file)) as (box, step):
+            with self._sandbox(language, limits, archive, (argv, stdin_file), cancel) as (box, step):
                 if language.compile is not None:
                     failed = _compile_failure(step)
                     if failed is not None:
                         return failed
                     step = box.run_step(argv, limits.wall_s, stdin_file)
         except SandboxError as error:
+            cancel.raise_if_cancelled()
             return _internal(error)
+        cancel.raise_if_cancelled()
         return _verdict(_status(step), step)
 
     def run_tests(
@@ -137,8 +140,9 @@ class Judge:
         files: Mapping[str, str],
         cases: Sequence[TestCase] | Sequence[SqlCase],
         limits: Limits | None = None,
+        cancel: CancelToken = NEVER,
     ) -> Verdict:
-        """Compile once, run every case in the same sandbox, report each test."""
+        """Compile once, run every case in the same sandbox, report each test (a cancel kills it)."""
         language = _language(language_name)
         user_files = _checked(language, files)
         _check_cases(language, cases)
@@ -155,7 +159,8 @@ class Judge:
         total_ms = 0
         archive = build_archive(user_files, _with_runner(language, judge_files))
         try:
-            with self._sandbox(language, limits, archive, _run_step(language, "stdin_0", "setup_0.sql")) as (box, first):
+            first_step = _run_step(language, "stdin_0", "setup_0.sql")
+            with self._sandbox(language, limits, archive, first_step, cancel) as (box, first):
                 if language.compile is not None:
                     failed = _compile_failure(first)
                     if failed is not None:
@@ -184,7 +189,9 @@ class Judge:
                     if not passed and first_failure is None:
                         first_failure = (status, step)
         except SandboxError as error:
+            cancel.raise_if_cancelled()
             return _internal(error).model_copy(update={"tests": results or None})
+        cancel.raise_if_cancelled()
         status, shown = first_failure if first_failure else ("ok", last)
         assert shown is not None  # at least one case ran
         verdict = _verdict(status, shown)
@@ -193,7 +200,8 @@ class Judge:
 
     @contextmanager
     def _sandbox(
-        self, language: Language, limits: Limits, archive: bytes, run_step: tuple[list[str], str | None]
+        self, language: Language, limits: Limits, archive: bytes, run_step: tuple[list[str], str | None],
+        cancel: CancelToken = NEVER,
     ) -> Iterator[tuple[Sandbox, StepResult]]:
         """A sandbox and its first step, which unpacked `archive` into /work and then ran.
 
@@ -206,8 +214,10 @@ class Judge:
             argv, timeout_s, stdin_file = list(language.compile), limits.compile_wall_s, None
         else:
             (argv, stdin_file), timeout_s = run_step, limits.wall_s
+        cancel.raise_if_cancelled()
         box = self._pool.take(language.image, limits, POOL_WAIT_S) if self._pool else None
         step: StepResult | None = None
+        forget = cancel.on_cancel(box.kill) if box is not None else None
         if box is not None:
             try:
                 step = box.run_step(argv, timeout_s, stdin_file, files=archive)
@@ -218,16 +228,21 @@ class Judge:
                 self._release(box)
                 raise
         if box is None:
+            if forget is not None:
+                forget()
             box = Sandbox.start(self.client, language.image, limits, owner=self.owner)
+            forget = cancel.on_cancel(box.kill)
             try:
                 step = box.run_step(argv, timeout_s, stdin_file, files=archive)
             except BaseException:
+                forget()
                 self._release(box)
                 raise
-        assert step is not None
+        assert step is not None and forget is not None
         try:
             yield box, step
         finally:
+            forget()
             self._release(box)
 
     def _release(self, box: Sandbox) -> None:

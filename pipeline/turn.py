@@ -3,6 +3,11 @@
 user message stored -> provider pass -> (command? run tool, store `<x>_tools`, next pass)
 -> plain answer stored as `assistant`. The loop is bounded: `MAX_TOOL_ROUNDS` tool rounds,
 so at most `MAX_TOOL_ROUNDS + 1` passes, each with at most one retry.
+
+Passes stream (SPEC 7a): `pipeline/passes.py` reads the provider through a `ReplyGate`,
+which publishes plain answers as `answer.delta` while they are written. The turn's
+`CancelToken` stops it wherever it is: the answer text already shown is kept as the
+`assistant` message with `meta.stopped` (7a.5).
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from cancellation import NEVER, CancelToken
 from commands.detect import Command, detect_command, first_line_and_rest
 from commands.router import Routed, route
 from config import Settings
 from pipeline.context import UI_PENDING, UI_RESULT, ImageLoader, build_context, is_tool_role, needs_vision
-from providers import ChatMessage, Completion, FallbackChain
+from pipeline.reply_gate import Decision
+from pipeline.passes import provider_pass
+from providers import Completion, FallbackChain
 from storage.db import Database
 from storage.messages import Message, add_message, recent_messages
 from tools.base import ToolContext
@@ -34,13 +42,28 @@ def ignore_event(name: str, data: dict[str, Any]) -> None:
     """Default event sink: events are optional for callers that do not stream."""
 
 
-class ProviderUnavailable(Exception):
+class TurnFailed(Exception):
+    """A turn that failed after its user message was stored (the id tells the client which)."""
+
+    def __init__(self, message: str, user_message_id: int | None) -> None:
+        super().__init__(message)
+        self.user_message_id = user_message_id
+
+
+class ProviderUnavailable(TurnFailed):
     """The provider (and its fallbacks) failed twice in one pass; the user message is kept."""
 
-    def __init__(self, user_message_id: int, completion: Completion) -> None:
-        super().__init__(f"provider {completion.provider} failed: {completion.failure}")
-        self.user_message_id = user_message_id
+    def __init__(self, user_message_id: int | None, completion: Completion) -> None:
+        super().__init__(f"provider {completion.provider} failed: {completion.failure}", user_message_id)
         self.completion = completion
+
+
+class StorageUnavailable(TurnFailed):
+    """The database refused a write (locked, full, read-only) in the middle of a turn."""
+
+
+class TurnCrashed(TurnFailed):
+    """Anything else that went wrong (a bug): the turn still ends with a clear error."""
 
 
 class ToolSummary(BaseModel):
@@ -55,6 +78,7 @@ class TurnResult:
     reply: str
     messages: list[Message]
     tool: ToolSummary | None = None
+    stopped: bool = False  # cancelled by the user (7a.5)
 
 
 @dataclass(frozen=True)
@@ -81,6 +105,7 @@ class _Turn:
     session_id: str
     emit: EventSink
     history: list[Message]
+    cancel: CancelToken = NEVER
     stored: list[Message] = field(default_factory=list)
     last_tool: ToolSummary | None = None
 
@@ -93,27 +118,25 @@ class _Turn:
         self.emit("message.stored", {"id": message.id, "role": role})
         return message
 
-    def result(self, reply: str) -> TurnResult:
-        return TurnResult(session_id=self.session_id, reply=reply, messages=self.stored, tool=self.last_tool)
+    def result(self, reply: str, *, stopped: bool = False) -> TurnResult:
+        return TurnResult(session_id=self.session_id, reply=reply, messages=self.stored, tool=self.last_tool,
+                          stopped=stopped)
+
+    def stop(self, shown: str) -> TurnResult:
+        """Cancelled: keep the answer text already shown, nothing when none was (7a.5)."""
+        if shown:
+            self.store("assistant", shown, {"stopped": True})
+        return self.result(shown, stopped=True)
 
 
-def call_provider(turn: _Turn, context: list[ChatMessage], pass_index: int) -> Completion:
-    """One pass: the right provider (6.9), one retry on None/empty (6.4)."""
-    chain = turn.services.vision if needs_vision(context) else turn.services.chat
-    completion = chain.call(context)
-    for attempt in (1, 2):
-        turn.emit(
-            "provider.response",
-            {"pass": pass_index, "attempt": attempt, "provider": completion.provider, "ok": completion.text is not None,
-             "failure": completion.failure, "elapsed_ms": completion.elapsed_ms,
-             "request_bytes": completion.request_bytes, "response_bytes": completion.response_bytes},
-        )
-        if completion.text is not None and completion.text.strip():
-            return completion
-        if attempt == 1:
-            turn.emit("provider.request", {"pass": pass_index, "attempt": 2, "message_count": len(context)})
-            completion = chain.call(context)
-    return completion
+def takes_body(registry: ToolRegistry) -> Callable[[str], bool]:
+    """Whether a command's body matters; unknown names take none (their error needs no body)."""
+
+    def check(name: str) -> bool:
+        tool = registry.for_command(name)
+        return tool is not None and tool.command is not None and tool.command.takes_body
+
+    return check
 
 
 def strip_commands(text: str) -> str:
@@ -130,6 +153,7 @@ def tool_context(
     user_id: int,
     session_id: str | None = None,
     turn_message_id: int | None = None,
+    cancel: CancelToken = NEVER,
 ) -> ToolContext:
     """The context every tool call gets, from chat or from `POST /tools/<name>` alike."""
     return ToolContext(
@@ -140,12 +164,13 @@ def tool_context(
         session_id=session_id,
         turn_message_id=turn_message_id,
         extras=services.tool_extras,
+        cancel=cancel,
     )
 
 
 def run_command(turn: _Turn, command: Command, user_message_id: int) -> Routed:
     services = turn.services
-    ctx = tool_context(services, turn.conn, turn.user_id, turn.session_id, user_message_id)
+    ctx = tool_context(services, turn.conn, turn.user_id, turn.session_id, user_message_id, turn.cancel)
     turn.emit("tool.started", {"name": command.name})
     routed = route(command, services.registry, ctx)
     result = routed.result
@@ -176,29 +201,52 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
     services, settings = turn.services, turn.services.settings
     max_rounds = settings.max_tool_rounds
     for pass_index in range(first_pass, max_rounds + 1):
+        if turn.cancel.cancelled:
+            return turn.stop("")
         context = build_context(
             services.system_prompt, turn.history,
             followup_turns=settings.vision_followup_turns, load_images=services.load_images,
         )
-        turn.emit("provider.request", {"pass": pass_index, "attempt": 1, "message_count": len(context)})
-        completion = call_provider(turn, context, pass_index)
-        reply = completion.text
-        if reply is None or not reply.strip():
-            raise ProviderUnavailable(user_message_id, completion)
-        command = detect_command(reply)
-        if command is None:
+        last_pass = pass_index >= max_rounds
+        chain = services.vision if needs_vision(context) else services.chat  # 6.9
+        outcome = provider_pass(chain, context, turn.emit, turn.cancel, takes_body(services.registry),
+                                pass_index=pass_index, last_pass=last_pass)
+        if outcome.stopped:
+            return turn.stop(outcome.gate.shown)
+        reply = outcome.reply
+        if reply is None:
+            raise ProviderUnavailable(user_message_id, outcome.completion)
+        if outcome.gate.decision is Decision.TEXT:
             answer = turn.store("assistant", reply)  # 6.10: role set here, never parsed
             return turn.result(answer.content)
+        command = detect_command(reply)
+        assert command is not None  # the gate decided "command" with the same detector
         turn.emit("command.detected", {"name": command.name})
-        if pass_index >= max_rounds:  # 6.6: a command in the last allowed pass is not run
-            answer = turn.store("assistant", strip_commands(reply) or TOOL_LIMIT_REACHED)
+        if last_pass:  # 6.6: a command in the last allowed pass is not run
+            text = strip_commands(reply) or TOOL_LIMIT_REACHED
+            turn.emit("answer.delta", {"pass": pass_index, "text": text})
+            answer = turn.store("assistant", text)
             return turn.result(answer.content)
         routed = run_command(turn, command, user_message_id)
+        if turn.cancel.cancelled:
+            return turn.stop("")
         if routed.terminal:  # 6.7: a successful image result ends the turn
             return turn.result(turn.stored[-1].content)
         if routed.awaiting_user:  # the user answers through POST /api/ai/tool-result
             return turn.result(str((routed.result.output or {}).get("question", "")))
     raise AssertionError("unreachable: the last pass always returns")  # pragma: no cover
+
+
+def guarded(turn: _Turn, user_message_id: int | None, passes: Callable[[], TurnResult]) -> TurnResult:
+    """Run the passes; any failure after the user message was stored names that message."""
+    try:
+        return passes()
+    except TurnFailed:
+        raise
+    except sqlite3.Error as error:
+        raise StorageUnavailable(f"the database refused a write: {error}", user_message_id) from error
+    except Exception as error:
+        raise TurnCrashed(f"the turn failed: {type(error).__name__}", user_message_id) from error
 
 
 def run_turn(
@@ -210,13 +258,17 @@ def run_turn(
     text: str,
     user_meta: dict[str, Any] | None = None,
     emit: EventSink = ignore_event,
+    cancel: CancelToken = NEVER,
 ) -> TurnResult:
     """Run one validated user turn in an owned session (validation is the caller's, 6.1)."""
     history = recent_messages(conn, session_id, services.settings.context_messages)  # 6.2
-    turn = _Turn(services, conn, user_id, session_id, emit, history)
+    turn = _Turn(services, conn, user_id, session_id, emit, history, cancel)
     emit("turn.started", {"session_id": session_id})
-    user_message = turn.store("user", text, user_meta)  # stored first: never lost (6.4)
-    return run_passes(turn, user_message.id, first_pass=0)
+    try:
+        user_message = turn.store("user", text, user_meta)  # stored first: never lost (6.4)
+    except sqlite3.Error as error:
+        raise StorageUnavailable(f"the database refused a write: {error}", None) from error
+    return guarded(turn, user_message.id, lambda: run_passes(turn, user_message.id, first_pass=0))
 
 
 def rounds_used(history: list[Message]) -> tuple[int, int | None]:
@@ -240,6 +292,7 @@ def continue_turn(
     result_content: str,
     result_meta: dict[str, Any],
     emit: EventSink = ignore_event,
+    cancel: CancelToken = NEVER,
 ) -> TurnResult:
     """Store an interactive tool's result and go on with the user turn it belongs to.
 
@@ -247,8 +300,12 @@ def continue_turn(
     answering widgets can never extend a turn past the cap.
     """
     history = recent_messages(conn, session_id, services.settings.context_messages)
-    turn = _Turn(services, conn, user_id, session_id, emit, history)
+    turn = _Turn(services, conn, user_id, session_id, emit, history, cancel)
     emit("turn.started", {"session_id": session_id, "continuation": True})
-    turn.store(result_role, result_content, {**result_meta, "kind": UI_RESULT})
     used, user_message_id = rounds_used(turn.history)
-    return run_passes(turn, user_message_id or 0, first_pass=used)
+
+    def passes() -> TurnResult:
+        turn.store(result_role, result_content, {**result_meta, "kind": UI_RESULT})
+        return run_passes(turn, user_message_id or 0, first_pass=used)
+
+    return guarded(turn, user_message_id, passes)

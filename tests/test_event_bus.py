@@ -1,102 +1,203 @@
-"""The per-session event bus: ids, replay, terminal close, heartbeats, private payloads."""
+"""The event bus (SPEC 7): ids, replay with honest gaps, compact deltas, bounded memory,
+sync and async waiting, durable ids across restarts, and the stream follower's rules."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
 import pytest
 
 from events.bus import EventBus, PrivatePayloadError
+from events.follow import FollowPlan, StreamFollower
+from events.ids import IdClock
 
 
 def names(events):
-    return [event.name for event in events if event is not None]
+    return [event.name for event in events]
 
 
-def test_ids_increase_per_session_and_sessions_are_separate():
+def delta(turn: str, text: str, pass_: int = 0) -> dict:
+    return {"turn_id": turn, "pass": pass_, "text": text}
+
+
+def test_ids_increase_within_and_across_sessions():
     bus = EventBus()
-    a = [bus.publish("a", "turn.started").id, bus.publish("a", "heartbeat").id]
-    b = [bus.publish("b", "turn.started").id]
-    assert a == [1, 2] and b == [1]
+    ids = [bus.publish(session, "turn.started", {"turn_id": "t"}).id for session in "abab"]
+    assert ids == sorted(ids) and len(set(ids)) == 4
 
 
-def test_late_subscriber_gets_the_whole_finished_run_and_is_closed():
+def test_ids_keep_increasing_across_a_restart_even_when_the_clock_steps_back(tmp_path, monkeypatch):
+    path = tmp_path / "event-ids"
+    first = IdClock(path)
+    issued = [first.next() for _ in range(5)]
+    monkeypatch.setattr("events.ids.now_us", lambda: issued[0] - 10_000_000)  # the clock went back 10 s
+    second = IdClock(path)  # a new process
+    assert second.next() > max(issued)
+    assert second.first > max(issued)
+
+
+def test_replay_after_an_id_returns_only_what_came_after():
     bus = EventBus()
-    bus.publish("s", "turn.started")
-    bus.publish("s", "message.stored", {"id": 1, "role": "user"})
-    bus.publish("s", "done", {"session_id": "s"})
-    events = list(bus.subscribe("s", max_wait_s=1))
-    assert names(events) == ["turn.started", "message.stored", "done"]
+    ids = [bus.publish("s", name, {"turn_id": "t"}).id for name in ("turn.started", "provider.request", "done")]
+    snapshot = bus.read("s", ids[0])
+    assert [event.id for event in snapshot.events] == ids[1:] and snapshot.gap is None
 
 
-def test_late_subscriber_starts_at_the_latest_run():
+def test_deltas_are_stored_as_one_run_and_replayed_from_any_id():
     bus = EventBus()
-    for _ in range(2):
-        bus.publish("s", "turn.started")
-        bus.publish("s", "done")
-    events = list(bus.subscribe("s", max_wait_s=1))
-    assert [event.id for event in events] == [3, 4]
+    bus.publish("s", "turn.started", {"turn_id": "t"})
+    pieces = ["Hel", "lo, ", "wor", "ld"]
+    ids = [bus.publish("s", "answer.delta", delta("t", piece)).id for piece in pieces]
+    for index, cursor in enumerate(ids):
+        replay = bus.read("s", cursor).events
+        text = "".join(event.data["text"] for event in replay)
+        assert text == "".join(pieces[index + 1:])
+        if replay:
+            assert replay[-1].id == ids[-1]
+    whole = bus.read("s", ids[0] - 1).events
+    assert [(e.name, e.data["text"]) for e in whole] == [("answer.delta", "Hello, world")]
 
 
-def test_last_event_id_replays_only_what_was_missed():
+def test_runs_of_different_passes_stay_apart():
     bus = EventBus()
-    ids = [bus.publish("s", name).id for name in ("turn.started", "provider.request", "provider.response", "done")]
-    assert [event.id for event in bus.subscribe("s", ids[1], max_wait_s=1)] == ids[2:]
+    bus.publish("s", "answer.delta", delta("t", "a", 0))
+    bus.publish("s", "answer.reset", {"turn_id": "t", "pass": 0})
+    bus.publish("s", "answer.delta", delta("t", "b", 0))
+    bus.publish("s", "answer.delta", delta("t", "c", 1))
+    assert [(e.name, e.data.get("text")) for e in bus.read("s", 0).events] == [
+        ("answer.delta", "a"), ("answer.reset", None), ("answer.delta", "b"), ("answer.delta", "c")]
 
 
-def test_buffer_is_bounded():
-    bus = EventBus(buffer_size=3)
-    for number in range(10):
-        bus.publish("s", "tick", {"n": number})
-    assert [event.data["n"] for event in bus.subscribe("s", 0, max_wait_s=0.05) if event] == [7, 8, 9]
+def test_a_client_behind_the_buffer_is_told_about_the_gap():
+    bus = EventBus(session_budget_bytes=4000)
+    first = bus.publish("s", "turn.started", {"turn_id": "t"}).id
+    for number in range(100):
+        bus.publish("s", "tick", {"turn_id": "t", "n": number})
+    snapshot = bus.read("s", first)
+    assert snapshot.gap is not None and snapshot.gap >= first
+    assert snapshot.events and snapshot.events[0].id > snapshot.gap
+    assert bus.read("s", snapshot.gap).gap is None  # reconnecting with the gap's id: no hole again
 
 
-def test_live_subscriber_receives_events_published_later():
-    bus = EventBus()
-    received = []
-
-    def listen():
-        received.extend(bus.subscribe("s", 0, max_wait_s=5))
-
-    thread = threading.Thread(target=listen)
-    thread.start()
-    time.sleep(0.05)
-    bus.publish("s", "turn.started")
-    bus.publish("s", "done")
-    thread.join(timeout=5)
-    assert names(received) == ["turn.started", "done"]
+def test_a_cursor_from_before_this_process_is_a_gap():
+    old = IdClock().next()
+    bus = EventBus(IdClock())
+    bus.publish("s", "turn.started", {"turn_id": "t"})
+    assert bus.read("s", old).gap is not None
 
 
-def test_heartbeat_is_signalled_when_idle():
-    bus = EventBus(heartbeat_s=0.05)
-    stream = bus.subscribe("s", 0, max_wait_s=1)
-    assert next(stream) is None
+def test_total_memory_is_bounded_across_sessions():
+    bus = EventBus(session_budget_bytes=1 << 20, total_budget_bytes=200_000)
+    for session in range(200):
+        for _ in range(20):
+            bus.publish(f"s{session}", "answer.delta", delta("t", "x" * 200))
+        bus.publish(f"s{session}", "done", {"turn_id": "t", "reply": "x" * 4000})
+    assert bus.buffered_bytes <= 200_000 + 20_000  # the newest session's entries may exceed it alone
 
 
-def test_non_final_error_does_not_close_the_stream():
-    bus = EventBus()
-    bus.publish("s", "job.started")
-    bus.publish("s", "error", {"code": "draft_invalid", "final": False})
-    bus.publish("s", "done")
-    assert names(bus.subscribe("s", 0, max_wait_s=1)) == ["job.started", "error", "done"]
+def test_the_end_of_the_latest_run_survives_eviction_of_its_entry():
+    bus = EventBus(session_budget_bytes=3000)
+    end = bus.publish("s", "done", {"turn_id": "t1", "reply": "answer"})
+    for number in range(50):
+        bus.publish("s", "tick", {"turn_id": "t2", "n": number})
+    assert bus.last_terminal("s") is end
+    assert bus.read("s", end.id - 1).events[0] is end
 
 
-@pytest.mark.parametrize("key", ["prompt", "content", "reply", "reference_solution", "tests", "messages"])
+@pytest.mark.parametrize("key", ["prompt", "content", "reply", "reference_solution", "tests", "messages", "text"])
 def test_private_keys_are_refused(key):
     with pytest.raises(PrivatePayloadError):
         EventBus().publish("s", "provider.response", {key: "secret"})
 
 
-def test_done_carries_the_turn_answer():
-    event = EventBus().publish("s", "done", {"reply": "hello", "messages": []})
-    assert event.data == {"reply": "hello", "messages": []}
+def test_answer_delta_carries_exactly_its_three_fields():
+    with pytest.raises(ValueError):
+        EventBus().publish("s", "answer.delta", {"turn_id": "t", "pass": 0, "text": "x", "prompt": "secret"})
 
 
-def test_heartbeats_take_an_id_but_are_never_replayed():
+def test_sync_wait_wakes_on_publish():
     bus = EventBus()
-    bus.publish("s", "turn.started")
-    beat = bus.heartbeat("s")
-    later = bus.publish("s", "done")
-    assert beat.id == 2 and later.id == 3
-    assert names(bus.subscribe("s", 0, max_wait_s=1)) == ["turn.started", "done"]
+    after = bus.position()
+    threading.Timer(0.05, lambda: bus.publish("s", "turn.started", {"turn_id": "t"})).start()
+    assert bus.wait("s", after, timeout=5) is True
+    assert bus.wait("s", bus.position(), timeout=0.01) is False
+
+
+def test_async_wait_wakes_on_publish_from_a_thread():
+    bus = EventBus()
+
+    async def main() -> tuple[bool, bool]:
+        after = bus.position()
+        threading.Timer(0.05, lambda: bus.publish("s", "turn.started", {"turn_id": "t"})).start()
+        woke = await bus.wait_async("s", after, 5, asyncio.Event())
+        timed_out = await bus.wait_async("s", bus.position(), 0.01, asyncio.Event())
+        return woke, timed_out
+
+    assert asyncio.run(main()) == (True, False)
+
+
+def test_heartbeats_take_an_id_but_are_never_buffered():
+    bus = EventBus()
+    started = bus.publish("s", "turn.started", {"turn_id": "t"})
+    beat = bus.heartbeat()
+    later = bus.publish("s", "done", {"turn_id": "t"})
+    assert started.id < beat.id < later.id
+    assert names(bus.read("s", 0).events) == ["turn.started", "done"]
+
+
+def follow(bus: EventBus, plan: FollowPlan) -> list[str]:
+    events, finished = StreamFollower(bus, plan).step()
+    assert finished
+    return names(events)
+
+
+def test_follower_ends_with_its_own_turn_and_can_skip_others():
+    bus = EventBus()
+    start = bus.position()
+    bus.publish("s", "turn.started", {"turn_id": "mine"})
+    bus.publish("s", "job.started", {"turn_id": "job"})
+    bus.publish("s", "done", {"turn_id": "job"})
+    bus.publish("s", "done", {"turn_id": "mine"})
+    assert follow(bus, FollowPlan("s", start, "mine", only_turn=True)) == ["turn.started", "done"]
+    assert follow(bus, FollowPlan("s", start, "mine")) == ["turn.started", "job.started", "done", "done"]
+
+
+def test_follower_reports_a_gap_first():
+    bus = EventBus(session_budget_bytes=2000)
+    first = bus.publish("s", "turn.started", {"turn_id": "t"}).id
+    for number in range(40):
+        bus.publish("s", "tick", {"turn_id": "t", "n": number})
+    bus.publish("s", "done", {"turn_id": "t"})
+    events, finished = StreamFollower(bus, FollowPlan("s", first, "t", from_client=True)).step()
+    assert finished and events[0].name == "replay.gap"
+    assert events[0].data["after"] == first and events[0].id < events[1].id
+    assert events[-1].name == "done"
+
+
+def test_follower_waits_for_more_when_its_turn_is_not_over():
+    bus = EventBus()
+    start = bus.position()
+    bus.publish("s", "turn.started", {"turn_id": "t"})
+    follower = StreamFollower(bus, FollowPlan("s", start, "t"))
+    events, finished = follower.step()
+    assert names(events) == ["turn.started"] and not finished
+    bus.publish("s", "answer.delta", delta("t", "hi"))
+    bus.publish("s", "done", {"turn_id": "t"})
+    events, finished = follower.step()
+    assert names(events) == ["answer.delta", "done"] and finished
+
+
+def test_many_waiting_threads_all_wake(tmp_path):
+    bus = EventBus()
+    after = bus.position()
+    results: list[bool] = []
+    threads = [threading.Thread(target=lambda: results.append(bus.wait("s", after, 5))) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.05)
+    bus.publish("s", "turn.started", {"turn_id": "t"})
+    for thread in threads:
+        thread.join(5)
+    assert results == [True] * 20

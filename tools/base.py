@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from cancellation import NEVER, CancelToken
+
 if TYPE_CHECKING:
     import requests
 
@@ -35,6 +37,7 @@ class ErrorCode(StrEnum):
     NOT_CONFIGURED = "NOT_CONFIGURED"
     UNKNOWN_COMMAND = "UNKNOWN_COMMAND"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+    CANCELLED = "CANCELLED"  # the user stopped the turn while the tool ran
     # learner task tools (SPEC section 10)
     INVALID_STATE = "INVALID_STATE"
     BLOCKED = "BLOCKED"
@@ -83,6 +86,7 @@ class ToolContext:
     http: requests.Session | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     deadline: float | None = None  # time.monotonic() value; set by the runner from Tool.timeout_s
+    cancel: CancelToken = NEVER  # the turn's token: a blocking step registers how to interrupt itself
 
     def remaining(self, cap: float | None = None) -> float:
         """Seconds left before this call's deadline (at most `cap`); raises TIMEOUT at 0.
@@ -113,6 +117,11 @@ class CommandBinding:
     body_field: str | None = None
     body_fallback_to_args: bool = False
     parse: Callable[[str, str], dict[str, Any]] | None = None  # (args, body) -> input, for several fields
+
+    @property
+    def takes_body(self) -> bool:
+        """Whether the lines after the command line matter (else the stream stops after it)."""
+        return self.body_field is not None or self.parse is not None
 
 
 InputT = TypeVar("InputT", bound=ToolInput)

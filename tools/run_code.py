@@ -54,7 +54,7 @@ def run_code(data: RunCodeInput, ctx: ToolContext) -> RunCodeOutput:
         raise ToolFailure(ErrorCode.NOT_CONFIGURED, f"the code judge is unavailable ({reason}); explain the code instead.")
     entry = LANGUAGES[data.language].entry
     try:
-        verdict = judge.run(RunRequest(language=data.language, files={entry: data.code}, stdin=data.stdin))
+        verdict = judge.run(RunRequest(language=data.language, files={entry: data.code}, stdin=data.stdin), ctx.cancel)
     except SubmissionError as error:
         raise ToolFailure(ErrorCode.VALIDATION_FAILED, f"{error}. Fix the command and try again.") from error
     return RunCodeOutput(language=data.language, **verdict.model_dump(exclude={"tests"}))

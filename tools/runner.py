@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cancellation import Cancelled
 from tools.base import ErrorCode, Tool, ToolContext, ToolFailure, ToolResult
 
 log = logging.getLogger("tools")
@@ -53,6 +54,8 @@ def run_tool(tool: Tool[Any, Any], raw_input: dict[str, Any], ctx: ToolContext) 
         output = tool.handler(data, ctx)
     except ToolFailure as failure:
         return ToolResult.failure(tool.name, failure.code, failure.message, elapsed())
+    except Cancelled:
+        return ToolResult.failure(tool.name, ErrorCode.CANCELLED, f"{tool.name} was stopped by the user.", elapsed())
     except Exception:
         log.exception("tool %s failed unexpectedly (user %s)", tool.name, ctx.user_id)
         return ToolResult.failure(

@@ -1,0 +1,178 @@
+"""Answers that outlive their request thread: event streams and waits for a turn's end.
+
+A view returns `live_response(body)`. Under the asyncio server (`serving/asgi.py`) the view
+only validates and decides; it drops the body into the request's hand-off slot and returns
+a placeholder, its thread goes back to the pool, and the server writes the answer from the
+event loop (`respond`): an idle stream then costs a few kilobytes and no thread (SPEC
+7a.6). Under any plain WSGI server (Flask's test client included) the same body answers
+from the request's thread (`sync_response`). Both follow the same rules
+(`events.follow.StreamFollower`), so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from flask import Response, jsonify, request, stream_with_context
+
+from events.bus import Event, EventBus
+from events.follow import FollowPlan, StreamFollower
+from events.turns import TurnLease
+
+HANDOFF_KEY = "orchestrator.handoff"  # in the ASGI scope (the WSGI environ's "asgi.scope")
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+RETRY_MS = 3000
+ASGIMessage = dict[str, Any]
+Send = Callable[[ASGIMessage], Awaitable[None]]
+Receive = Callable[[], Awaitable[ASGIMessage]]
+
+
+def frame(event: Event) -> str:
+    """One SSE frame. The leading comment line (ignored by clients) carries the publication
+    time, so delivery delay can be measured without changing any payload."""
+    return f": ts={event.at:.6f}\nid: {event.id}\nevent: {event.name}\ndata: {event.json}\n\n"
+
+
+def wants_event_stream() -> bool:
+    return "text/event-stream" in request.headers.get("Accept", "")
+
+
+def last_event_id() -> int | None:
+    """`Last-Event-ID` (what EventSource sends on reconnect) or `?last_event_id=`."""
+    raw = request.headers.get("Last-Event-ID") or request.args.get("last_event_id")
+    if raw is None or raw == "":
+        return None
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        return None
+
+
+class LiveBody(Protocol):
+    placeholder_mimetype: str
+
+    def sync_response(self) -> Response: ...
+
+    async def respond(self, start: ASGIMessage, send: Send, receive: Receive) -> None: ...
+
+
+@dataclass
+class HandoffSlot:
+    """Put in each request's scope by the asyncio server; a view may leave a body in it."""
+
+    body: LiveBody | None = None
+
+
+def live_response(body: LiveBody) -> Response:
+    scope = request.environ.get("asgi.scope")
+    slot = scope.get(HANDOFF_KEY) if isinstance(scope, dict) else None
+    if not isinstance(slot, HandoffSlot):
+        return body.sync_response()
+    slot.body = body
+    headers = SSE_HEADERS if body.placeholder_mimetype == "text/event-stream" else {}
+    return Response(b"", mimetype=body.placeholder_mimetype, headers=headers)
+
+
+def _headers(start: ASGIMessage, drop: tuple[bytes, ...]) -> list[tuple[bytes, bytes]]:
+    return [(name, value) for name, value in start.get("headers", []) if name.lower() not in drop]
+
+
+class EventStreamBody:
+    """SSE frames of one followed run, with heartbeats after `heartbeat_s` of silence."""
+
+    placeholder_mimetype = "text/event-stream"
+
+    def __init__(self, bus: EventBus, plan: FollowPlan) -> None:
+        self.bus = bus
+        self.plan = plan
+
+    def frames(self) -> Iterator[str]:
+        """The blocking form, for WSGI servers and tests."""
+        follower = StreamFollower(self.bus, self.plan)
+        yield f"retry: {RETRY_MS}\n\n"
+        quiet_since = time.monotonic()
+        while True:
+            events, finished = follower.step()
+            if events:
+                quiet_since = time.monotonic()
+                yield "".join(frame(event) for event in events)
+            if finished:
+                return
+            left = self.bus.heartbeat_s - (time.monotonic() - quiet_since)
+            if left <= 0 or not self.bus.wait(self.plan.session_id, follower.cursor, left):
+                if time.monotonic() - quiet_since >= self.bus.heartbeat_s:
+                    yield frame(follower.heartbeat())
+                    quiet_since = time.monotonic()
+
+    def sync_response(self) -> Response:
+        return Response(stream_with_context(self.frames()), mimetype="text/event-stream", headers=SSE_HEADERS)
+
+    async def respond(self, start: ASGIMessage, send: Send, receive: Receive) -> None:
+        await send({"type": "http.response.start", "status": start.get("status", 200),
+                    "headers": _headers(start, (b"content-length",))})
+        wake = asyncio.Event()
+        gone = asyncio.Event()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+            wake.set()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await self._follow(send, wake, gone)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            watcher.cancel()
+
+    async def _follow(self, send: Send, wake: asyncio.Event, gone: asyncio.Event) -> None:
+        follower = StreamFollower(self.bus, self.plan)
+        await send({"type": "http.response.body", "body": f"retry: {RETRY_MS}\n\n".encode(), "more_body": True})
+        quiet_since = time.monotonic()
+        while not gone.is_set():
+            events, finished = follower.step()
+            if events:
+                quiet_since = time.monotonic()
+                data = "".join(frame(event) for event in events).encode()
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+            if finished:
+                return
+            left = self.bus.heartbeat_s - (time.monotonic() - quiet_since)
+            wake.clear()
+            if gone.is_set():
+                return
+            if left > 0 and await self.bus.wait_async(self.plan.session_id, follower.cursor, left, wake):
+                continue
+            if not gone.is_set() and time.monotonic() - quiet_since >= self.bus.heartbeat_s:
+                data = frame(follower.heartbeat()).encode()
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+                quiet_since = time.monotonic()
+
+
+class TurnOutcomeBody:
+    """The JSON answer of a turn, written when the turn ends (status decided then)."""
+
+    placeholder_mimetype = "application/json"
+
+    def __init__(self, lease: TurnLease) -> None:
+        self.lease = lease
+
+    def sync_response(self) -> Response:
+        status, payload = self.lease.outcome.result()
+        response = jsonify(payload)
+        response.status_code = status
+        return response
+
+    async def respond(self, start: ASGIMessage, send: Send, receive: Receive) -> None:
+        status, payload = await asyncio.wrap_future(self.lease.outcome)
+        body = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
+        headers = _headers(start, (b"content-length", b"content-type")) + [
+            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -1,0 +1,162 @@
+"""Stopping work that blocks: a cancel token for one turn, and a watchdog for deadlines.
+
+A turn runs on its own thread and spends its time blocked in someone else's code: a
+socket read of a provider stream, a Docker attach, a SQLite statement. Setting a flag is
+not enough to stop that; the blocked call must be interrupted from outside (a socket
+shut down, a container killed). So a `CancelToken` holds callbacks that the blocking code
+registers while it blocks ("to stop me, shut this socket"), and `cancel()` runs them at
+once, on the cancelling thread. The same callbacks serve deadlines: a `Watchdog` runs
+them when a deadline passes, so "from connect to last byte" is enforced by the thing that
+reads the bytes, not between reads.
+
+Neither class is a module-level singleton: the app builds them and passes them in.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+log = logging.getLogger("cancellation")
+
+Callback = Callable[[], None]
+
+
+class Cancelled(Exception):
+    """The work was stopped on purpose (the user pressed Stop); not a failure to report."""
+
+    def __init__(self, reason: str = "cancelled") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _run_quietly(callback: Callback) -> None:
+    try:
+        callback()
+    except Exception:  # a failing interrupt must not stop the other interrupts
+        log.exception("cancel callback failed")
+
+
+class CancelToken:
+    """Thread-safe, one-way: once cancelled, always cancelled.
+
+    `on_cancel(callback)` registers an interrupt and returns a function that removes it;
+    a callback registered after cancellation runs immediately, so there is no window in
+    which a freshly opened socket escapes a cancel that raced with it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._callbacks: dict[int, Callback] = {}
+        self._ids = itertools.count()
+        self._reason: str | None = None
+        self._event = threading.Event()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason
+
+    def cancel(self, reason: str = "cancelled") -> bool:
+        """Cancel and run every registered interrupt; False when it was already cancelled."""
+        with self._lock:
+            if self._event.is_set():
+                return False
+            self._reason = reason
+            self._event.set()
+            callbacks = list(self._callbacks.values())
+            self._callbacks.clear()
+        for callback in callbacks:
+            _run_quietly(callback)
+        return True
+
+    def on_cancel(self, callback: Callback) -> Callback:
+        """Run `callback` on cancellation (now, if already cancelled); returns the remover."""
+        with self._lock:
+            if not self._event.is_set():
+                key = next(self._ids)
+                self._callbacks[key] = callback
+                return lambda: self._remove(key)
+        _run_quietly(callback)
+        return lambda: None
+
+    def _remove(self, key: int) -> None:
+        with self._lock:
+            self._callbacks.pop(key, None)
+
+    def raise_if_cancelled(self) -> None:
+        if self._event.is_set():
+            raise Cancelled(self._reason or "cancelled")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until cancelled or `timeout` passes; True when cancelled."""
+        return self._event.wait(timeout)
+
+
+NEVER = CancelToken()  # a token nobody cancels, for callers that cannot be stopped
+
+
+class Watchdog:
+    """Runs callbacks at their deadlines on one daemon thread (started on first use).
+
+    One thread serves every deadline of the process owner (a provider chain, say), so a
+    deadline costs a heap entry, not a thread per call. The thread ends once nothing is
+    scheduled for `idle_s` seconds (the next `schedule` starts a new one), so owners that
+    come and go (an app per test) do not leave a sleeping thread each behind them.
+    """
+
+    def __init__(self, name: str = "watchdog", idle_s: float = 5.0) -> None:
+        self._name = name
+        self._idle_s = idle_s
+        self._condition = threading.Condition()
+        self._heap: list[tuple[float, int, Callback]] = []
+        self._pending: set[int] = set()
+        self._ids = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, delay_s: float, callback: Callback) -> Callback:
+        """Run `callback` after `delay_s` seconds unless the returned function is called first."""
+        key = next(self._ids)
+        with self._condition:
+            heapq.heappush(self._heap, (time.monotonic() + max(0.0, delay_s), key, callback))
+            self._pending.add(key)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+                self._thread.start()
+            self._condition.notify()
+
+        def unschedule() -> None:
+            with self._condition:
+                self._pending.discard(key)
+                self._condition.notify()  # the loop drops the entry now, not at its time
+
+        return unschedule
+
+    def _loop(self) -> None:
+        while True:
+            with self._condition:
+                while self._heap and self._heap[0][1] not in self._pending:
+                    heapq.heappop(self._heap)  # unscheduled before its time
+                if not self._heap:
+                    self._condition.wait(self._idle_s)
+                    if not self._heap:
+                        self._thread = None  # idle: end; schedule() starts a new thread
+                        return
+                    continue
+                at, key, callback = self._heap[0]
+                wait = at - time.monotonic()
+                if wait > 0:
+                    self._condition.wait(wait)
+                    continue
+                heapq.heappop(self._heap)
+                if key not in self._pending:
+                    continue  # unscheduled before its time
+                self._pending.discard(key)
+            _run_quietly(callback)

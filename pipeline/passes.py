@@ -1,0 +1,71 @@
+"""One provider pass, streamed through the first-line gate, with the one retry of 6.4.
+
+The right chain is chosen by the caller (6.9). Each attempt is a `FallbackChain.stream`
+fed to one `ReplyGate`; `provider.request` / `provider.response` events bracket each
+attempt (sizes and timings, never text). A `None`, empty or whitespace-only reply gets
+exactly one more attempt; a cancelled attempt ends the pass at once, with the text the
+gate had shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cancellation import CancelToken
+from pipeline.reply_gate import ReplyGate
+from providers import ChatMessage, Completion, FailureKind, FallbackChain
+
+EventSink = Callable[[str, dict[str, Any]], None]
+ATTEMPTS = 2  # the first call and the one retry of 6.4
+
+
+@dataclass(frozen=True)
+class PassOutcome:
+    completion: Completion
+    gate: ReplyGate
+    stopped: bool  # cancelled by the user
+
+    @property
+    def reply(self) -> str | None:
+        """The reply text, or None when every attempt failed or was blank."""
+        text = self.completion.text
+        return text if text is not None and text.strip() else None
+
+
+def provider_pass(
+    chain: FallbackChain,
+    context: Sequence[ChatMessage],
+    emit: EventSink,
+    cancel: CancelToken,
+    takes_body: Callable[[str], bool],
+    *,
+    pass_index: int,
+    last_pass: bool,
+) -> PassOutcome:
+    gate = ReplyGate(
+        publish=lambda text: emit("answer.delta", {"pass": pass_index, "text": text}),
+        reset=lambda: emit("answer.reset", {"pass": pass_index}),
+        takes_body=takes_body,
+        read_all=last_pass,
+    )
+    completion: Completion | None = None
+    for attempt in range(1, ATTEMPTS + 1):
+        emit("provider.request", {"pass": pass_index, "attempt": attempt, "message_count": len(context)})
+        completion = chain.stream(context, gate, cancel=cancel)
+        if completion.text is not None:
+            gate.finish()
+        emit("provider.response", {
+            "pass": pass_index, "attempt": attempt, "provider": completion.provider,
+            "ok": completion.text is not None, "failure": completion.failure,
+            "elapsed_ms": completion.elapsed_ms, "first_text_ms": completion.first_text_ms,
+            "request_bytes": completion.request_bytes, "response_bytes": completion.response_bytes,
+            "stopped_early": completion.stopped_early,
+        })
+        if completion.failure is FailureKind.CANCELLED or cancel.cancelled:
+            return PassOutcome(completion, gate, stopped=True)
+        if completion.text is not None and completion.text.strip():
+            return PassOutcome(completion, gate, stopped=False)
+    assert completion is not None
+    return PassOutcome(completion, gate, stopped=False)

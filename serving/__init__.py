@@ -1,0 +1,1 @@
+"""How the app is served: an asyncio HTTP server in front of the Flask (WSGI) app."""

@@ -1,0 +1,42 @@
+"""The ASGI application: Flask on a bounded thread pool, long answers on the event loop.
+
+Every request runs the Flask app on one of `threads` worker threads (via a2wsgi), exactly
+as under any WSGI server: auth, validation, JSON errors, all in one place. A view whose
+answer outlives it (an event stream, a wait for a turn's end) leaves a `LiveBody` in the
+request's hand-off slot (`api.live.live_response`); its placeholder response is held back,
+the thread returns to the pool, and the body answers from here, on the event loop. So an
+open stream, or a `POST /chat` waiting for its turn, costs a coroutine, not a thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2wsgi import WSGIMiddleware
+from flask import Flask
+
+from api.live import HANDOFF_KEY, ASGIMessage, HandoffSlot, Receive, Send
+
+
+class OrchestratorApp:
+    def __init__(self, flask_app: Flask, *, threads: int) -> None:
+        self.flask_app = flask_app
+        self.wsgi = WSGIMiddleware(flask_app, workers=threads)  # type: ignore[arg-type]
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.wsgi(scope, receive, send)  # type: ignore[arg-type]  # lifespan, websocket refusal
+            return
+        slot = HandoffSlot()
+        start: ASGIMessage | None = None
+
+        async def forward(message: ASGIMessage) -> None:
+            nonlocal start
+            if slot.body is None:
+                await send(message)
+            elif message["type"] == "http.response.start":
+                start = message  # the placeholder's status and headers (cookies included)
+
+        await self.wsgi({**scope, HANDOFF_KEY: slot}, receive, forward)  # type: ignore[arg-type]
+        if slot.body is not None and start is not None:
+            await slot.body.respond(start, send, receive)
