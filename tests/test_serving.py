@@ -1,4 +1,4 @@
-"""The production server: gunicorn, concurrent slow turns, graceful shutdown without losing a turn."""
+"""The production server: uvicorn, concurrent slow turns, graceful shutdown without losing a turn."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def start_server(tmp_path: Path, base_settings, llm: FakeLLMServer) -> tuple[sub
     return process, base, token
 
 
-def test_served_by_gunicorn_with_concurrent_slow_turns(tmp_path, base_settings):
+def test_served_by_uvicorn_with_concurrent_slow_turns(tmp_path, base_settings):
     with FakeLLMServer(default_reply="slow answer", delay_s=1.0) as llm:
         process, base, token = start_server(tmp_path, base_settings, llm)
         try:
@@ -59,7 +59,7 @@ def test_served_by_gunicorn_with_concurrent_slow_turns(tmp_path, base_settings):
     assert health.status_code == 200
     assert results == [200] * 8
     assert elapsed < 6, f"8 one-second turns took {elapsed:.1f} s: they did not run concurrently"
-    assert "gunicorn" in output.lower()
+    assert "uvicorn" in output.lower()
 
 
 def test_sigterm_lets_a_turn_in_flight_finish_and_store(tmp_path, base_settings):
