@@ -567,7 +567,7 @@ def test_plain_turn_answer_shape(client, auth, fake_llm):
     assert response.status_code == 200
     assert response.mimetype == "application/json"
     body = response.get_json()
-    assert set(body) == {"session_id", "reply", "messages", "tool"}
+    assert set(body) == {"turn_id", "session_id", "reply", "messages", "tool", "stopped"}
     assert body["reply"] == "Hello!"
     assert body["tool"] is None
     assert [m["role"] for m in body["messages"]] == ["user", "assistant"]
@@ -583,7 +583,7 @@ def test_plain_turn_answer_shape(client, auth, fake_llm):
 def test_tool_turn_answer_shape(client, auth, fake_llm):
     fake_llm.queue("/remember likes tea", "Noted.")
     body = chat(client, auth, "I like tea").get_json()
-    assert set(body) == {"session_id", "reply", "messages", "tool"}
+    assert set(body) == {"turn_id", "session_id", "reply", "messages", "tool", "stopped"}
     assert body["tool"]["name"] == "remember" and body["tool"]["ok"] is True
     assert set(body["tool"]) <= {"name", "ok", "code"}
     for message in body["messages"]:
