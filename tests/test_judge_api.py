@@ -205,3 +205,33 @@ def test_server_still_answers_after_hostile_runs(jclient, jauth):
     assert jclient.get("/health").get_json()["judge"]["available"] is True
     after = jclient.post("/run", json={"language": "python", "files": {"main.py": "print('still here')"}}, headers=jauth)
     assert after.get_json()["stdout"] == "still here\n"
+
+
+def test_stop_during_run_code_kills_the_container_and_ends_the_turn(judge_app, jclient, jauth, fake_llm):
+    """SPEC 7a.5: a running judge run stops where it can: its container is killed at once."""
+    import threading
+
+    session_id = jclient.post("/sessions", json={}, headers=jauth).get_json()["id"]
+    fake_llm.queue("/run_code python\n```python\nimport time\nprint('started', flush=True)\ntime.sleep(60)\n```")
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(judge_app.test_client().post(
+        "/chat", json={"message": "run it", "session_id": session_id}, headers=jauth).get_json()))
+    thread.start()
+    bus = judge_app.extensions["live"].bus
+    deadline = time.monotonic() + 30
+    while not any(e.name == "tool.started" for e in bus.read(session_id, 0).events):
+        assert time.monotonic() < deadline, "the tool never started"
+        time.sleep(0.05)
+    time.sleep(1.0)  # the program is sleeping inside its container
+    started = time.monotonic()
+    assert jclient.post(f"/sessions/{session_id}/cancel", headers=jauth).status_code == 200
+    thread.join(30)
+    stopped_after = time.monotonic() - started
+    body = results[0]
+    assert body["stopped"] is True
+    tool = next(m for m in body["messages"] if m["role"] == "code_tools")
+    assert tool["meta"]["ok"] is False and tool["meta"]["code"] == "CANCELLED"
+    # The run's own 5 s wall limit would end it about 4 s after the cancel; killing it at once
+    # ends the turn far sooner. (A behavioural bound with seconds of margin, not a speed target.)
+    assert stopped_after < 3.0
+    assert leftover_containers(judge_app.extensions["judge"]) == []
