@@ -1,8 +1,11 @@
 """HTTP providers: Ollama's native chat API and every OpenAI-compatible server.
 
-`HttpProvider` owns the transport (one JSON POST, the 429 `Retry-After` policy, the mapping
-of transport and status errors to `FailureKind`, the probe); each subclass only knows its
-wire format: the body it sends and where the reply sits in the answer.
+`HttpProvider` owns the exchange policy: one streamed POST, the 429 `Retry-After` policy,
+the mapping of status codes to `FailureKind`, the reading of a streamed reply piece by piece
+(or of one JSON body, from a server that does not stream), and the probe. Each subclass only
+knows its wire format: the body it sends and where the text sits in a stream chunk and in a
+whole reply. The deadline and cancel machinery is in `provider_transport.py`; the byte-level
+framing (SSE, NDJSON) in `provider_wire.py`.
 """
 
 from __future__ import annotations
@@ -11,20 +14,41 @@ import json
 import time
 from abc import abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import requests
 
+from cancellation import Watchdog
 from provider_base import (
     Attempt,
     ChatMessage,
     FailureKind,
     ProbeResult,
     Provider,
+    ProviderConfig,
+    ReplyFeed,
+    Sleep,
     log,
     ms_since,
     text_or_failure,
 )
+from provider_transport import Broken, Exchange, mount_abortable
+from provider_wire import Framing, NdjsonDecoder, SseDecoder
+
+ERROR_BODY_MAX = 64 * 1024  # of a non-2xx answer: enough for any error message
+REPLY_MAX = 4 * 1024 * 1024  # of one call's answers: far beyond any chat reply
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What one JSON message of the server says: a whole reply, or one chunk of a stream."""
+
+    content: Any = None  # the text; anything but a str (or None) is classified as malformed
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    end: bool = False  # the stream's terminator ([DONE], "done": true)
+    failure: Attempt | None = None
 
 
 def _retry_after_seconds(value: str | None) -> float | None:
@@ -66,9 +90,48 @@ def _status_failure(status: int) -> FailureKind:
 
 
 
+def _json(raw: bytes | str) -> tuple[Any, bool]:
+    """``(value, True)`` when ``raw`` is JSON, ``(None, False)`` otherwise."""
+    try:
+        return json.loads(raw), True
+    except ValueError:
+        return None, False
+
+
+def _malformed(detail: str) -> Parsed:
+    return Parsed(failure=Attempt(failure=FailureKind.MALFORMED, detail=detail))
+
+
+def _token_counts(**counts: Any) -> dict[str, int] | None:
+    """Keep the integer counts; add the total when the server gave only its parts."""
+    usage = {k: v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)}
+    if "total_tokens" not in usage and {"prompt_tokens", "completion_tokens"} <= set(usage):
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    return usage or None
+
+
 class HttpProvider(Provider):
-    """Shared HTTP transport: one JSON POST, the 429 ``Retry-After`` policy, and the mapping of
-    transport and status errors to ``FailureKind``. Subclasses only know their wire format."""
+    """Shared HTTP policy: a streamed POST under one deadline, the 429 ``Retry-After``
+    policy, and the mapping of transport and status errors to ``FailureKind``. Subclasses
+    only know their wire format."""
+
+    #: Content-Type values of a streamed answer; anything else is read as one JSON body.
+    stream_types: ClassVar[tuple[str, ...]]
+    probe_path: ClassVar[str] = "/models"
+
+    def __init__(
+        self,
+        config: ProviderConfig,
+        *,
+        http: requests.Session | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        super().__init__(config, http=http, sleep=sleep)
+        self.watchdog = Watchdog(f"{self.name}-deadlines")  # its thread starts on first use
+
+    def _session(self) -> requests.Session:
+        """The base session, with connections that a deadline or a cancel can shut."""
+        return mount_abortable(super()._session())
 
     @abstractmethod
     def endpoint(self) -> str:
@@ -76,13 +139,19 @@ class HttpProvider(Provider):
 
     @abstractmethod
     def request_body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
-        """The JSON body: model and messages only, never tools/functions/tool_choice."""
+        """The JSON body: model, messages and ``stream``, never tools/functions/tool_choice."""
 
     @abstractmethod
-    def parse_reply(self, data: Any) -> Any:
-        """Pull the reply content out of a 200 body; return ``Attempt`` for shape errors."""
+    def parse_reply(self, data: Any) -> Parsed:
+        """Read a whole reply (a server that answered one JSON body)."""
 
-    probe_path: ClassVar[str] = "/models"
+    @abstractmethod
+    def framing(self) -> Framing:
+        """A fresh decoder for this format's stream."""
+
+    @abstractmethod
+    def parse_chunk(self, payload: str) -> Parsed:
+        """Read one message of the stream (an SSE event's data, an NDJSON line)."""
 
     def probe(self, timeout_s: float = 2.0) -> ProbeResult:
         """A cheap authenticated GET (model list) that proves the server answers and the key works."""
@@ -100,80 +169,139 @@ class HttpProvider(Provider):
         return ProbeResult(ok=status < 400, detail=detail, elapsed_ms=ms_since(started))
 
     def headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        accept = ", ".join((*self.stream_types, "application/json"))
+        headers = {"Content-Type": "application/json", "Accept": accept}
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
         return headers
 
-    def _attempt(self, messages: tuple[ChatMessage, ...]) -> Attempt:
+    def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed) -> Attempt:
         payload = json.dumps(self.request_body(messages), ensure_ascii=False).encode("utf-8")
-        sent = received = 0
-        retries = 0
-        while True:
-            sent += len(payload)
-            try:
-                response = self.http.post(
-                    self.endpoint(),
-                    data=payload,
-                    headers=self.headers(),
-                    timeout=self.config.timeout_s,
-                )
-            except requests.Timeout as exc:  # before ConnectionError: ConnectTimeout is both
-                return Attempt(None, FailureKind.TIMEOUT, type(exc).__name__, None,
-                                sent, received)
-            except requests.RequestException as exc:
-                return Attempt(None, FailureKind.CONNECTION, type(exc).__name__, None,
-                                sent, received)
-            received += len(response.content)
-            sizes = {"request_bytes": sent, "response_bytes": received}
-            status = response.status_code
-            if status == 429:
-                delay = _retry_after_seconds(response.headers.get("Retry-After"))
-                if (
-                    delay is not None
-                    and delay <= self.config.max_retry_after_s
-                    and retries < self.config.max_rate_limit_retries
-                ):
+        exchange = Exchange(self.http, self.watchdog, cancel=feed.cancel, deadline=feed.deadline,
+                            timeout_s=self.config.timeout_s, max_bytes=REPLY_MAX)
+        with exchange:
+            sent = 0
+            retries = 0
+            while True:
+                sent += len(payload)
+                response = exchange.post(self.endpoint(), payload, self.headers())
+                if isinstance(response, Broken):
+                    return Attempt(failure=response.kind, detail=response.detail,
+                                   request_bytes=sent, response_bytes=exchange.received)
+                status = response.status_code
+                if 200 <= status < 300:
+                    outcome = self._read_reply(exchange, response, feed)
+                    return replace(outcome, status_code=status, request_bytes=sent,
+                                   response_bytes=exchange.received)
+                body = exchange.read_body(response, ERROR_BODY_MAX)
+                sizes = {"status_code": status, "request_bytes": sent, "response_bytes": exchange.received}
+                if isinstance(body, Broken):
+                    return Attempt(failure=body.kind, detail=body.detail, **sizes)
+                delay = self._retry_delay(response, retries, feed)
+                if delay is not None:
                     retries += 1
-                    log.info(
-                        "provider rate limited, retrying: provider=%s model=%s "
-                        "retry_after_s=%s retry=%d",
-                        self.name, self.model, delay, retries,
-                    )
-                    self.sleep(delay)
+                    log.info("provider rate limited, retrying: provider=%s model=%s "
+                             "retry_after_s=%s retry=%d", self.name, self.model, delay, retries)
+                    self._pause(delay, feed)
                     continue
-            try:
-                data: Any = json.loads(response.content)
-            except ValueError:
-                data = None
-                decoded = False
-            else:
-                decoded = True
-            if not 200 <= status < 300:
-                message = _error_message(data) or f"HTTP {status}"
+                message = _error_message(_json(body)[0]) or f"HTTP {status}"
                 if status == 429 and retries:
                     message = f"{message} (after {retries} retries)"
-                return Attempt(None, _status_failure(status), message, status, **sizes)
-            if not decoded:
-                return Attempt(None, FailureKind.MALFORMED, "response is not JSON", status,
-                                **sizes)
-            parsed = self.parse_reply(data)
-            if isinstance(parsed, Attempt):
-                return Attempt(None, parsed.failure, parsed.detail, status, **sizes)
-            return text_or_failure(parsed, status_code=status, **sizes)
+                return Attempt(failure=_status_failure(status), detail=message, **sizes)
+
+    def _retry_delay(self, response: requests.Response, retries: int, feed: ReplyFeed) -> float | None:
+        """How long to wait before retrying a 429, or None to give up: only a short, explicit
+        ``Retry-After``, a bounded number of times, and never past the call's deadline."""
+        if response.status_code != 429 or retries >= self.config.max_rate_limit_retries:
+            return None
+        delay = _retry_after_seconds(response.headers.get("Retry-After"))
+        if delay is None or delay > self.config.max_retry_after_s or delay >= feed.remaining_s():
+            return None
+        return delay
+
+    def _read_reply(self, exchange: Exchange, response: requests.Response, feed: ReplyFeed) -> Attempt:
+        """A 2xx answer: a stream when its Content-Type says so, else one JSON body."""
+        content_type = response.headers.get("Content-Type", "").lower()
+        if any(kind in content_type for kind in self.stream_types):
+            return self._read_stream(exchange, response, feed)
+        body = exchange.read_body(response, None)
+        if isinstance(body, Broken):
+            return Attempt(failure=body.kind, detail=body.detail)
+        data, decoded = _json(body)
+        if not decoded:
+            return Attempt(failure=FailureKind.MALFORMED, detail="response is not JSON")
+        parsed = self.parse_reply(data)
+        if parsed.failure is not None:
+            return parsed.failure
+        text = text_or_failure(parsed.content)
+        if isinstance(text, Attempt):
+            return text
+        feed.put(text)  # one piece: this server does not stream
+        return Attempt(finish_reason=parsed.finish_reason, usage=parsed.usage)
+
+    def _read_stream(self, exchange: Exchange, response: requests.Response, feed: ReplyFeed) -> Attempt:
+        """Hand each piece on as it arrives, until the terminator, the end of the body, a
+        failure, or a sink that says stop (then the stream is closed unread)."""
+        framing = self.framing()
+        finish_reason: str | None = None
+        usage: dict[str, int] | None = None
+        while True:
+            data = exchange.read(response)
+            if isinstance(data, Broken):
+                return Attempt(failure=data.kind, detail=data.detail)
+            for payload in framing.feed(data) if data else framing.end():
+                parsed = self.parse_chunk(payload)
+                finish_reason = parsed.finish_reason or finish_reason
+                usage = parsed.usage or usage
+                failure = parsed.failure or _odd_content(parsed) or _stopped(exchange)
+                if failure is not None:
+                    exchange.discard(response)
+                    return replace(failure, finish_reason=finish_reason, usage=usage)
+                if parsed.content and not feed.put(parsed.content):
+                    exchange.discard(response)  # the sink has seen enough: hang up
+                    return Attempt(finish_reason=finish_reason, usage=usage)
+                if parsed.end:
+                    exchange.settle(response)
+                    return Attempt(finish_reason=finish_reason, usage=usage)
+            if not data:
+                if finish_reason is None:
+                    return Attempt(failure=FailureKind.CONNECTION, detail="stream ended early",
+                                   usage=usage)
+                return Attempt(finish_reason=finish_reason, usage=usage)
+
+
+def _odd_content(parsed: Parsed) -> Attempt | None:
+    """A stream chunk whose content is neither text nor absent."""
+    if parsed.content is None or isinstance(parsed.content, str):
+        return None
+    kind = type(parsed.content).__name__
+    return Attempt(failure=FailureKind.MALFORMED, detail=f"content is {kind}, not str")
+
+
+def _stopped(exchange: Exchange) -> Attempt | None:
+    """Cancelled or past the deadline, checked before each piece (a read may bring many)."""
+    stop = exchange.interrupted()
+    return None if stop is None else Attempt(failure=stop.kind, detail=stop.detail)
 
 
 def _upstream_error(data: dict[str, Any]) -> Attempt | None:
-    """A 200 body that carries an ``error`` object (OpenRouter forwards upstream failures so)."""
+    """A 200 body or stream chunk that carries an ``error`` object (OpenRouter forwards
+    upstream failures so, also in the middle of a stream)."""
     if data.get("error"):
         return Attempt(failure=FailureKind.UPSTREAM_ERROR,
-                        detail=_error_message(data) or "error in 200 response")
+                       detail=_error_message(data) or "error in 200 response")
     return None
+
+
+def _string(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 class OllamaProvider(HttpProvider):
     """Ollama's native ``/api/chat`` (not its OpenAI shim) so that images use the native
-    ``images`` field and error bodies are Ollama's ``{"error": "..."}``."""
+    ``images`` field and error bodies are Ollama's ``{"error": "..."}``. Its stream is
+    newline-delimited JSON: one object per piece, the last one with ``"done": true`` and the
+    token counts."""
 
     name = "ollama"
     needs_key = False
@@ -181,6 +309,7 @@ class OllamaProvider(HttpProvider):
     default_model = "qwen2.5:7b"
 
     probe_path = "/api/tags"
+    stream_types = ("application/x-ndjson", "application/ndjson")
 
     def endpoint(self) -> str:
         return f"{self.base_url}/api/chat"
@@ -192,18 +321,41 @@ class OllamaProvider(HttpProvider):
             if message.images:
                 item["images"] = [_strip_data_url(image) for image in message.images]
             wire.append(item)
-        return {"model": self.model, "messages": wire, "stream": False}
+        return {"model": self.model, "messages": wire, "stream": True}
 
-    def parse_reply(self, data: Any) -> Any:
+    def framing(self) -> Framing:
+        return NdjsonDecoder()
+
+    def parse_reply(self, data: Any) -> Parsed:
         if not isinstance(data, dict):
-            return Attempt(failure=FailureKind.MALFORMED, detail="body is not an object")
+            return _malformed("body is not an object")
         upstream = _upstream_error(data)
         if upstream is not None:
-            return upstream
+            return Parsed(failure=upstream)
         message = data.get("message")
         if not isinstance(message, dict):
-            return Attempt(failure=FailureKind.MALFORMED, detail="no message object")
-        return message.get("content")
+            return _malformed("no message object")
+        return Parsed(content=message.get("content"), finish_reason=_string(data.get("done_reason")),
+                      usage=_ollama_usage(data))
+
+    def parse_chunk(self, payload: str) -> Parsed:
+        data, decoded = _json(payload)
+        if not decoded or not isinstance(data, dict):
+            return _malformed("stream line is not a JSON object")
+        upstream = _upstream_error(data)
+        if upstream is not None:
+            return Parsed(failure=upstream)
+        message = data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if data.get("done") is not True:
+            return Parsed(content=content)
+        return Parsed(content=content, end=True, finish_reason=_string(data.get("done_reason")),
+                      usage=_ollama_usage(data))
+
+
+def _ollama_usage(data: dict[str, Any]) -> dict[str, int] | None:
+    return _token_counts(prompt_tokens=data.get("prompt_eval_count"),
+                         completion_tokens=data.get("eval_count"))
 
 
 def _strip_data_url(image: str) -> str:
@@ -215,12 +367,19 @@ def _strip_data_url(image: str) -> str:
 
 class OpenAICompatibleProvider(HttpProvider):
     """Any server speaking OpenAI's ``/chat/completions`` (vLLM, llama.cpp, OpenAI itself).
-    A key is optional because local servers often have none; hosted subclasses require one."""
+    A key is optional because local servers often have none; hosted subclasses require one.
+
+    Its stream is server-sent events: ``choices[0].delta.content`` pieces, a chunk with a
+    ``finish_reason``, ``usage`` where the server sends it (OpenRouter always does, in the
+    last chunk), then ``data: [DONE]``. No ``stream_options`` are sent: not every
+    compatible server accepts them."""
 
     name = "openai"
     needs_key = False
     default_base_url = "https://api.openai.com/v1"
     default_model = "gpt-4o-mini"
+
+    stream_types = ("text/event-stream",)
 
     def endpoint(self) -> str:
         return f"{self.base_url}/chat/completions"
@@ -235,25 +394,64 @@ class OpenAICompatibleProvider(HttpProvider):
                     for image in message.images
                 ]
             wire.append({"role": message.role, "content": content})
-        return {"model": self.model, "messages": wire}
+        return {"model": self.model, "messages": wire, "stream": True}
 
-    def parse_reply(self, data: Any) -> Any:
+    def framing(self) -> Framing:
+        return SseDecoder()
+
+    def parse_reply(self, data: Any) -> Parsed:
         if not isinstance(data, dict):
-            return Attempt(failure=FailureKind.MALFORMED, detail="body is not an object")
+            return _malformed("body is not an object")
         upstream = _upstream_error(data)
         if upstream is not None:
-            return upstream
+            return Parsed(failure=upstream)
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            return Attempt(failure=FailureKind.MALFORMED, detail="no choices[0]")
+            return _malformed("no choices[0]")
         choice = choices[0]
         upstream = _upstream_error(choice)
         if upstream is not None:
-            return upstream
+            return Parsed(failure=upstream)
         message = choice.get("message")
         if not isinstance(message, dict):
-            return Attempt(failure=FailureKind.MALFORMED, detail="no choices[0].message")
-        return message.get("content")
+            return _malformed("no choices[0].message")
+        return Parsed(content=message.get("content"), finish_reason=_string(choice.get("finish_reason")),
+                      usage=_openai_usage(data.get("usage")))
+
+    def parse_chunk(self, payload: str) -> Parsed:
+        if payload.strip() == "[DONE]":
+            return Parsed(end=True)
+        data, decoded = _json(payload)
+        if not decoded or not isinstance(data, dict):
+            return _malformed("stream event is not a JSON object")
+        upstream = _upstream_error(data)  # a mid-stream error: top-level `error`
+        if upstream is not None:
+            return Parsed(failure=upstream)
+        usage = _openai_usage(data.get("usage"))
+        choices = data.get("choices")
+        if not choices:  # a usage-only chunk, or an empty keep-alive
+            return Parsed(usage=usage)
+        if not isinstance(choices, list) or not isinstance(choices[0], dict):
+            return _malformed("no choices[0] in a stream chunk")
+        choice = choices[0]
+        upstream = _upstream_error(choice)
+        if upstream is not None:
+            return Parsed(failure=upstream)
+        finish_reason = _string(choice.get("finish_reason"))
+        if finish_reason == "error":
+            return Parsed(failure=Attempt(failure=FailureKind.UPSTREAM_ERROR,
+                                          detail="stream ended with finish_reason error"))
+        delta = choice.get("delta")
+        content = delta.get("content") if isinstance(delta, dict) else None
+        return Parsed(content=content, finish_reason=finish_reason, usage=usage)
+
+
+def _openai_usage(raw: Any) -> dict[str, int] | None:
+    if not isinstance(raw, dict):
+        return None
+    return _token_counts(prompt_tokens=raw.get("prompt_tokens"),
+                         completion_tokens=raw.get("completion_tokens"),
+                         total_tokens=raw.get("total_tokens"))
 
 
 class OpenRouterProvider(OpenAICompatibleProvider):

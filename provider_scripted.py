@@ -1,7 +1,9 @@
 """The scripted provider: replies from a JSON file, for demos and tests without a model.
 
 A real product module, bound by the same contract as the HTTP providers (text or `None`
-with a `FailureKind`). A script is a list consumed in order, or regex rules for demos.
+with a `FailureKind`). A script is a list consumed in order, or regex rules for demos. The
+reply streams word by word, as a model's would, so that demos and tests exercise the same
+live path (pieces, early stop, cancel) as a real server.
 """
 
 from __future__ import annotations
@@ -9,8 +11,8 @@ from __future__ import annotations
 import html
 import re
 import threading
-import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import requests
@@ -23,6 +25,7 @@ from provider_base import (
     Provider,
     ProviderConfig,
     ProviderError,
+    ReplyFeed,
     Sleep,
     text_or_failure,
 )
@@ -31,6 +34,8 @@ from provider_base import (
 #: provider recognises it so demo scripts can answer tool results.
 TOOL_RESULT_RE = re.compile(r"^Tool result for /([A-Za-z][A-Za-z0-9_]*)")
 
+#: One streamed piece: a word with the whitespace around it, so the pieces join to the reply.
+PIECE_RE = re.compile(r"\s*\S+\s*")
 
 
 
@@ -76,7 +81,7 @@ class ScriptedProvider(Provider):
         config: ProviderConfig,
         *,
         http: requests.Session | None = None,
-        sleep: Sleep = time.sleep,
+        sleep: Sleep | None = None,
     ) -> None:
         super().__init__(config, http=http, sleep=sleep)
         self.script = load_script(config.scripted_replies)
@@ -101,20 +106,30 @@ class ScriptedProvider(Provider):
         with self._lock:
             return len(self.script) - self._cursor
 
-    def _attempt(self, messages: tuple[ChatMessage, ...]) -> Attempt:
+    def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed) -> Attempt:
         sent = sum(len(m.content.encode("utf-8")) for m in messages)
         if isinstance(self.script, list):
             with self._lock:
                 if self._cursor >= len(self.script):
                     return Attempt(failure=FailureKind.SCRIPT_EXHAUSTED,
-                                    detail=f"all {len(self.script)} replies used",
-                                    request_bytes=sent)
+                                   detail=f"all {len(self.script)} replies used",
+                                   request_bytes=sent)
                 reply = self.script[self._cursor]
                 self._cursor += 1
         else:
             reply = self._match(messages)
-        received = len(reply.encode("utf-8")) if reply is not None else 0
-        return text_or_failure(reply, request_bytes=sent, response_bytes=received)
+        text = text_or_failure(reply)
+        if isinstance(text, Attempt):
+            return replace(text, request_bytes=sent)
+        received = 0
+        for piece in split_pieces(text):
+            stop = feed.interruption()
+            if stop is not None:
+                return Attempt(failure=stop, detail=stop.value, request_bytes=sent, response_bytes=received)
+            received += len(piece.encode("utf-8"))
+            if not feed.put(piece):
+                break
+        return Attempt(request_bytes=sent, response_bytes=received, finish_reason="stop")
 
     def _match(self, messages: Sequence[ChatMessage]) -> str:
         assert isinstance(self.script, RuleScript)
@@ -130,6 +145,11 @@ class ScriptedProvider(Provider):
             ):
                 return rule.reply.replace("{result}", quoted_result(last.partition("\n")[2]))
         return self.script.default
+
+
+def split_pieces(reply: str) -> list[str]:
+    """A reply as the pieces a model would stream: word by word, whitespace kept."""
+    return PIECE_RE.findall(reply) or [reply]
 
 
 def quoted_result(result: str) -> str:

@@ -1,7 +1,8 @@
 """The provider layer: LLM servers used as plain text chat-completion engines.
 
 Every provider turns a list of ``ChatMessage`` (roles system/user/assistant only) into one
-``Completion`` whose ``text`` is a ``str`` or ``None``. No tool schemas are ever sent and no
+``Completion`` whose ``text`` is a ``str`` or ``None``, streaming the text to a ``StreamSink``
+piece by piece as it arrives (``stream``), or all at once (``call``). No tool schemas are ever sent and no
 native tool calls are read: the orchestrator reads commands out of plain text itself, so a
 provider only has to move text. Runtime failures never raise; they are classified into a
 ``FailureKind`` so that the pipeline (retry once, then 502) and the ``FallbackChain`` can act
@@ -9,16 +10,18 @@ on them, and they are logged without any prompt text because prompts hold user d
 
 This module is the layer's public face: the registry, construction, and the fallback chain.
 The types and base class are in `provider_base.py`, the wire formats in `provider_http.py`,
-the scripted provider in `provider_scripted.py`; everything is re-exported from here.
+the scripted provider in `provider_scripted.py`, the abortable transport (deadline, cancel)
+in `provider_transport.py`, the SSE and NDJSON framing in `provider_wire.py`; everything a
+caller needs is re-exported from here.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 
 import requests
 
+from cancellation import CancelToken
 from provider_base import (
     ChatMessage,
     Completion,
@@ -28,6 +31,7 @@ from provider_base import (
     ProviderConfig,
     ProviderError,
     Sleep,
+    StreamSink,
     log,
 )
 from provider_http import (
@@ -43,7 +47,7 @@ from provider_scripted import ScriptedProvider, load_script, quoted_result
 __all__ = [
     "CerebrasProvider", "ChatMessage", "ChutesProvider", "Completion", "FailureKind", "FallbackChain",
     "HttpProvider", "OllamaProvider", "OpenAICompatibleProvider", "OpenRouterProvider", "ProbeResult", "Provider",
-    "ProviderConfig", "ProviderError", "ScriptedProvider", "build_chain", "build_provider", "load_script",
+    "ProviderConfig", "ProviderError", "ScriptedProvider", "StreamSink", "build_chain", "build_provider", "load_script",
     "parse_fallbacks", "provider_registry", "quoted_result",
 ]
 
@@ -68,7 +72,7 @@ def build_provider(
     config: ProviderConfig,
     *,
     http: requests.Session | None = None,
-    sleep: Sleep = time.sleep,
+    sleep: Sleep | None = None,
 ) -> Provider:
     """Instantiate the provider named by ``config.provider``."""
     registry = provider_registry()
@@ -91,14 +95,26 @@ class FallbackChain:
     def primary(self) -> Provider:
         return self.providers[0]
 
-    def call(self, messages: Sequence[ChatMessage]) -> Completion:
-        """First success wins; if every provider fails, the last failure is returned (each
-        provider has already logged its own failure)."""
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        sink: StreamSink | None = None,
+        *,
+        cancel: CancelToken | None = None,
+    ) -> Completion:
+        """First success wins; each attempt starts with ``sink.begin(name, model)`` so the
+        sink can drop what a failed attempt fed. A cancelled call returns at once (no
+        fallback); if every provider fails, the last failure is returned (each provider has
+        already logged its own failure)."""
         messages = tuple(messages)
         result: Completion | None = None
         for index, provider in enumerate(self.providers):
-            result = provider.call(messages)
-            if result.text is not None:
+            if sink is not None:
+                sink.begin(provider.name, provider.model)
+            result = provider.stream(messages, sink, cancel=cancel)
+            if result.text is not None or result.failure is FailureKind.CANCELLED:
+                return result
+            if cancel is not None and cancel.cancelled:  # a failure that raced with the cancel
                 return result
             if index + 1 < len(self.providers):
                 nxt = self.providers[index + 1]
@@ -109,6 +125,10 @@ class FallbackChain:
         log.warning("all %d providers failed; last kind=%s", len(self.providers),
                     result.failure.value if result.failure else None)
         return result
+
+    def call(self, messages: Sequence[ChatMessage], *, cancel: CancelToken | None = None) -> Completion:
+        """The whole reply at once: ``stream`` without a sink."""
+        return self.stream(messages, None, cancel=cancel)
 
     def complete(self, messages: Sequence[ChatMessage]) -> str | None:
         return self.call(messages).text
@@ -136,7 +156,7 @@ def build_chain(
     *,
     api_keys: Mapping[str, str] | None = None,
     http: requests.Session | None = None,
-    sleep: Sleep = time.sleep,
+    sleep: Sleep | None = None,
 ) -> FallbackChain:
     """Build the primary provider plus ``LLM_FALLBACKS``. A fallback of the same provider
     reuses the primary's base URL and key; another provider uses its default base URL and

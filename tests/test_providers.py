@@ -128,10 +128,8 @@ def test_request_and_reply(mock: responses.RequestsMock, name: str) -> None:
     assert request.headers["Authorization"] == f"Bearer {KEY}"
     assert request.req_kwargs["timeout"] == 7.5
     body = sent_json(mock)
-    expected: dict[str, Any] = {"model": "m-1", "messages": expected_plain_messages()}
-    if name == "ollama":
-        expected["stream"] = False
-    assert body == expected
+    # every provider asks for a stream (this mock answers one JSON body, which still works)
+    assert body == {"model": "m-1", "messages": expected_plain_messages(), "stream": True}
     assert_no_tool_keys(body)
 
 
@@ -186,7 +184,7 @@ def test_ollama_images_are_raw_base64(mock: responses.RequestsMock) -> None:
             {"role": "system", "content": "sys"},
             {"role": "user", "content": "what is this?", "images": [PNG, PNG]},
         ],
-        "stream": False,
+        "stream": True,
     }
 
 
@@ -363,13 +361,15 @@ class FakeProvider(Provider):
         super().__init__(ProviderConfig(provider="fake"))
         self.text, self.kind, self.seen = text, kind, 0
 
-    def call(self, messages: Any) -> Completion:  # type: ignore[override]
+    def stream(self, messages: Any, sink: Any = None, *, cancel: Any = None) -> Completion:
         self.seen += 1
+        if sink is not None and self.text is not None:
+            sink.feed(self.text)
         return Completion(text=self.text, provider=self.name, model=self.model,
                           failure=self.kind, elapsed_ms=0.0)
 
-    def _attempt(self, messages: Any) -> Any:  # pragma: no cover - call() is overridden
-        raise AssertionError("FakeProvider answers in call()")
+    def _attempt(self, messages: Any, feed: Any) -> Any:  # pragma: no cover - stream() is overridden
+        raise AssertionError("FakeProvider answers in stream()")
 
 
 def test_chain_falls_back_to_second() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from cancellation import CancelToken
 from providers import (
     ChatMessage,
     FailureKind,
@@ -76,6 +77,56 @@ def test_list_script_is_thread_safe(tmp_path: Path) -> None:
     handed_out = [t for t in got if t is not None]
     assert sorted(handed_out) == sorted(replies)  # each reply exactly once
     assert got.count(None) == 500 - 400
+
+
+# --- streaming ---------------------------------------------------------------------------------
+
+
+class Sink:
+    """Keeps the pieces; says stop after ``stop_after`` of them, or runs ``then`` on each."""
+
+    def __init__(self, stop_after: int | None = None, then: Any = None) -> None:
+        self.pieces: list[str] = []
+        self.begins: list[tuple[str, str]] = []
+        self.stop_after, self.then = stop_after, then
+
+    def begin(self, provider: str, model: str) -> None:
+        self.begins.append((provider, model))
+
+    def feed(self, piece: str) -> bool:
+        self.pieces.append(piece)
+        if self.then is not None:
+            self.then()
+        return self.stop_after is None or len(self.pieces) < self.stop_after
+
+
+@pytest.mark.parametrize(("reply", "pieces"), [
+    ("one", ["one"]),
+    ("  Hello there,\nworld  ", ["  Hello ", "there,\n", "world  "]),
+    ("/weather Paris\nand more", ["/weather ", "Paris\n", "and ", "more"]),
+])
+def test_stream_feeds_word_by_word(tmp_path: Path, reply: str, pieces: list[str]) -> None:
+    sink = Sink()
+    result = scripted(tmp_path, [reply]).stream(user("x"), sink)
+    assert sink.pieces == pieces and result.text == reply == "".join(sink.pieces)
+    assert result.first_text_ms is not None and not result.stopped_early
+
+
+def test_stream_early_stop_and_cancel(tmp_path: Path) -> None:
+    provider = scripted(tmp_path, ["/remember tea and more words", "a b c"])
+    stopped = provider.stream(user("x"), Sink(stop_after=1))
+    assert (stopped.text, stopped.stopped_early, stopped.failure) == ("/remember ", True, None)
+    token = CancelToken()
+    sink = Sink(then=token.cancel)
+    cancelled = provider.stream(user("x"), sink, cancel=token)
+    assert (cancelled.text, cancelled.failure, sink.pieces) == (None, FailureKind.CANCELLED, ["a "])
+    assert provider.remaining == 0  # both replies were handed out
+
+
+def test_stream_of_a_failure_feeds_nothing(tmp_path: Path) -> None:
+    sink = Sink()
+    result = scripted(tmp_path, [None]).stream(user("x"), sink)
+    assert result.failure is FailureKind.EMPTY and sink.pieces == []
 
 
 # --- rule scripts ------------------------------------------------------------------------------
