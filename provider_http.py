@@ -111,6 +111,8 @@ def _token_counts(**counts: Any) -> dict[str, int] | None:
 
 
 class HttpProvider(Provider):
+    finish_reason_required: ClassVar[bool] = False  # a terminator without one means "cut short"
+
     """Shared HTTP policy: a streamed POST under one deadline, the 429 ``Retry-After``
     policy, and the mapping of transport and status errors to ``FailureKind``. Subclasses
     only know their wire format."""
@@ -262,6 +264,9 @@ class HttpProvider(Provider):
                     return Attempt(finish_reason=finish_reason, usage=usage)
                 if parsed.end:
                     exchange.settle(response)
+                    if finish_reason is None and self.finish_reason_required:
+                        return Attempt(failure=FailureKind.CONNECTION, usage=usage,
+                                       detail="stream ended without a finish reason (cut short by the server)")
                     return Attempt(finish_reason=finish_reason, usage=usage)
             if not data:
                 if finish_reason is None:
@@ -366,6 +371,11 @@ def _strip_data_url(image: str) -> str:
 
 
 class OpenAICompatibleProvider(HttpProvider):
+    # Every OpenAI-compatible server sends a finish_reason before `[DONE]`; llama.cpp's server
+    # sends a bare `[DONE]` when another request interrupts the stream, which must not pass
+    # for a finished answer (the pipeline resets what was shown and retries).
+    finish_reason_required = True
+
     """Any server speaking OpenAI's ``/chat/completions`` (vLLM, llama.cpp, OpenAI itself).
     A key is optional because local servers often have none; hosted subclasses require one.
 

@@ -342,9 +342,10 @@ def test_provider_stream_cancelled_from_another_thread_returns_promptly(llama_se
     assert time.monotonic() - started < 30, "the engine went on generating the cancelled story"
 
 
-def test_provider_stream_cut_short_by_another_request_keeps_what_came(llama_server: LlamaServer) -> None:
-    """What our provider makes of the cut of the raw test above: it stops at `[DONE]` (never
-    sees the dropped HTTP ending) and returns the text that came, with no `finish_reason`."""
+def test_provider_stream_cut_short_by_another_request_is_a_failure(llama_server: LlamaServer) -> None:
+    """What our provider makes of the cut of the raw test above: a `[DONE]` with no
+    `finish_reason` is not a finished answer, so the call fails (CONNECTION) and the pipeline
+    resets what it showed and retries, instead of storing half an answer as whole."""
     provider = provider_for(llama_server)
     sink = Sink()
     result: list[Completion] = []
@@ -356,8 +357,8 @@ def test_provider_stream_cut_short_by_another_request_keeps_what_came(llama_serv
     assert second.status_code == 200
     assert result, "the provider call did not return"
     cut = result[0]
-    assert cut.failure is None, (cut.failure, cut.detail)
-    assert cut.text == "".join(sink.pieces) and cut.finish_reason is None
+    assert cut.failure is FailureKind.CONNECTION and cut.text is None, (cut.failure, cut.detail)
+    assert sink.pieces and cut.finish_reason is None
 
 
 # c. our server, end to end --------------------------------------------------------------------

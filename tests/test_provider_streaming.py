@@ -241,6 +241,13 @@ def test_end_of_body_without_terminator_is_a_connection_failure(fake: FakeLLMSer
     assert (result.text, result.failure, result.detail) == (None, FailureKind.CONNECTION, "stream ended early")
 
 
+def test_done_without_a_finish_reason_is_a_stream_cut_short(fake: FakeLLMServer) -> None:
+    """llama.cpp's server ends an interrupted stream with a bare `[DONE]`: not an answer."""
+    fake.queue(StreamReply(("half ", "an answer"), finish_reason=None, terminate=True))
+    result = provider_for(fake).stream(MESSAGES, Recorder())
+    assert result.text is None and result.failure is FailureKind.CONNECTION and "finish reason" in result.detail
+
+
 def test_finish_reason_without_done_is_enough(fake: FakeLLMServer) -> None:
     fake.queue(StreamReply(("fine",), finish_reason="length", terminate=False))
     result = provider_for(fake).call(MESSAGES)
