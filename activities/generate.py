@@ -76,7 +76,7 @@ class GenerationJob:
                 return None
             self.publish("problem.started", {"index": index, "attempt": attempt})
             try:
-                title, statement, starter, reference, cases = self._draft(activity, index, taken, feedback)
+                title, statement, starter, reference, cases = self._draft(activity, index, taken, feedback, cancel)
                 self._verify(activity.language, starter, reference, cases, cancel)
             except DraftRejected as rejected:
                 self.publish("problem.rejected", {"index": index, "attempt": attempt, "code": rejected.code})
@@ -94,7 +94,8 @@ class GenerationJob:
         self.publish("problem.failed", {"index": index, "attempts": MAX_ATTEMPTS})
         return None
 
-    def _draft(self, activity: Activity, index: int, taken: list[str], feedback: str):  # type: ignore[no-untyped-def]
+    def _draft(self, activity: Activity, index: int, taken: list[str], feedback: str,  # type: ignore[no-untyped-def]
+               cancel: CancelToken = NEVER):
         prompt = (
             f"Write practice problem {index + 1} of {activity.requested} about: {activity.topic}\n"
             f"Language: {activity.language}. Difficulty: {activity.difficulty}.\n"
@@ -102,7 +103,9 @@ class GenerationJob:
             + f"Answer with JSON of this shape:\n{schema_text(activity.language)}\n"
             + (f"\n{feedback}" if feedback else "")
         )
-        reply = self.chat.complete([ChatMessage(role="system", content=SYSTEM), ChatMessage(role="user", content=prompt)])
+        messages = [ChatMessage(role="system", content=SYSTEM), ChatMessage(role="user", content=prompt)]
+        reply = self.chat.call(messages, cancel=cancel).text
+        cancel.raise_if_cancelled()
         if reply is None or not reply.strip():
             raise DraftRejected("provider_unavailable", "the model gave no answer")
         draft, cases = parse_draft(reply, activity.language)

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from cancellation import Cancelled
 from providers import ChatMessage, FailureKind, FallbackChain
 from storage.uploads import StoredImage, load_data_url
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
@@ -79,7 +80,9 @@ def image_analyze(data: ImageAnalyzeInput, ctx: ToolContext) -> ImageAnalyzeOutp
     completion = vision.call([
         ChatMessage(role="system", content=VISION_SYSTEM_PROMPT),
         ChatMessage(role="user", content=question, images=tuple(urls)),
-    ])
+    ], cancel=ctx.cancel)
+    if completion.failure == FailureKind.CANCELLED:
+        raise Cancelled()
     text = (completion.text or "").strip()
     if not text:
         if completion.failure == FailureKind.TIMEOUT:
