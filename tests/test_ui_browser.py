@@ -115,7 +115,10 @@ def test_model_text_cannot_run_script(ui: Any, llm: FakeLLMServer) -> None:
                  || /^\\s*javascript:/i.test(a.value))).map(node => node.outerHTML)"""
     )
     assert injected == []
-    assert bubble.locator("a").count() == 2  # the links stay, as text without an href
+    text = bubble.inner_text()  # raw HTML is shown as the text it is, not run and not dropped
+    assert "<script>window.__xss=1</script>" in text and "<img src=x onerror=window.__xss=3>" in text
+    assert '<a href="javascript:alert(4)">y</a>' in text and "<p onclick=alert(7)" in text
+    assert bubble.locator("a").count() == 1  # the Markdown link stays, as text without an href
     for link in bubble.locator("a").all():  # clicking what is left runs nothing
         link.click(modifiers=["Control"])
     ui.wait_for_timeout(200)

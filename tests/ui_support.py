@@ -65,7 +65,8 @@ def server(llm: FakeLLMServer, tmp_path_factory: pytest.TempPathFactory) -> Iter
     env.update(
         HOST="127.0.0.1", PORT=str(port), PYTHONUNBUFFERED="1",
         DATABASE_PATH=str(tmp / "app.db"), DATA_DIR=str(tmp / "data"), AUTH_TOKEN_FILE=str(tmp / "admin.token"),
-        LLM_PROVIDER="openai", LLM_BASE_URL=llm.openai_base_url, LLM_MODEL="fake", LLM_TIMEOUT_S="5",
+        # LLM_TIMEOUT_S bounds a whole streamed reply, and the live tests stream for seconds
+        LLM_PROVIDER="openai", LLM_BASE_URL=llm.openai_base_url, LLM_MODEL="fake", LLM_TIMEOUT_S="30",
         IMAGE_PROVIDER="openai", IMAGE_BASE_URL=llm.openai_base_url, IMAGE_MODEL="fake-image",
         JUDGE_ENABLED="0", SECRET_KEY="browser-test-secret",
     )
@@ -131,3 +132,35 @@ def seen_before_reply(page: Any, selector: str) -> None:
 def send(page: Any, text: str) -> None:
     page.fill("#composer-input", text)
     page.press("#composer-input", "Enter")
+
+
+def rest(server: dict[str, str], method: str, path: str, **kwargs: Any) -> Any:
+    """The HTTP API as another client of the same user (Bearer token); answers the JSON."""
+    response = requests.request(method, server["base"] + path, headers={"Authorization": f"Bearer {server['token']}"},
+                                timeout=5, **kwargs)
+    assert response.status_code < 400, response.text
+    return response.json()
+
+
+def open_session_id(page: Any) -> str:
+    """The id of the chat on screen (the page keeps it in localStorage)."""
+    session_id = page.evaluate("localStorage.getItem('orchestrator.lastSession')")
+    assert session_id, "no chat is open"
+    return session_id
+
+
+def wait_turn_over(server: dict[str, str], session_id: str) -> None:
+    """Block until the session has no running turn (polled through the API)."""
+    _wait_active_turn(server, session_id, running=False)
+
+
+def wait_turn_running(server: dict[str, str], session_id: str) -> None:
+    """Block until the session has a running turn (polled through the API)."""
+    _wait_active_turn(server, session_id, running=True)
+
+
+def _wait_active_turn(server: dict[str, str], session_id: str, *, running: bool) -> None:
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while (rest(server, "GET", f"/sessions/{session_id}")["active_turn"] is not None) != running:
+        assert time.monotonic() < deadline, f"the turn never {'started' if running else 'ended'}"
+        time.sleep(0.02)

@@ -1,25 +1,77 @@
-// The chat web UI: login, sessions, the message list, the composer and live turn progress.
+// The chat web UI: login, sessions, the message list and the composer. A turn in progress
+// (its events, the growing answer, Stop, reconnecting) is a LiveTurn (live.js); this file
+// decides where a turn's messages go when it ends: into its own chat, if that is on screen.
 
-import { api, ApiError, streamChat, streamToolResult } from "/static/js/api.js";
-import { initCodePanel, initProblemsPanel, listActivities } from "/static/js/panels.js";
-import { badge, el, formatMs, renderMarkdown, renderToolMessage } from "/static/js/render.js";
-import { isWidgetAnswer, isWidgetCall, renderAnswer, renderWidget, resetWidgets, widgetFor } from "/static/js/widgets.js";
+import { api, ApiError } from "/static/js/api.js";
+import { LiveTurn } from "/static/js/live.js";
+import {
+  flash, hasMessage, isPinned, messageList, messageNode, scrollToEnd, setWidgetHandler, updateEmptyHint, visibleMessages,
+} from "/static/js/messages.js";
+import { initComposer, restoreDraft } from "/static/js/composer.js";
+import { closeDrawer, initLayout } from "/static/js/layout.js";
+import { initCodePanel, initProblemsPanel } from "/static/js/panels.js";
+import { el } from "/static/js/render.js";
+import { isWidgetAnswer, resetWidgets, widgetFor } from "/static/js/widgets.js";
 
 const LAST_SESSION_KEY = "orchestrator.lastSession"; // the only thing kept in localStorage
 const PAGE_SIZE = 50;
-const MAX_IMAGES = 4;
 const DEFAULT_SESSION_NAME = "New chat"; // storage/sessions.py DEFAULT_NAME
+const RETRYABLE = new Set(["provider_unavailable", "storage_unavailable", "network_error", "stream_closed", "rate_limited"]);
 
 const $ = (id) => document.getElementById(id);
-const state = { user: null, sessions: [], sessionId: null, oldestId: null, busy: false, loads: 0, attachments: [] };
+const state = {
+  user: null,
+  sessions: [],
+  sessionId: null, // the chat on screen (null: a new chat not created yet)
+  view: 0, // bumped whenever another chat is put on screen
+  page: 0, // bumped by each load of the message list; only the newest may fill it
+  pageLoad: null, // that load, while it runs
+  oldestId: null,
+  loads: 0,
+  turns: new Set(), // every LiveTurn this page follows, in any chat
+};
 
 // While a session's messages load, sending waits (a late page would wipe the new turn) and
-// #app-view says aria-busy; only the newest load may fill the list.
+// #app-view says aria-busy.
 function loading(on) {
   state.loads += on ? 1 : -1;
   $("app-view").setAttribute("aria-busy", String(state.loads > 0));
 }
 
+// What a LiveTurn asks of the page.
+const host = {
+  onScreen(turn) {
+    return turn.sessionId ? turn.sessionId === state.sessionId : turn.view === state.view;
+  },
+  // The first turn of a new chat created it: that chat is now the one on screen.
+  sessionKnown(turn) {
+    if (state.sessionId === null && state.view === turn.view) {
+      state.sessionId = turn.sessionId;
+      localStorage.setItem(LAST_SESSION_KEY, turn.sessionId);
+    }
+    loadSessions().catch(() => null);
+  },
+  // replay.gap: some events were lost, so the messages come from the server again.
+  reload(turn) {
+    if (host.onScreen(turn) && turn.sessionId) showMessages(turn.sessionId);
+  },
+  changed() {
+    updateComposer();
+  },
+  notice(turn, text) {
+    if (host.onScreen(turn)) flash(text);
+  },
+};
+
+function currentTurn() {
+  for (const turn of state.turns) if (host.onScreen(turn)) return turn;
+  return null;
+}
+
+function liveTurnFor(sessionId) {
+  for (const turn of state.turns) if (turn.sessionId === sessionId) return turn;
+  return null;
+}
 // ---------------------------------------------------------------- login
 
 async function boot() {
@@ -73,9 +125,13 @@ $("login-form").addEventListener("submit", async (event) => {
 
 $("logout-button").addEventListener("click", async () => {
   await api("POST", "/api/logout").catch(() => null);
+  for (const turn of state.turns) turn.close(); // the turns go on on the server
+  state.turns.clear();
   state.user = null;
   state.sessionId = null;
-  $("message-list").replaceChildren();
+  state.view += 1;
+  messageList().replaceChildren();
+  updateComposer();
   showLogin();
 });
 
@@ -93,6 +149,7 @@ function renderSessions() {
   const template = $("session-item");
   for (const session of state.sessions) {
     const item = template.content.firstElementChild.cloneNode(true);
+    item.dataset.sessionId = session.id;
     const open = item.querySelector(".session-open");
     const name = session.name || "Untitled";
     open.textContent = name;
@@ -162,13 +219,16 @@ function confirmDelete(item, session) {
 
 function startNewChat() {
   state.sessionId = null;
+  state.view += 1;
+  state.page += 1;
   state.oldestId = null;
   localStorage.removeItem(LAST_SESSION_KEY);
-  $("message-list").replaceChildren();
+  messageList().replaceChildren();
   resetWidgets();
   $("load-older").hidden = true;
   updateEmptyHint();
   renderSessions();
+  updateComposer();
 }
 
 $("new-session").addEventListener("click", async () => {
@@ -188,287 +248,284 @@ $("new-session").addEventListener("click", async () => {
 
 async function openSession(id) {
   state.sessionId = id;
+  state.view += 1;
   localStorage.setItem(LAST_SESSION_KEY, id);
   renderSessions();
-  $("message-list").replaceChildren();
+  await showMessages(id);
+}
+
+// Fill the list with the chat's newest page of messages, then its turn in progress: the one
+// this page follows already, or (after a reload, or a turn started elsewhere) the session's
+// `active_turn`, which is then followed from its first event.
+function showMessages(id) {
+  const token = (state.page += 1);
+  messageList().replaceChildren();
   resetWidgets();
+  updateComposer();
   loading(true);
-  try {
-    const page = await api("GET", `/sessions/${id}/messages?limit=${PAGE_SIZE}`);
-    if (state.sessionId !== id) return; // the user opened another session meanwhile
-    for (const message of page.messages) appendMessage(message);
-    state.oldestId = page.messages.length ? page.messages[0].id : null;
-    $("load-older").hidden = !page.has_more;
-  } catch (error) {
-    if (state.sessionId !== id) return;
-    if (error.status === 404) {
-      startNewChat();
-      await loadSessions();
-      return;
+  const load = (async () => {
+    try {
+      const [page, session] = await Promise.all([
+        api("GET", `/sessions/${id}/messages?limit=${PAGE_SIZE}`),
+        liveTurnFor(id) ? null : api("GET", `/sessions/${id}`),
+      ]);
+      if (state.page !== token) return; // the user opened another chat meanwhile
+      const list = messageList();
+      list.replaceChildren();
+      for (const message of visibleMessages(page.messages)) list.append(messageNode(message));
+      state.oldestId = page.messages.length ? page.messages[0].id : null;
+      $("load-older").hidden = !page.has_more;
+      let turn = liveTurnFor(id);
+      if (!turn && session && session.active_turn && session.active_turn.turn_id) {
+        turn = followTurn(id, session.active_turn.turn_id);
+      }
+      if (turn) turn.attach(list);
+    } catch (error) {
+      if (state.page !== token) return;
+      if (error.status === 404) {
+        startNewChat();
+        await loadSessions();
+        return;
+      }
+      flash(`Could not load messages: ${error.message}`);
+    } finally {
+      loading(false);
     }
-    flash(`Could not load messages: ${error.message}`);
-  } finally {
-    loading(false);
-  }
-  updateEmptyHint();
-  scrollToEnd();
+    if (state.page !== token) return;
+    updateEmptyHint();
+    updateComposer();
+    scrollToEnd();
+  })();
+  state.pageLoad = load;
+  return load;
 }
 
 $("load-older").addEventListener("click", async () => {
   if (!state.sessionId || state.oldestId === null) return;
   const page = await api("GET", `/sessions/${state.sessionId}/messages?limit=${PAGE_SIZE}&before=${state.oldestId}`);
-  const list = $("message-list");
+  const list = messageList();
   const first = list.firstChild;
-  for (const message of page.messages) list.insertBefore(messageNode(message), first);
+  for (const message of visibleMessages(page.messages)) {
+    if (!hasMessage(message.id)) list.insertBefore(messageNode(message), first);
+  }
   if (page.messages.length) state.oldestId = page.messages[0].id;
   $("load-older").hidden = !page.has_more;
 });
 
-// ---------------------------------------------------------------- messages
+// ---------------------------------------------------------------- turns
 
-function messageNode(message) {
-  const role = message.role || "";
-  const node = el("article", { class: `message role-${role.endsWith("_tools") ? "tool" : role}`, "data-id": message.id });
-  if (role.endsWith("_tools") && isWidgetCall(message)) {
-    node.className = "message role-widget";
-    node.append(renderWidget(message, answerWidget));
-  } else if (role.endsWith("_tools") && isWidgetAnswer(message)) {
-    node.className = "message role-answer";
-    node.append(renderAnswer(message));
-  } else if (role.endsWith("_tools")) {
-    node.append(renderToolMessage(message));
-  } else if (role === "user") {
-    node.append(el("h2", { class: "visually-hidden", text: "You said" }));
-    node.append(el("div", { class: "bubble user-text", text: message.content }));
-    const images = (message.meta && message.meta.images) || [];
-    if (images.length) {
-      const strip = el("div", { class: "image-strip" });
-      for (const image of images) {
-        if (typeof image.path === "string" && /^uploads\/\d+\/[\w.-]+$/.test(image.path)) {
-          strip.append(el("img", { src: `/files/${image.path}`, alt: "uploaded image", loading: "lazy" }));
-        }
-      }
-      node.append(strip);
-    }
-  } else {
-    node.append(el("h2", { class: "visually-hidden", text: "Assistant said" }));
-    const body = el("div", { class: "bubble markdown" });
-    body.append(renderMarkdown(message.content));
-    node.append(body);
-  }
-  return node;
+// Follow a turn this page did not start (a reload, another tab, a busy chat).
+function followTurn(sessionId, turnId) {
+  const turn = new LiveTurn({ sessionId, turnId, view: state.view, host });
+  state.turns.add(turn);
+  runTurn(turn, () => turn.follow()).then((outcome) => settleChatTurn(turn, outcome, null));
+  return turn;
 }
 
-function appendMessage(message) {
-  const node = messageNode(message);
-  $("message-list").append(node);
-  return node;
+// Run a turn to its end; the page stops counting it as live before anything is drawn.
+async function runTurn(turn, start) {
+  updateComposer();
+  let outcome = null;
+  try {
+    outcome = await start();
+  } finally {
+    state.turns.delete(turn);
+    updateComposer();
+  }
+  // A page load under way may not hold this turn's messages: let it land first.
+  if (state.pageLoad) await state.pageLoad.catch(() => null);
+  return outcome;
 }
 
-function updateEmptyHint() {
-  $("empty-hint").hidden = $("message-list").childElementCount > 0;
+function sendBody(text, files, sessionId) {
+  if (!files.length) return sessionId ? { message: text, session_id: sessionId } : { message: text };
+  const body = new FormData();
+  body.append("message", text);
+  if (sessionId) body.append("session_id", sessionId);
+  for (const file of files) body.append("images[]", file, file.name || "image.png");
+  return body;
 }
 
-function scrollToEnd() {
-  const box = $("messages");
-  box.scrollTop = box.scrollHeight;
-}
-
-function flash(text) {
-  const node = el("div", { class: "notice notice-error", role: "alert", text });
-  $("message-list").append(node);
-  updateEmptyHint();
-  scrollToEnd();
-}
-
-// ---------------------------------------------------------------- live progress of a turn
-
-class Progress {
-  constructor() {
-    this.started = performance.now();
-    this.list = el("ol", { class: "progress-steps" });
-    this.title = el("span", { class: "progress-title", text: "Working…" });
-    this.node = el(
-      "details",
-      { class: "progress running", open: true, "aria-live": "polite", "data-testid": "progress" },
-      el("summary", {}, el("span", { class: "spinner", "aria-hidden": "true" }), this.title),
-      this.list,
-    );
-    this.running = new Map();
-  }
-
-  step(key, text) {
-    const item = el("li", { class: "step running" }, el("span", { class: "step-text", text }));
-    this.list.append(item);
-    if (key) this.running.set(key, item);
-    scrollToEnd();
-    return item;
-  }
-
-  finish(key, text, ok, code, ms) {
-    const item = this.running.get(key) || this.step(null, text);
-    this.running.delete(key);
-    item.classList.remove("running");
-    item.querySelector(".step-text").textContent = text;
-    item.append(badge(ok, code));
-    if (ms !== undefined) item.append(el("span", { class: "muted duration", text: formatMs(ms) }));
-  }
-
-  handle({ event, data }) {
-    data = data || {};
-    const pass = (data.pass ?? 0) + 1;
-    switch (event) {
-      case "turn.started":
-        this.step(null, "Turn started").classList.remove("running");
-        break;
-      case "provider.request":
-        this.step(`provider-${pass}-${data.attempt}`, `Calling the model (pass ${pass}${data.attempt > 1 ? ", retry" : ""})…`);
-        break;
-      case "provider.response":
-        this.finish(
-          `provider-${pass}-${data.attempt}`,
-          data.ok ? `Model answered (pass ${pass}, ${data.provider || "provider"})` : `Model failed: ${data.failure || "no answer"}`,
-          Boolean(data.ok), data.failure, data.elapsed_ms,
-        );
-        break;
-      case "command.detected":
-        this.step(null, `Command /${data.name} detected`).classList.remove("running");
-        break;
-      case "tool.started":
-        this.step(`tool-${data.name}`, `Running /${data.name}…`);
-        break;
-      case "tool.finished":
-        this.finish(`tool-${data.name}`, `Tool /${data.name} finished`, Boolean(data.ok), data.code, data.duration_ms);
-        break;
-      default:
-        break;
-    }
-  }
-
-  end(ok) {
-    const elapsed = performance.now() - this.started;
-    this.node.classList.remove("running");
-    this.node.open = false;
-    const steps = this.list.childElementCount;
-    this.title.textContent = `${ok ? "Done" : "Failed"}: ${steps} step${steps === 1 ? "" : "s"} in ${formatMs(elapsed)}`;
-    for (const item of this.running.values()) item.classList.remove("running");
-  }
-}
-
-// ---------------------------------------------------------------- sending
-
-async function send(text, files, sessionId) {
-  state.busy = true;
-  $("send-button").disabled = true;
-  const list = $("message-list");
-  const pendingUser = appendMessage({ role: "user", content: text });
+function pendingUserNode(text, files) {
+  const node = messageNode({ role: "user", content: text });
+  node.classList.add("pending");
   if (files.length) {
     const strip = el("div", { class: "image-strip" });
     for (const file of files) strip.append(el("img", { src: URL.createObjectURL(file), alt: "uploaded image" }));
-    pendingUser.append(strip);
+    node.append(strip);
   }
-  const progress = new Progress();
-  list.append(progress.node);
-  updateEmptyHint();
-  scrollToEnd();
-
-  let body;
-  if (files.length) {
-    body = new FormData();
-    body.append("message", text);
-    if (sessionId) body.append("session_id", sessionId);
-    for (const file of files) body.append("images[]", file, file.name || "image.png");
-  } else {
-    body = { message: text };
-    if (sessionId) body.session_id = sessionId;
-  }
-
-  let outcome;
-  try {
-    outcome = await streamChat(body, (event) => progress.handle(event));
-  } catch (error) {
-    outcome = { event: "error", data: { ...(error.body || {}), error: { code: error.code || "network_error", message: error.message } } };
-  }
-  const data = outcome.data || {};
-  progress.end(outcome.event === "done");
-  if (outcome.event === "done") {
-    await nameAfterFirstMessage(data.session_id, text);
-    const stored = data.messages || [];
-    const userMessage = stored.find((message) => message.role === "user");
-    if (userMessage) pendingUser.replaceWith(messageNode(userMessage));
-    appendTurnMessages(stored.filter((message) => message.role !== "user"));
-  } else {
-    list.append(errorNode(data, text, files));
-  }
-  const newSession = data.session_id && data.session_id !== state.sessionId;
-  if (data.session_id) {
-    state.sessionId = data.session_id;
-    localStorage.setItem(LAST_SESSION_KEY, data.session_id);
-  }
-  state.busy = false;
-  $("send-button").disabled = false;
-  scrollToEnd();
-  if (newSession || outcome.event === "done") await loadSessions().catch(() => null);
+  return node;
 }
 
-// A chat made with "New chat" is named after its first message, as /chat names new sessions.
-async function nameAfterFirstMessage(sessionId, text) {
+// Send a message to the chat on screen. `retry`: the failed turn whose message this sends
+// again; its bubble is reused, so the message shows once.
+async function send(text, files, retry = null) {
+  const sessionId = retry ? retry.sessionId : state.sessionId;
+  const firstTurn = retry ? retry.firstTurn : !messageList().querySelector(".message[data-id]");
+  const list = messageList();
+  let userNode = retry && retry.userNode && retry.userNode.isConnected ? retry.userNode : null;
+  if (userNode) {
+    retry.progress.remove();
+  } else {
+    userNode = pendingUserNode(text, files);
+    list.append(userNode);
+  }
+  const turn = new LiveTurn({ sessionId, view: state.view, host, userNode });
+  state.turns.add(turn);
+  list.append(turn.progress.node);
+  updateEmptyHint();
+  scrollToEnd();
+  const outcome = await runTurn(turn, () => turn.post("/chat", sendBody(text, files, sessionId)));
+  await settleChatTurn(turn, outcome, { text, files, firstTurn });
+}
+
+// A chat turn ended: its stored messages replace the live ones if its chat is on screen
+// (else they come from the server when the chat is opened again). `sent`: {text, files,
+// firstTurn} when this page sent the message (then a failure offers Retry).
+async function settleChatTurn(turn, outcome, sent) {
+  if (!outcome) return turn.end("failed"); // the page let go of it (signed out)
+  const data = outcome.data || {};
+  const onScreen = host.onScreen(turn);
+  switch (outcome.event) {
+    case "done": {
+      const stopped = Boolean(data.stopped);
+      turn.end(stopped ? "stopped" : "done");
+      if (!host.onScreen(turn)) {
+        // nothing to draw: the messages come from the server when the chat is opened
+      } else if (!Array.isArray(data.messages)) {
+        await showMessages(turn.sessionId);
+      } else {
+        turn.showStored(data.messages);
+        if (stopped && !data.messages.some((message) => message.role === "assistant")) {
+          messageList().append(el("p", { class: "notice stopped-empty", text: "Stopped before the model wrote anything." }));
+        }
+      }
+      await nameAfterFirstMessage(turn.sessionId, data.messages, sent);
+      break;
+    }
+    case "gone": // the server no longer knows the turn: it is over, the messages say how
+      turn.end("done");
+      if (onScreen) await showMessages(turn.sessionId);
+      break;
+    case "refused":
+      refused(turn, outcome.error, sent);
+      break;
+    default:
+      turn.end("failed");
+      if (onScreen) {
+        turn.dropAnswer();
+        messageList().append(errorNode(data, sent, turn));
+      }
+  }
+  if (host.onScreen(turn)) {
+    updateEmptyHint();
+    if (isPinned() || outcome.event !== "done") scrollToEnd();
+  }
+  await loadSessions().catch(() => null);
+}
+
+// POST /chat was turned down before a turn ran (nothing was stored).
+function refused(turn, error, sent) {
+  const onScreen = host.onScreen(turn);
+  if (error.code === "turn_in_progress" && turn.sessionId) {
+    // Another turn of this chat is running (another tab): show it; the message goes back
+    // to the composer.
+    turn.progress.node.remove();
+    if (turn.userNode) turn.userNode.remove();
+    if (sent && onScreen) restoreDraft(sent.text, sent.files);
+    if (onScreen) {
+      messageList().append(el("p", { class: "notice", role: "status", text: "This chat is still answering an earlier message; your message is back in the box." }));
+    }
+    const running = error.body && error.body.turn_id;
+    if (!liveTurnFor(turn.sessionId) && running) {
+      const follower = followTurn(turn.sessionId, running);
+      if (onScreen) follower.attach(messageList());
+    }
+    return;
+  }
+  turn.end("failed");
+  if (onScreen) messageList().append(errorNode({ ...error.body, error: { code: error.code, message: error.message } }, sent, turn));
+}
+
+// A chat made with "New chat" is named after its first message, as /chat names new sessions:
+// the message this page sent first, or (a turn followed after a reload) a stored user
+// message with nothing before it. Always the turn's own chat, whichever is on screen.
+async function nameAfterFirstMessage(sessionId, messages, sent) {
   const session = state.sessions.find((item) => item.id === sessionId);
-  if (!session || session.name !== DEFAULT_SESSION_NAME || $("message-list").querySelector(".message[data-id]")) return;
-  const name = text.split(/\s+/).join(" ").trim().slice(0, 60);
+  if (!session || session.name !== DEFAULT_SESSION_NAME) return;
+  let text = sent && sent.firstTurn ? sent.text : null;
+  const user = Array.isArray(messages) ? messages.find((message) => message.role === "user") : null;
+  if (!text && !sent && user) {
+    const before = await api("GET", `/sessions/${sessionId}/messages?limit=1&before=${user.id}`).catch(() => null);
+    if (before && before.messages.length === 0) text = user.content;
+  }
+  const name = String(text || "").split(/\s+/).join(" ").trim().slice(0, 60);
   if (name) await api("PATCH", `/sessions/${sessionId}`, { name }).catch(() => null);
 }
 
-// The stored messages of a finished turn; a widget that asks the user something gets the focus.
-function appendTurnMessages(messages) {
-  let asked = null;
-  for (const message of messages) {
-    appendMessage(message);
-    if (isWidgetCall(message) && message.meta.status === "pending") asked = widgetFor(message.meta.tool_call_id);
+function errorNode(data, sent, turn) {
+  const error = data.error || {};
+  const node = el("div", { class: "notice notice-error turn-error", role: "alert" });
+  const kept = data.user_message_id !== undefined || error.code === "provider_unavailable";
+  let explanation;
+  if (!sent) explanation = `The reply failed (${error.code || "error"}).`;
+  else if (error.code === "provider_unavailable") explanation = "The model did not answer. Your message was kept.";
+  else if (kept) explanation = `The reply failed (${error.code || "error"}). Your message was kept.`;
+  else explanation = `The message could not be sent (${error.code || "error"}).`;
+  node.append(el("strong", { text: explanation }), el("p", { class: "muted", text: error.message || "" }));
+  if (sent && RETRYABLE.has(error.code)) {
+    const retry = el("button", { type: "button", class: "primary retry-button", text: "Retry" });
+    retry.addEventListener("click", () => {
+      if (currentTurn() || state.loads > 0) return;
+      node.remove();
+      send(sent.text, sent.files, {
+        sessionId: data.session_id || turn.sessionId || state.sessionId,
+        firstTurn: sent.firstTurn,
+        userNode: turn.userNode,
+        progress: turn.progress.node,
+      });
+    });
+    node.append(retry);
+    setTimeout(() => retry.focus(), 0);
   }
-  if (asked) setTimeout(() => asked.focus(), 0);
-  return asked;
+  return node;
 }
 
 // ---------------------------------------------------------------- answering a widget
 
 // POST the answer to /api/ai/tool-result and show the continuation like a chat turn.
 async function answerWidget(widget, value, inputMethod) {
-  if (state.busy || state.loads > 0) {
+  if (currentTurn() || state.loads > 0) {
     widget.error("Wait until the current answer has arrived, then try again.");
     return;
   }
-  const sessionId = state.sessionId;
-  state.busy = true;
-  $("send-button").disabled = true;
+  const callId = widget.message.meta.tool_call_id;
+  const turn = new LiveTurn({ sessionId: state.sessionId, view: state.view, host });
+  state.turns.add(turn);
   widget.busy(true);
-  const list = $("message-list");
-  const progress = new Progress();
-  list.append(progress.node);
+  messageList().append(turn.progress.node);
   scrollToEnd();
+  const outcome = await runTurn(turn, () => turn.post("/api/ai/tool-result", widget.body(value, inputMethod)));
+  if (!outcome) return turn.end("failed");
+  const onScreen = host.onScreen(turn);
+  widget = widgetFor(callId) || widget; // the chat may have been drawn again meanwhile
 
-  let outcome = null;
-  let refusal = null;
-  try {
-    outcome = await streamToolResult(widget.body(value, inputMethod), (event) => progress.handle(event));
-  } catch (error) {
-    refusal = error;
-  }
-  state.busy = false;
-  $("send-button").disabled = false;
-  if (state.sessionId !== sessionId) return; // another conversation is on screen now
-
-  if (refusal) {
+  if (outcome.event === "refused") {
+    const refusal = outcome.error;
+    turn.progress.node.remove();
+    if (!onScreen) return;
     // The server refused the answer before any turn ran: say why next to the widget.
-    progress.node.remove();
     widget.busy(false);
-    const status = refusal.status;
     const message = refusal.message || "the answer could not be sent";
     const code = refusal.code ? `${refusal.code}: ` : "";
-    if (status === 409) {
+    if (refusal.code === "turn_in_progress") {
+      widget.error("This chat is still answering; answer again when it is done.");
+      const running = refusal.body && refusal.body.turn_id;
+      if (running && !liveTurnFor(turn.sessionId)) followTurn(turn.sessionId, running).attach(messageList());
+    } else if (refusal.status === 409) {
       widget.answered(null, false);
       widget.error(`${code}${message}`);
-    } else if (status === 404) {
+    } else if (refusal.status === 404) {
       widget.closed(`${code}${message}`);
     } else {
       // 400 (the value does not fit), 422 PROFILE_UPDATE_FAILED, 500 TOOL_EXECUTION_FAILED,
@@ -481,174 +538,62 @@ async function answerWidget(widget, value, inputMethod) {
   }
 
   const data = outcome.data || {};
-  progress.end(outcome.event === "done");
-  widget.busy(false);
-  if (outcome.event === "done") {
-    const stored = data.messages || [];
-    const result = stored.find((message) => isWidgetAnswer(message));
-    widget.answered(result && result.meta && result.meta.output ? result.meta.output.value : value);
-    const asked = appendTurnMessages(stored);
-    if (!asked) $("composer-input").focus();
-  } else {
-    // The answer was saved; only the model's next pass failed.
-    widget.answered(value);
-    const error = data.error || {};
-    list.append(
-      el("div", { class: "notice notice-error turn-error", role: "alert" },
-        el("strong", { text: `Your answer was saved, but the reply failed (${error.code || "error"}).` }),
-        el("p", { class: "muted", text: `${error.message || ""} Send a message to go on.`.trim() })),
-    );
+  const done = outcome.event === "done";
+  turn.end(done ? (data.stopped ? "stopped" : "done") : "failed");
+  if (onScreen) {
+    widget.busy(false);
+    if (done) {
+      const stored = data.messages || [];
+      const result = stored.find((message) => isWidgetAnswer(message));
+      widget.answered(result && result.meta && result.meta.output ? result.meta.output.value : value);
+      const asked = turn.showStored(stored);
+      if (!asked) $("composer-input").focus();
+    } else if (outcome.event === "gone") {
+      await showMessages(turn.sessionId);
+    } else {
+      // The answer was saved; only the model's next pass failed.
+      widget.answered(value);
+      turn.dropAnswer();
+      const error = data.error || {};
+      messageList().append(
+        el("div", { class: "notice notice-error turn-error", role: "alert" },
+          el("strong", { text: `Your answer was saved, but the reply failed (${error.code || "error"}).` }),
+          el("p", { class: "muted", text: `${error.message || ""} Send a message to go on.`.trim() })),
+      );
+    }
+    updateEmptyHint();
+    scrollToEnd();
   }
-  updateEmptyHint();
-  scrollToEnd();
   await loadSessions().catch(() => null);
 }
 
-function errorNode(data, text, files) {
-  const error = data.error || {};
-  const node = el("div", { class: "notice notice-error turn-error", role: "alert" });
-  const retryable = error.code === "provider_unavailable" || error.code === "network_error" || error.code === "stream_closed";
-  const explanation =
-    error.code === "provider_unavailable"
-      ? "The model did not answer. Your message was kept."
-      : `The message could not be sent (${error.code || "error"}).`;
-  node.append(el("strong", { text: explanation }), el("p", { class: "muted", text: error.message || "" }));
-  if (retryable) {
-    const retry = el("button", { type: "button", class: "primary retry-button", text: "Retry" });
-    retry.addEventListener("click", () => {
-      if (state.busy) return;
-      node.remove();
-      send(text, files, data.session_id || state.sessionId);
-    });
-    node.append(retry);
-    setTimeout(() => retry.focus(), 0);
-  }
-  return node;
+setWidgetHandler(answerWidget);
+
+// ---------------------------------------------------------------- composer: Send and Stop
+
+// While the chat on screen has a turn running, Send becomes Stop (the same place, so the
+// keyboard focus moves with it).
+function updateComposer() {
+  const turn = currentTurn();
+  const sendButton = $("send-button");
+  const stopButton = $("stop-button");
+  const focused = document.activeElement;
+  sendButton.hidden = Boolean(turn);
+  stopButton.hidden = !turn;
+  const stopping = Boolean(turn && turn.stopping);
+  stopButton.setAttribute("aria-disabled", String(stopping));
+  stopButton.textContent = stopping ? "Stopping…" : "Stop";
+  if (turn && focused === sendButton) stopButton.focus();
+  if (!turn && focused === stopButton) $("composer-input").focus();
 }
 
-// ---------------------------------------------------------------- composer
-
-const input = $("composer-input");
-
-function autoGrow() {
-  input.style.height = "auto";
-  input.style.height = `${Math.min(input.scrollHeight, 200)}px`;
-}
-
-input.addEventListener("input", autoGrow);
-input.addEventListener("keydown", (event) => {
-  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-    event.preventDefault();
-    $("composer").requestSubmit();
-  }
+$("stop-button").addEventListener("click", () => {
+  const turn = currentTurn();
+  if (turn && !turn.stopping) turn.requestCancel();
 });
 
-$("composer").addEventListener("submit", (event) => {
-  event.preventDefault();
-  const text = input.value;
-  if (state.busy || state.loads > 0 || !text.trim()) return;
-  const files = state.attachments.slice();
-  input.value = "";
-  autoGrow();
-  state.attachments = [];
-  renderAttachments();
-  send(text, files, state.sessionId);
-});
-
-function addFiles(files) {
-  for (const file of files) {
-    if (!file.type.startsWith("image/")) continue;
-    if (state.attachments.length >= MAX_IMAGES) {
-      flash(`At most ${MAX_IMAGES} images per message.`);
-      break;
-    }
-    state.attachments.push(file);
-  }
-  renderAttachments();
-}
-
-function renderAttachments() {
-  const box = $("attachments");
-  box.replaceChildren();
-  state.attachments.forEach((file, index) => {
-    const remove = el("button", { type: "button", class: "icon-button remove-attachment", "aria-label": `Remove image ${index + 1}`, text: "✕" });
-    remove.addEventListener("click", () => {
-      state.attachments.splice(index, 1);
-      renderAttachments();
-      input.focus();
-    });
-    box.append(el("div", { class: "attachment" }, el("img", { src: URL.createObjectURL(file), alt: `attached image ${index + 1}` }), remove));
-  });
-}
-
-$("image-input").addEventListener("change", (event) => {
-  addFiles([...event.target.files]);
-  event.target.value = "";
-});
-
-input.addEventListener("paste", (event) => {
-  const files = [...(event.clipboardData?.items || [])]
-    .filter((item) => item.kind === "file" && item.type.startsWith("image/"))
-    .map((item) => item.getAsFile())
-    .filter(Boolean);
-  if (files.length) {
-    event.preventDefault();
-    addFiles(files);
-  }
-});
-
-// ---------------------------------------------------------------- layout: drawer and side panel
-
-function closeDrawer() {
-  document.body.classList.remove("drawer-open");
-  $("sessions-toggle").setAttribute("aria-expanded", "false");
-}
-
-$("sessions-toggle").addEventListener("click", () => {
-  const open = document.body.classList.toggle("drawer-open");
-  $("sessions-toggle").setAttribute("aria-expanded", String(open));
-  if (open) $("new-session").focus();
-});
-
-document.addEventListener("click", (event) => {
-  if (!document.body.classList.contains("drawer-open")) return;
-  if ($("sessions-panel").contains(event.target) || $("sessions-toggle").contains(event.target)) return;
-  closeDrawer();
-});
-
-function showPanel(which) {
-  const panel = $("side-panel");
-  const same = !panel.hidden && panel.dataset.view === which;
-  panel.hidden = same;
-  panel.dataset.view = which;
-  $("code-panel").hidden = which !== "code";
-  $("problems-panel").hidden = which !== "problems";
-  $("side-title").textContent = which === "code" ? "Code" : "Problems";
-  $("code-toggle").setAttribute("aria-expanded", String(!same && which === "code"));
-  $("problems-toggle").setAttribute("aria-expanded", String(!same && which === "problems"));
-  document.body.classList.toggle("panel-open", !same);
-  if (!same) (which === "code" ? $("run-code") : $("activity-id")).focus();
-  if (!same && which === "problems") listActivities();
-}
-
-$("code-toggle").addEventListener("click", () => showPanel("code"));
-$("problems-toggle").addEventListener("click", () => showPanel("problems"));
-$("side-close").addEventListener("click", () => {
-  const which = $("side-panel").dataset.view;
-  showPanel(which);
-  (which === "code" ? $("code-toggle") : $("problems-toggle")).focus();
-});
-
-document.addEventListener("keydown", (event) => {
-  if (event.key !== "Escape") return;
-  if (document.body.classList.contains("drawer-open")) {
-    closeDrawer();
-    $("sessions-toggle").focus();
-  } else if (!$("side-panel").hidden) {
-    $("side-close").click();
-  }
-});
-
+initComposer({ canSend: () => !currentTurn() && state.loads === 0, onSend: (text, files) => send(text, files) });
+initLayout();
 initCodePanel();
 initProblemsPanel();
 boot();

@@ -8,6 +8,27 @@ import hljs from "/static/vendor/highlight.min.js";
 
 const markdown = new Marked({ gfm: true, breaks: true, async: false });
 
+// Raw HTML in model text is text: `List<String>` and `a<b and b>c` show as written. marked
+// hands every HTML token (inline and block) to this renderer; it writes it escaped, so
+// Markdown formatting still works and DOMPurify below never has to strip a tag from it.
+markdown.use({
+  renderer: {
+    html({ text, block }) {
+      const escaped = escapeHtml(text);
+      return block ? `<p>${escaped.replace(/\n+$/, "").replace(/\n/g, "<br>")}</p>\n` : escaped;
+    },
+  },
+});
+
+export function escapeHtml(text) {
+  return String(text ?? "")
+    .replace(/&/g, "&amp;")
+    .replace(/</g, "&lt;")
+    .replace(/>/g, "&gt;")
+    .replace(/"/g, "&quot;")
+    .replace(/'/g, "&#39;");
+}
+
 const PURIFY_CONFIG = {
   USE_PROFILES: { html: true },
   FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe", "object", "embed", "svg", "math"],
@@ -53,22 +74,36 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-// Markdown text -> a sanitised DocumentFragment (with highlighted code blocks).
-export function renderMarkdown(text) {
+// Markdown text -> a sanitised DocumentFragment (with highlighted code blocks). `live`: an
+// answer still being written (re-rendered once per frame): no language guessing, which is
+// slow and would make an unlabelled block change colours while it grows. An unfinished
+// code fence simply runs to the end of the text, as CommonMark says.
+export function renderMarkdown(text, { live = false } = {}) {
   const html = markdown.parse(String(text ?? ""));
   const fragment = DOMPurify.sanitize(html, PURIFY_CONFIG);
-  enhanceCode(fragment);
+  enhanceCode(fragment, live);
   return fragment;
 }
 
-function enhanceCode(root) {
+// Make `target`'s children those of `fragment`, keeping the leading ones that did not change
+// (a growing answer re-renders without its earlier paragraphs, images or code blocks flickering).
+export function morph(target, fragment) {
+  const next = [...fragment.childNodes];
+  const current = [...target.childNodes];
+  let same = 0;
+  while (same < next.length && same < current.length && current[same].isEqualNode(next[same])) same += 1;
+  for (const node of current.slice(same)) node.remove();
+  target.append(...next.slice(same));
+}
+
+function enhanceCode(root, live = false) {
   for (const code of root.querySelectorAll("pre > code")) {
     const pre = code.parentElement;
     const language = [...code.classList].find((name) => name.startsWith("language-"));
     const name = language ? language.slice("language-".length) : "";
     if (name && hljs.getLanguage(name)) {
       code.innerHTML = hljs.highlight(code.textContent, { language: name, ignoreIllegals: true }).value;
-    } else {
+    } else if (!live) {
       code.innerHTML = hljs.highlightAuto(code.textContent).value;
     }
     code.classList.add("hljs");

@@ -1,0 +1,93 @@
+// The message box: Enter sends, Shift+Enter adds a line, images are attached with the
+// picker or pasted (at most MAX_IMAGES). What sending does is app.js's business.
+
+import { flash } from "/static/js/messages.js";
+import { el } from "/static/js/render.js";
+
+const $ = (id) => document.getElementById(id);
+const MAX_IMAGES = 4;
+
+const input = $("composer-input");
+let attachments = [];
+
+function autoGrow() {
+  input.style.height = "auto";
+  input.style.height = `${Math.min(input.scrollHeight, 200)}px`;
+}
+
+function addFiles(files) {
+  for (const file of files) {
+    if (!file.type.startsWith("image/")) continue;
+    if (attachments.length >= MAX_IMAGES) {
+      flash(`At most ${MAX_IMAGES} images per message.`);
+      break;
+    }
+    attachments.push(file);
+  }
+  renderAttachments();
+}
+
+function renderAttachments() {
+  const box = $("attachments");
+  box.replaceChildren();
+  attachments.forEach((file, index) => {
+    const remove = el("button", { type: "button", class: "icon-button remove-attachment", "aria-label": `Remove image ${index + 1}`, text: "✕" });
+    remove.addEventListener("click", () => {
+      attachments.splice(index, 1);
+      renderAttachments();
+      input.focus();
+    });
+    box.append(el("div", { class: "attachment" }, el("img", { src: URL.createObjectURL(file), alt: `attached image ${index + 1}` }), remove));
+  });
+}
+
+// Put a message that could not be sent back into the box (unless the user typed another).
+export function restoreDraft(text, files) {
+  if (!input.value.trim()) {
+    input.value = text;
+    autoGrow();
+  }
+  if (!attachments.length && files.length) {
+    attachments = files.slice(0, MAX_IMAGES);
+    renderAttachments();
+  }
+}
+
+// `canSend()` says whether a message may go now; `onSend(text, files)` sends it.
+export function initComposer({ canSend, onSend }) {
+  input.addEventListener("input", autoGrow);
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      $("composer").requestSubmit();
+    }
+  });
+
+  $("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = input.value;
+    if (!canSend() || !text.trim()) return;
+    const files = attachments.slice();
+    input.value = "";
+    autoGrow();
+    attachments = [];
+    renderAttachments();
+    onSend(text, files);
+  });
+
+  $("image-input").addEventListener("change", (event) => {
+    addFiles([...event.target.files]);
+    event.target.value = "";
+  });
+
+  input.addEventListener("paste", (event) => {
+    const files = [...(event.clipboardData?.items || [])]
+      .filter((item) => item.kind === "file" && item.type.startsWith("image/"))
+      .map((item) => item.getAsFile())
+      .filter(Boolean);
+    if (files.length) {
+      event.preventDefault();
+      addFiles(files);
+    }
+  });
+}

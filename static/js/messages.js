@@ -1,0 +1,126 @@
+// Stored messages -> DOM nodes, and the message list's scrolling. Shared by the chat
+// (app.js) and the live turn (live.js); nothing here knows which chat is on screen.
+
+import { badge, el, renderMarkdown, renderToolMessage } from "/static/js/render.js";
+import { isWidgetAnswer, isWidgetCall, renderAnswer, renderWidget, widgetFor } from "/static/js/widgets.js";
+
+const $ = (id) => document.getElementById(id);
+const PINNED_PX = 48; // "at the bottom" leaves this much slack
+
+let onWidgetAnswer = () => {};
+
+// app.js says what answering a widget does (it posts the answer as a new turn).
+export function setWidgetHandler(handler) {
+  onWidgetAnswer = handler;
+}
+
+export function messageList() {
+  return $("message-list");
+}
+
+export function messageNode(message) {
+  const role = message.role || "";
+  const node = el("article", { class: `message role-${role.endsWith("_tools") ? "tool" : role}`, "data-id": message.id });
+  if (role.endsWith("_tools") && isWidgetCall(message)) {
+    node.className = "message role-widget";
+    node.append(renderWidget(message, (...args) => onWidgetAnswer(...args)));
+  } else if (role.endsWith("_tools") && isWidgetAnswer(message)) {
+    node.className = "message role-answer";
+    node.append(renderAnswer(message));
+  } else if (role.endsWith("_tools")) {
+    node.append(renderToolMessage(message));
+  } else if (role === "user") {
+    node.append(el("h2", { class: "visually-hidden", text: "You said" }));
+    node.append(el("div", { class: "bubble user-text", text: message.content }));
+    const images = (message.meta && message.meta.images) || [];
+    if (images.length) {
+      const strip = el("div", { class: "image-strip" });
+      for (const image of images) {
+        if (typeof image.path === "string" && /^uploads\/\d+\/[\w.-]+$/.test(image.path)) {
+          strip.append(el("img", { src: `/files/${image.path}`, alt: "uploaded image", loading: "lazy" }));
+        }
+      }
+      node.append(strip);
+    }
+  } else {
+    node.append(el("h2", { class: "visually-hidden", text: "Assistant said" }));
+    const body = el("div", { class: "bubble markdown" });
+    body.append(renderMarkdown(message.content));
+    node.append(body);
+    if (message.meta && message.meta.stopped) node.append(stoppedNote());
+  }
+  return node;
+}
+
+// An answer the user stopped (SPEC 7a.5: stored with meta.stopped) says so under its text.
+function stoppedNote() {
+  const note = el("p", { class: "stopped-note muted" }, badge(false, "stopped"));
+  note.querySelector(".badge").className = "badge badge-warn";
+  note.append(" You stopped this answer here.");
+  return note;
+}
+
+// A page of stored messages as the chat shows it. A user message that got no reply and was
+// sent again at once (Retry after a failed turn: the server keeps both rows, SPEC 6.4) shows
+// once, as the later copy.
+export function visibleMessages(messages) {
+  return messages.filter((message, index) => {
+    const next = messages[index + 1];
+    return !(message.role === "user" && next && next.role === "user" && sameUserMessage(message, next));
+  });
+}
+
+function sameUserMessage(a, b) {
+  const images = (message) => ((message.meta && message.meta.images) || []).length;
+  return a.content === b.content && images(a) === images(b);
+}
+
+export function hasMessage(id) {
+  return id !== undefined && id !== null && Boolean(messageList().querySelector(`.message[data-id="${CSS.escape(String(id))}"]`));
+}
+
+// The stored messages of a finished turn, put where `before` is (or at the end), skipping
+// any already on screen; a widget that asks the user something gets the focus.
+export function showTurnMessages(messages, before = null) {
+  let asked = null;
+  const list = messageList();
+  for (const message of messages) {
+    if (hasMessage(message.id)) continue;
+    const node = messageNode(message);
+    if (before && before.parentNode === list) list.insertBefore(node, before);
+    else list.append(node);
+    if (isWidgetCall(message) && message.meta.status === "pending") asked = widgetFor(message.meta.tool_call_id);
+  }
+  if (asked) setTimeout(() => asked.focus(), 0);
+  updateEmptyHint();
+  return asked;
+}
+
+export function updateEmptyHint() {
+  $("empty-hint").hidden = messageList().childElementCount > 0;
+}
+
+// Whether the user is at the bottom of the conversation (then new text keeps it there).
+export function isPinned() {
+  const box = $("messages");
+  return box.scrollHeight - box.scrollTop - box.clientHeight <= PINNED_PX;
+}
+
+export function scrollToEnd() {
+  const box = $("messages");
+  box.scrollTop = box.scrollHeight;
+}
+
+// Run `change` (which adds to the list) and follow it down only if the user was at the bottom.
+export function keepPinned(change) {
+  const pinned = isPinned();
+  const result = change();
+  if (pinned) scrollToEnd();
+  return result;
+}
+
+export function flash(text) {
+  messageList().append(el("div", { class: "notice notice-error", role: "alert", text }));
+  updateEmptyHint();
+  scrollToEnd();
+}
