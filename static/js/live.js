@@ -13,6 +13,7 @@ import { badge, el, formatMs, morph, renderMarkdown } from "/static/js/render.js
 const MAX_RECONNECT_FAILURES = 5; // connection attempts in a row that bring no event
 const MAX_RECONNECTS = 100; // connections per turn, whatever they bring
 const RECONNECT_BASE_MS = 300; // doubled after each failure in a row
+const SILENCE_MS = 45_000; // heartbeats come at least every 15 s: a quieter connection is dead
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -132,7 +133,9 @@ export class LiveTurn {
     this.stopping = false;
     this.stopWhenKnown = false;
     this.ended = false;
-    this.abort = new AbortController();
+    this.abort = new AbortController(); // the page lets go of the turn
+    this.watchdog = 0;
+    this.silence = 0;
   }
 
   onScreen() {
@@ -154,9 +157,9 @@ export class LiveTurn {
   async post(path, body) {
     let end;
     try {
-      end = await streamTurn(path, body, (event) => this.handle(event), this.abort.signal);
+      end = await this.connect((signal) => streamTurn(path, body, (event) => this.handle(event), signal));
     } catch (error) {
-      if (error.name === "AbortError") return null;
+      if (this.abort.signal.aborted) return null;
       if (error instanceof ApiError && error.status > 0) return { event: "refused", error };
       if (!this.turnId) {
         return { event: "error", data: { error: { code: error.code || "network_error", message: error.message } } };
@@ -179,10 +182,10 @@ export class LiveTurn {
       if (this.abort.signal.aborted) return null;
       const seen = this.events;
       try {
-        const end = await followTurn(this.sessionId, this.turnId, this.lastEventId, (event) => this.handle(event), this.abort.signal);
+        const end = await this.connect((signal) => followTurn(this.sessionId, this.turnId, this.lastEventId, (event) => this.handle(event), signal));
         if (end) return end;
       } catch (error) {
-        if (error.name === "AbortError") return null;
+        if (this.abort.signal.aborted) return null;
         if (error.status === 404) return { event: "gone" };
         if (error.status >= 400 && error.status < 500 && error.status !== 408 && error.status !== 429) {
           return { event: "error", data: error.body && error.body.error ? error.body : { error: { code: error.code, message: error.message } } };
@@ -193,9 +196,32 @@ export class LiveTurn {
     return { event: "error", data: { error: { code: "stream_closed", message: "the connection to this reply was lost; reload the page to see it" } } };
   }
 
+  // One connection, given up (as if dropped: null) after SILENCE_MS without an event.
+  async connect(open) {
+    const connection = new AbortController();
+    const giveUp = () => connection.abort();
+    this.abort.signal.addEventListener("abort", giveUp);
+    this.watchdog = () => {
+      clearTimeout(this.silence);
+      this.silence = setTimeout(giveUp, SILENCE_MS);
+    };
+    this.watchdog();
+    try {
+      return await open(connection.signal);
+    } catch (error) {
+      if (error.name === "AbortError" && !this.abort.signal.aborted) return null; // silent too long
+      throw error;
+    } finally {
+      clearTimeout(this.silence);
+      this.watchdog = 0;
+      this.abort.signal.removeEventListener("abort", giveUp);
+    }
+  }
+
   handle({ id, event, data }) {
     if (id) this.lastEventId = id;
     this.events += 1;
+    if (this.watchdog) this.watchdog();
     data = data && typeof data === "object" ? data : {};
     if (data.turn_id && this.turnId && data.turn_id !== this.turnId) return; // another turn's
     if (data.turn_id && !this.turnId) this.turnId = data.turn_id;
