@@ -14,7 +14,9 @@ from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError, not_found, validation_error
 from api.turns import answer_turn, runner, turn_payload
+from events.turns import TurnLease
 from pipeline.turn import EventSink, TurnServices, run_turn
+from storage.messages import Message, recent_messages
 from storage.sessions import create_session, get_session
 from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, inspect_image, save_image
 
@@ -30,6 +32,7 @@ class ChatRequest(BaseModel):
     message: str = Field(max_length=32_000)
     session_id: str | None = Field(default=None, max_length=64)
     images: list[str] = Field(default_factory=list, max_length=MAX_IMAGES_PER_TURN)
+    retry_of: int | None = Field(default=None, ge=1)  # answer this stored user message again
 
 
 def parse_chat_request() -> tuple[ChatRequest, list[bytes]]:
@@ -39,8 +42,9 @@ def parse_chat_request() -> tuple[ChatRequest, list[bytes]]:
         if len(files) > MAX_IMAGES_PER_TURN:
             raise ApiError(400, "invalid_request", f"at most {MAX_IMAGES_PER_TURN} images per message")
         raw: dict[str, Any] = {"message": request.form.get("message", "")}
-        if request.form.get("session_id"):
-            raw["session_id"] = request.form["session_id"]
+        for name in ("session_id", "retry_of"):
+            if request.form.get(name):
+                raw[name] = request.form[name]
         blobs = [file.read() for file in files]
     else:
         body = request.get_json(silent=True)
@@ -53,6 +57,8 @@ def parse_chat_request() -> tuple[ChatRequest, list[bytes]]:
         raise validation_error(error) from error
     if not chat.message.strip():
         raise ApiError(400, "empty_message", "message must not be empty")
+    if chat.retry_of is not None and chat.session_id is None:
+        raise ApiError(400, "invalid_request", "retry_of needs the session_id of the chat it belongs to")
     try:
         blobs += [decode_data_url(url) for url in chat.images]
         for blob in blobs:  # reject before anything (a session, a file) is written
@@ -60,6 +66,30 @@ def parse_chat_request() -> tuple[ChatRequest, list[bytes]]:
     except ImageRejected as error:
         raise ApiError(400, "invalid_image", str(error)) from error
     return chat, blobs
+
+
+def retried_message(conn: sqlite3.Connection, session_id: str, chat: ChatRequest, blobs: list[bytes],
+                    lease: TurnLease) -> Message | None:
+    """The stored message a Retry answers again, so a retried message is stored once.
+
+    Only the session's last message qualifies: a user message with the same text whose turn
+    failed (nothing answered it). Checked after the claim, so no turn can add a message
+    in between."""
+    if chat.retry_of is None:
+        return None
+    last = recent_messages(conn, session_id, 1)
+    problem = None
+    if blobs:
+        problem = ApiError(400, "invalid_request", "a retry reuses the stored images; send none")
+    elif not last or last[0].id != chat.retry_of or last[0].role != "user":
+        problem = ApiError(409, "not_retryable", "retry_of must be this chat's last message, a user message that "
+                           "got no answer; send the text as a new message instead")
+    elif last[0].content != chat.message:
+        problem = ApiError(400, "invalid_request", "a retry sends the same text as the message it retries")
+    if problem is not None:
+        runner().live.turns.abandon(lease)
+        raise problem
+    return last[0]
 
 
 @bp.post("/chat")
@@ -75,6 +105,7 @@ def chat():  # type: ignore[no-untyped-def]
         if session is None:
             raise not_found("session")
     lease = runner().claim(session.id)  # 409 turn_in_progress before anything is written
+    retried = retried_message(conn, session.id, chat_request, blobs, lease)
     try:
         images = [save_image(services.settings.data_dir, user.id, blob) for blob in blobs]
     except ImageRejected as error:
@@ -84,7 +115,7 @@ def chat():  # type: ignore[no-untyped-def]
 
     def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
         result = run_turn(services, conn, user_id=user.id, session_id=session.id, text=chat_request.message,
-                          user_meta=meta, emit=emit, cancel=cancel)
+                          user_meta=meta, emit=emit, cancel=cancel, retry_of=retried)
         return turn_payload(result)
 
     return answer_turn(lease, work)

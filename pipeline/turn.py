@@ -259,11 +259,19 @@ def run_turn(
     user_meta: dict[str, Any] | None = None,
     emit: EventSink = ignore_event,
     cancel: CancelToken = NEVER,
+    retry_of: Message | None = None,
 ) -> TurnResult:
-    """Run one validated user turn in an owned session (validation is the caller's, 6.1)."""
+    """Run one validated user turn in an owned session (validation is the caller's, 6.1).
+
+    `retry_of`: the session's last message, a user message whose turn failed; it is answered
+    again instead of being stored a second time (the caller checked it is the last one).
+    """
     history = recent_messages(conn, session_id, services.settings.context_messages)  # 6.2
     turn = _Turn(services, conn, user_id, session_id, emit, history, cancel)
-    emit("turn.started", {"session_id": session_id})
+    emit("turn.started", {"session_id": session_id, **({"retry_of": retry_of.id} if retry_of else {})})
+    if retry_of is not None:
+        turn.stored.append(retry_of)  # the turn's user message, already in the history
+        return guarded(turn, retry_of.id, lambda: run_passes(turn, retry_of.id, first_pass=0))
     try:
         user_message = turn.store("user", text, user_meta)  # stored first: never lost (6.4)
     except sqlite3.Error as error:

@@ -329,3 +329,35 @@ def test_streams_are_private_and_trace_is_flagged(app, client, auth, make_app, f
     response = tclient.get(f"/sessions/{sid}/trace", headers=token, buffered=False)
     assert response.status_code == 200 and response.mimetype == "text/event-stream"
     response.close()
+
+
+def test_retry_answers_the_stored_message_instead_of_storing_it_twice(client, auth, fake_llm):
+    fake_llm.queue(None, None)
+    failed = client.post("/chat", json={"message": "are you there?"}, headers=auth)
+    assert failed.status_code == 502
+    session_id, message_id = failed.get_json()["session_id"], failed.get_json()["user_message_id"]
+    fake_llm.queue("Yes, now I am.")
+    body = client.post("/chat", json={"message": "are you there?", "session_id": session_id, "retry_of": message_id},
+                       headers=auth).get_json()
+    assert body["reply"] == "Yes, now I am."
+    assert [(m["id"], m["role"]) for m in body["messages"]][0] == (message_id, "user")
+    stored = client.get(f"/sessions/{session_id}/messages", headers=auth).get_json()["messages"]
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    again = client.post("/chat", json={"message": "are you there?", "session_id": session_id, "retry_of": message_id},
+                        headers=auth)
+    assert again.status_code == 409 and again.get_json()["error"]["code"] == "not_retryable"  # answered now
+
+
+@pytest.mark.parametrize("change", ["other_text", "no_session"])
+def test_a_retry_must_name_the_same_unanswered_message(client, auth, fake_llm, change):
+    fake_llm.queue(None, None)
+    failed = client.post("/chat", json={"message": "hello?"}, headers=auth).get_json()
+    body = {"message": "hello?", "session_id": failed["session_id"], "retry_of": failed["user_message_id"]}
+    if change == "other_text":
+        body["message"] = "something else"
+    else:
+        del body["session_id"]
+    answer = client.post("/chat", json=body, headers=auth)
+    assert answer.status_code == 400 and answer.get_json()["error"]["code"] == "invalid_request"
+    active = client.post("/chat", json={"message": "next", "session_id": failed["session_id"]}, headers=auth)
+    assert active.status_code in (200, 502)  # the refused retry left the session free

@@ -337,7 +337,9 @@ async function runTurn(turn, start) {
   return outcome;
 }
 
-function sendBody(text, files, sessionId) {
+// `retryOf`: the id of the stored user message a Retry answers again (stored once, not twice).
+function sendBody(text, files, sessionId, retryOf = null) {
+  if (retryOf && sessionId) return { message: text, session_id: sessionId, retry_of: retryOf };
   if (!files.length) return sessionId ? { message: text, session_id: sessionId } : { message: text };
   const body = new FormData();
   body.append("message", text);
@@ -375,7 +377,8 @@ async function send(text, files, retry = null) {
   list.append(turn.progress.node);
   updateEmptyHint();
   scrollToEnd();
-  const outcome = await runTurn(turn, () => turn.post("/chat", sendBody(text, files, sessionId)));
+  const retryOf = retry ? retry.userMessageId : null;
+  const outcome = await runTurn(turn, () => turn.post("/chat", sendBody(text, files, sessionId, retryOf)));
   await settleChatTurn(turn, outcome, { text, files, firstTurn });
 }
 
@@ -483,6 +486,7 @@ function errorNode(data, sent, turn) {
         firstTurn: sent.firstTurn,
         userNode: turn.userNode,
         progress: turn.progress.node,
+        userMessageId: data.user_message_id || null,
       });
     });
     node.append(retry);

@@ -61,7 +61,7 @@ function stoppedNote() {
 }
 
 // A page of stored messages as the chat shows it. A user message that got no reply and was
-// sent again at once (Retry after a failed turn: the server keeps both rows, SPEC 6.4) shows
+// sent again as a new message (not through Retry, which answers the stored row again) shows
 // once, as the later copy.
 export function visibleMessages(messages) {
   return messages.filter((message, index) => {
