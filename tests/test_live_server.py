@@ -24,7 +24,7 @@ import pytest
 import requests
 
 from testing.fake_llm import FakeLLMServer, StreamReply
-from tests.process_support import stop_process
+from tests.process_support import stop_process, wait_until_serving
 from tests.test_cli import ROOT, clean_env, free_port
 
 pytestmark = pytest.mark.slow
@@ -71,15 +71,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         log = (tmp / "server.log").open("w")
         process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    requests.get(f"http://127.0.0.1:{port}/health", timeout=1)
-                    break
-                except requests.ConnectionError:
-                    if time.monotonic() > deadline or process.poll() is not None:
-                        raise
-                    time.sleep(0.1)
+            wait_until_serving(process, f"http://127.0.0.1:{port}/health", tmp / "server.log")
             yield LiveServer(process, port, (tmp / "admin.token").read_text().strip(), llm)
         finally:
             stop_process(process, log)

@@ -31,7 +31,7 @@ from config import Settings
 from provider_base import ChatMessage, Completion, FailureKind, ProviderConfig
 from providers import FallbackChain, build_provider
 from tests.llama_support import LlamaServer, free_port
-from tests.process_support import stop_process
+from tests.process_support import stop_process, wait_until_serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
@@ -404,16 +404,7 @@ def product(llama_server: LlamaServer, tmp_path_factory: pytest.TempPathFactory)
     process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                requests.get(f"{base}/health", timeout=5)
-                break
-            except requests.RequestException:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"server did not start:\n{log_path.read_text()}")
-            time.sleep(0.1)
+        wait_until_serving(process, f"{base}/health", log_path)
         yield Product(base=base, token=(tmp / "admin.token").read_text().strip(), log_path=log_path)
     finally:
         stop_process(process, log)
