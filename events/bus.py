@@ -255,7 +255,9 @@ class EventBus:
     def _unpin(self, channel: _Channel) -> None:
         """Forget the previous terminal; uncount it if only the pin was keeping it."""
         old = channel.last_terminal
-        if old is not None and not any(entry is old for entry in channel.entries):
+        # entries leave from the oldest end only, so the old end is still buffered exactly
+        # when the oldest entry is not newer than it (O(1), not a scan of the buffer)
+        if old is not None and not (channel.entries and _first_id(channel.entries[0]) <= old.id):
             channel.size -= old.size
             self._size -= old.size
         channel.last_terminal = None
