@@ -12,6 +12,7 @@ finish their turns (and store their messages) before the process exits.
 
 from __future__ import annotations
 
+import gc
 import logging
 import resource
 
@@ -60,4 +61,7 @@ def serve(app: Flask, settings: Settings) -> None:
     limit = raise_open_file_limit(settings.max_connections + 256)
     if limit < settings.max_connections:
         log.warning("open file limit %d is below MAX_CONNECTIONS=%d", limit, settings.max_connections)
-    uvicorn.Server(uvicorn_config(app, settings)).run()
+    server = uvicorn.Server(uvicorn_config(app, settings))
+    gc.collect()
+    gc.freeze()  # start-up objects (modules, the app, the registry) leave every later full collection
+    server.run()

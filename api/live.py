@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from flask import Response, jsonify, request, stream_with_context
 
-from events.bus import Event, EventBus
+from events.bus import Event, EventBus, Wakeup
 from events.follow import FollowPlan, StreamFollower
 from events.turns import TurnLease
 
@@ -115,27 +115,27 @@ class EventStreamBody:
     async def respond(self, start: ASGIMessage, send: Send, receive: Receive) -> None:
         await send({"type": "http.response.start", "status": start.get("status", 200),
                     "headers": _headers(start, (b"content-length",))})
-        wake = asyncio.Event()
-        gone = asyncio.Event()
+        wakeup = Wakeup(asyncio.get_running_loop())
+        gone = [False]
 
-        async def watch() -> None:
+        async def watch() -> None:  # the only way an ASGI app learns that its client left
             while (await receive())["type"] != "http.disconnect":
                 pass
-            gone.set()
-            wake.set()
+            gone[0] = True
+            wakeup.fire()
 
         watcher = asyncio.create_task(watch())
         try:
-            await self._follow(send, wake, gone)
+            await self._follow(send, wakeup, gone)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             watcher.cancel()
 
-    async def _follow(self, send: Send, wake: asyncio.Event, gone: asyncio.Event) -> None:
+    async def _follow(self, send: Send, wakeup: Wakeup, gone: list[bool]) -> None:
         follower = StreamFollower(self.bus, self.plan)
         await send({"type": "http.response.body", "body": f"retry: {RETRY_MS}\n\n".encode(), "more_body": True})
         quiet_since = time.monotonic()
-        while not gone.is_set():
+        while not gone[0]:
             events, finished = follower.step()
             if events:
                 quiet_since = time.monotonic()
@@ -144,12 +144,9 @@ class EventStreamBody:
             if finished:
                 return
             left = self.bus.heartbeat_s - (time.monotonic() - quiet_since)
-            wake.clear()
-            if gone.is_set():
-                return
-            if left > 0 and await self.bus.wait_async(self.plan.session_id, follower.cursor, left, wake):
+            if left > 0 and await self.bus.wait_async(self.plan.session_id, follower.cursor, left, wakeup):
                 continue
-            if not gone.is_set() and time.monotonic() - quiet_since >= self.bus.heartbeat_s:
+            if not gone[0] and time.monotonic() - quiet_since >= self.bus.heartbeat_s:
                 data = frame(follower.heartbeat()).encode()
                 await send({"type": "http.response.body", "body": data, "more_body": True})
                 quiet_since = time.monotonic()

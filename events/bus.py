@@ -16,8 +16,9 @@ The payload policy is checked here as a second line of defence: only `done` (the
 JSON answer), `error` and `answer.delta` (published answer text) may carry text keys.
 
 Waiting: threads block on a per-channel condition (the WSGI fallback, tests); asyncio
-streams register an `asyncio.Event` that `publish` sets through its loop, so an idle
-async stream costs a set entry, not a thread.
+streams register a `Wakeup` (a future and a timer) that `publish` fires through its loop,
+once per loop whatever the number of watchers, so an idle async stream costs a set entry
+and a future, not a thread.
 """
 
 from __future__ import annotations
@@ -45,6 +46,40 @@ TOTAL_BUDGET_BYTES = 64 << 20  # replay kept for all sessions together
 EVENT_OVERHEAD_BYTES = 160  # the Python objects around an event's JSON, roughly
 PIECE_OVERHEAD_BYTES = 16  # two array slots per delta piece
 COMPACT_PIECES = 64  # join a run's pieces into one string this often
+
+
+class Wakeup:
+    """One asyncio stream's alarm: a plain future per wait (no task, no `asyncio.Event`).
+
+    An idle stream is mostly this object and its connection, so it is kept small; `fire`
+    may be called by the bus (an event arrived), a timer (heartbeat due) or the stream
+    itself (the client went away). Loop thread only.
+    """
+
+    __slots__ = ("loop", "_future")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._future: asyncio.Future[None] | None = None
+
+    def fire(self) -> None:
+        if self._future is not None and not self._future.done():
+            self._future.set_result(None)
+
+    async def sleep(self, timeout: float) -> None:
+        """Until `fire` or `timeout`, whichever comes first."""
+        self._future = self.loop.create_future()
+        timer = self.loop.call_later(timeout, self.fire)
+        try:
+            await self._future
+        finally:
+            timer.cancel()
+            self._future = None
+
+
+def _fire_all(wakeups: list[Wakeup]) -> None:
+    for wakeup in wakeups:
+        wakeup.fire()
 
 
 class PrivatePayloadError(ValueError):
@@ -151,7 +186,7 @@ class _Channel:
     last_id: int = 0
     last_terminal: Event | None = None  # kept (and counted in `size`) even when its entry is dropped
     touched: float = field(default_factory=time.monotonic)
-    waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=set)
+    waiters: set[Wakeup] = field(default_factory=set)
     sync_waiting: int = 0
 
     @property
@@ -248,9 +283,18 @@ class EventBus:
                 channel.last_terminal = event
             self._enforce_budgets(channel)
             channel.condition.notify_all()
-            for loop, waiter in channel.waiters:
-                loop.call_soon_threadsafe(waiter.set)
+            self._wake(channel)
         return event
+
+    @staticmethod
+    def _wake(channel: _Channel) -> None:
+        """Wake the channel's asyncio waiters with one call per loop (one self-pipe write),
+        however many streams watch the session."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[Wakeup]] = {}
+        for wakeup in channel.waiters:
+            by_loop.setdefault(wakeup.loop, []).append(wakeup)
+        for loop, wakeups in by_loop.items():
+            loop.call_soon_threadsafe(_fire_all, wakeups)
 
     def _unpin(self, channel: _Channel) -> None:
         """Forget the previous terminal; uncount it if only the pin was keeping it."""
@@ -329,26 +373,19 @@ class EventBus:
             finally:
                 channel.sync_waiting -= 1
 
-    async def wait_async(self, session_id: str, after: int, timeout: float, waiter: asyncio.Event) -> bool:
-        """Await an event after `after` (True), `timeout`, or `waiter` being set by someone else.
-
-        The caller owns `waiter` (one per stream, reused) and clears it before calling, so
-        it can also wake the stream for its own reasons, e.g. when the client disconnects.
-        """
-        loop = asyncio.get_running_loop()
-        key = (loop, waiter)
+    async def wait_async(self, session_id: str, after: int, timeout: float, wakeup: Wakeup) -> bool:
+        """Await an event after `after` (True), `timeout`, or `wakeup.fire()` from elsewhere
+        (the stream's own reasons, e.g. its client went away)."""
         with self._lock:
             channel = self._channel(session_id)
             if channel.last_id > after:
                 return True
-            channel.waiters.add(key)
+            channel.waiters.add(wakeup)
         try:
-            await asyncio.wait_for(waiter.wait(), timeout)
-        except TimeoutError:
-            pass
+            await wakeup.sleep(timeout)
         finally:
             with self._lock:
-                channel.waiters.discard(key)
+                channel.waiters.discard(wakeup)
                 channel.touched = time.monotonic()
         with self._lock:
             return channel.last_id > after

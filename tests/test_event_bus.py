@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from events.bus import EventBus, PrivatePayloadError
+from events.bus import EventBus, PrivatePayloadError, Wakeup
 from events.follow import FollowPlan, StreamFollower
 from events.ids import IdClock
 
@@ -131,11 +131,24 @@ def test_async_wait_wakes_on_publish_from_a_thread():
     async def main() -> tuple[bool, bool]:
         after = bus.position()
         threading.Timer(0.05, lambda: bus.publish("s", "turn.started", {"turn_id": "t"})).start()
-        woke = await bus.wait_async("s", after, 5, asyncio.Event())
-        timed_out = await bus.wait_async("s", bus.position(), 0.01, asyncio.Event())
+        loop = asyncio.get_running_loop()
+        woke = await bus.wait_async("s", after, 5, Wakeup(loop))
+        timed_out = await bus.wait_async("s", bus.position(), 0.01, Wakeup(loop))
         return woke, timed_out
 
     assert asyncio.run(main()) == (True, False)
+
+
+def test_many_async_watchers_of_one_session_all_wake():
+    bus = EventBus()
+
+    async def main() -> list[bool]:
+        loop = asyncio.get_running_loop()
+        after = bus.position()
+        threading.Timer(0.05, lambda: bus.publish("s", "turn.started", {"turn_id": "t"})).start()
+        return list(await asyncio.gather(*(bus.wait_async("s", after, 5, Wakeup(loop)) for _ in range(50))))
+
+    assert asyncio.run(main()) == [True] * 50
 
 
 def test_heartbeats_take_an_id_but_are_never_buffered():
