@@ -3,7 +3,7 @@
 In one run, for a trivial python program (`print(sum(range(10)))`):
   bare     `/usr/bin/python3 main.py` as a host subprocess (Debian's python, as in the image)
   docker   plain `docker run --rm` of the judge's python image (the same program)
-  judge    `POST /run` through the real server (gunicorn), with the pre-started pool
+  judge    `POST /run` through the real server (uvicorn), with the pre-started pool
            (JUDGE_POOL_SIZE, default 2) and again with no pool
 and a 10-test python problem through `POST /submit`. p50/p95 latency with 1 client, and
 runs per second with 1 and 4 parallel clients. Needs Docker and the judge images

@@ -13,7 +13,7 @@ The added overhead of a turn is its latency minus the raw latency of the provide
 makes (1 for plain, 2 for memory), compared at the same percentile. A `GET /api/me` round
 trip through the same server is printed too: the part of the overhead that is the HTTP hop
 to the orchestrator itself, not the turn. The server is the real
-product (`python app.py`, gunicorn) in a subprocess with its own temporary database.
+product (`python app.py`, uvicorn) in a subprocess with its own temporary database.
 
     .venv/bin/python bench/turn_overhead.py [--turns 300] [--messages 10000]
 """

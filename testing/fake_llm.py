@@ -357,7 +357,9 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             """The client closed its end: readable with nothing to read (no request is
             pipelined while an answer is being sent)."""
             try:
-                readable, _, _ = select.select([self.connection], [], [], 0)
+                poller = select.poll()  # not select.select: it fails for descriptors >= 1024
+                poller.register(self.connection, select.POLLIN | select.POLLHUP)
+                readable = poller.poll(0)
                 return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
             except OSError:
                 return True
