@@ -7,7 +7,6 @@ non-loopback address fails, so no test can reach the internet by accident.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import socket
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from app import create_app
 from config import Settings
 from storage.users import create_user
 from testing.fake_llm import FakeLLMServer
+from testing.network_guard import loopback_only
 
 pytest_plugins = [
     "tests.ui_support",  # browser fixtures (real server, chromium), module-scoped
@@ -29,24 +29,9 @@ pytest_plugins = [
     "tests.llama_support",  # `llama_server`: llama.cpp serving SmolLM2-135M, session-scoped
 ]
 
-_real_connect = socket.socket.connect
-
-
-def _loopback_only(self: socket.socket, address: Any) -> Any:
-    host = address[0] if isinstance(address, tuple) else None
-    if host is not None:
-        try:
-            allowed = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            allowed = host == "localhost"
-        if not allowed:
-            raise ConnectionRefusedError(f"tests may not reach the network ({host})")
-    return _real_connect(self, address)
-
-
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+    monkeypatch.setattr(socket.socket, "connect", loopback_only)
 
 
 @pytest.fixture

@@ -52,21 +52,7 @@ PROMPTS = [  # for the product's streamed turns, which carry our system prompt
 FAR_AWAY = "http://127.0.0.1:9"  # where the product's outbound tools go (nothing listens)
 # Loaded into the product's process: any socket connection to a non-loopback address fails, as
 # in this process (tests/conftest.py), whatever command a real model happens to write.
-NETWORK_GUARD = """
-import ipaddress, socket
-_real_connect = socket.socket.connect
-def _loopback_only(self, address):
-    host = address[0] if isinstance(address, tuple) else None
-    if host is not None:
-        try:
-            allowed = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            allowed = host == "localhost"
-        if not allowed:
-            raise ConnectionRefusedError(f"tests may not reach the network ({host})")
-    return _real_connect(self, address)
-socket.socket.connect = _loopback_only
-"""
+NETWORK_GUARD = "from testing.network_guard import install\ninstall()\n"
 
 
 # SSE reading ----------------------------------------------------------------------------------
@@ -393,7 +379,7 @@ def product(llama_server: LlamaServer, tmp_path_factory: pytest.TempPathFactory)
     env = {key: value for key, value in os.environ.items() if key not in SETTING_NAMES and not key.endswith("_API_KEY")}
     env.update(
         HOST="127.0.0.1", PORT=str(port), PYTHONUNBUFFERED="1",
-        PYTHONPATH=os.pathsep.join(filter(None, [str(guard), os.environ.get("PYTHONPATH")])),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(guard), str(ROOT), os.environ.get("PYTHONPATH")])),
         DATABASE_PATH=str(tmp / "app.db"), DATA_DIR=str(tmp / "data"), AUTH_TOKEN_FILE=str(tmp / "admin.token"),
         LLM_PROVIDER="openai", LLM_BASE_URL=llama_server.base_url, LLM_MODEL=llama_server.model,
         LLM_TIMEOUT_S=str(TIMEOUT_S), JUDGE_ENABLED="0",
