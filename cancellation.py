@@ -116,26 +116,32 @@ class Watchdog:
         self._name = name
         self._idle_s = idle_s
         self._condition = threading.Condition()
-        self._heap: list[tuple[float, int, Callback]] = []
-        self._pending: set[int] = set()
+        self._heap: list[tuple[float, int]] = []
+        self._pending: dict[int, Callback] = {}  # callbacks live here, so unscheduling frees them at once
         self._ids = itertools.count()
         self._thread: threading.Thread | None = None
 
     def schedule(self, delay_s: float, callback: Callback) -> Callback:
-        """Run `callback` after `delay_s` seconds unless the returned function is called first."""
+        """Run `callback` after `delay_s` seconds unless the returned function is called first.
+
+        The thread is woken only when this deadline is the new earliest one (or the thread is
+        new): a wake is a thread switch, and on a busy 2-core machine that costs more than
+        the rest of a provider call's bookkeeping.
+        """
         key = next(self._ids)
+        entry = (time.monotonic() + max(0.0, delay_s), key)
         with self._condition:
-            heapq.heappush(self._heap, (time.monotonic() + max(0.0, delay_s), key, callback))
-            self._pending.add(key)
+            heapq.heappush(self._heap, entry)
+            self._pending[key] = callback
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
-            self._condition.notify()
+            elif self._heap[0] is entry:
+                self._condition.notify()
 
         def unschedule() -> None:
             with self._condition:
-                self._pending.discard(key)
-                self._condition.notify()  # the loop drops the entry now, not at its time
+                self._pending.pop(key, None)  # its heap entry is skipped when its time comes
 
         return unschedule
 
@@ -144,19 +150,19 @@ class Watchdog:
             with self._condition:
                 while self._heap and self._heap[0][1] not in self._pending:
                     heapq.heappop(self._heap)  # unscheduled before its time
-                if not self._heap:
+                if not self._pending:
+                    self._heap.clear()
                     self._condition.wait(self._idle_s)
-                    if not self._heap:
+                    if not self._pending:
                         self._thread = None  # idle: end; schedule() starts a new thread
                         return
                     continue
-                at, key, callback = self._heap[0]
+                at, key = self._heap[0]
                 wait = at - time.monotonic()
                 if wait > 0:
-                    self._condition.wait(wait)
+                    self._condition.wait(min(wait, self._idle_s))  # re-check for idleness now and then
                     continue
                 heapq.heappop(self._heap)
-                if key not in self._pending:
-                    continue  # unscheduled before its time
-                self._pending.discard(key)
-            _run_quietly(callback)
+                callback = self._pending.pop(key, None)
+            if callback is not None:
+                _run_quietly(callback)
