@@ -105,9 +105,6 @@ class TurnRunner:
         name, data = ("done", body) if status == 200 else ("error", {**body, "status": status})
         self.live.turns.finish(lease, lambda: bus.publish(session_id, name, data), outcome)
 
-    def shutdown(self) -> None:
-        self._executor.shutdown(wait=True)
-
 
 def runner() -> TurnRunner:
     return current_app.extensions["turn_runner"]

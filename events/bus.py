@@ -394,7 +394,3 @@ class EventBus:
     def buffered_bytes(self) -> int:
         with self._lock:
             return self._size
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._channels)

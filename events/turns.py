@@ -96,7 +96,3 @@ class TurnRegistry:
                 del self._active[lease.session_id]
         if not lease.started and not lease.outcome.done():
             lease.outcome.cancel()
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._active)
