@@ -63,6 +63,8 @@ class Settings(BaseModel):
     access_log: bool = False
     allow_private_fetch: bool = False
     judge_pool_size: int = Field(default=2, ge=0, le=16)
+    max_streams_per_user: int = Field(default=8, ge=1, le=10_000)  # open event streams one user may hold
+    rate_limits: str = "turns=30/minute,runs=60/minute,generate=5/hour,login=10/minute"  # per user; 429 beyond
     fallback_api_keys: dict[str, str] = Field(default_factory=dict)
 
     def llm_config(self) -> ProviderConfig:
