@@ -1,0 +1,92 @@
+"""What each attack of `testing/attacks/` costs the real server, and what others feel meanwhile.
+
+    .venv/bin/python bench/hostile.py [--only SUBSTRING] [--repeat N]
+
+One real server (`python app.py`, a fake model and a fake web server on loopback, two ordinary
+users) per group of attacks that need the same settings. For each attack, side by side in one
+run: the server tree's RSS before, at its peak during, and after the attack; the CPU seconds
+the tree used during it against the attack's own deadline; the attacker's answer (status,
+size); and a bystander's `GET /health` latency (p50 / p99 / worst) during the attack, next to
+the same figure with no attack running. Targets (SPEC 12, issue 11): no single request raises
+server memory by more than 100 MB or runs more than 2 s of CPU past its deadline; `/health`
+p99 under 100 ms during any attack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import testing.attacks as attacks_package  # noqa: E402
+from testing.attacks import Attack, Target, hostile_target  # noqa: E402
+from testing.hostile import Bystander, PeakMemory  # noqa: E402
+
+
+def all_attacks() -> list[Attack]:
+    found: list[Attack] = []
+    for module in sorted(pkgutil.iter_modules(attacks_package.__path__), key=lambda m: m.name):
+        found.extend(importlib.import_module(f"testing.attacks.{module.name}").ATTACKS)
+    return found
+
+
+def quiet_health(target: Target, seconds: float = 2.0) -> Bystander:
+    with Bystander(target.server) as bystander:
+        time.sleep(seconds)
+    return bystander
+
+
+def measure(target: Target, attack: Attack) -> str:
+    server = target.server
+    cpu_before = server.cpu_s()
+    with PeakMemory(server) as memory, Bystander(server) as bystander:
+        start = time.perf_counter()
+        try:
+            outcome = attack.run(target)
+            result = f"{outcome.status} {outcome.body_bytes:>9,} B {outcome.note[:28]}"
+        except Exception as error:  # the bench reports a broken attack instead of stopping
+            result = f"raised {type(error).__name__}: {str(error)[:40]}"
+        wall = time.perf_counter() - start
+    cpu = server.cpu_s() - cpu_before
+    after_mb = server.rss_kb() / 1024
+    over = max(0.0, cpu - attack.deadline_s)
+    verdict = "ok" if memory.added_mb < 100 and over <= 2 and bystander.percentile_ms(.99) < 100 else "MISSED"
+    return (f"| {attack.name} | {result} | {memory.baseline_kb / 1024:.0f} / {memory.peak_kb / 1024:.0f} / "
+            f"{after_mb:.0f} (+{memory.added_mb:.1f}) | {cpu:.2f} / {attack.deadline_s:g} | {wall:.2f} | "
+            f"{bystander.percentile_ms(.5):.1f} / {bystander.percentile_ms(.99):.1f} / {bystander.worst_ms:.1f} | "
+            f"{len(bystander.failures)} | {verdict} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="", help="run only attacks whose name contains this")
+    parser.add_argument("--repeat", type=int, default=1, help="run each attack this many times")
+    args = parser.parse_args()
+    groups: dict[tuple[tuple[str, str], ...], list[Attack]] = defaultdict(list)
+    for attack in all_attacks():
+        if args.only.lower() in attack.name.lower():
+            groups[tuple(sorted(attack.env.items()))].append(attack)
+    print("| attack | answer (status, size) | server RSS MB before / peak / after (added) | CPU s / deadline s "
+          "| wall s | /health ms p50 / p99 / worst | bystander failures | |")
+    print("|---|---|---|---|---|---|---|---|")
+    for env, group in groups.items():
+        with tempfile.TemporaryDirectory() as tmp, hostile_target(Path(tmp), dict(env)) as target:
+            quiet = quiet_health(target)
+            settings = ", ".join(f"{key}={value}" for key, value in env) or "defaults"
+            print(f"| *no attack ({settings})* | | {target.server.rss_kb() / 1024:.0f} | | | "
+                  f"{quiet.percentile_ms(.5):.1f} / {quiet.percentile_ms(.99):.1f} / {quiet.worst_ms:.1f} | "
+                  f"{len(quiet.failures)} | |")
+            for attack in group:
+                for _ in range(args.repeat):
+                    print(measure(target, attack), flush=True)
+
+
+if __name__ == "__main__":
+    main()
