@@ -290,28 +290,57 @@ def m005_learner_tasks(conn: sqlite3.Connection) -> None:
     )
 
 
+def m006_web_sessions(conn: sqlite3.Connection) -> None:
+    """Server-side web UI sessions: the cookie carries only a random id, whose hash is kept
+    here with its user, the token that opened it (revoking the token ends it) and an expiry."""
+    execute_script(conn,
+        """
+        CREATE TABLE web_sessions (
+            id_hash TEXT PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            token_id INTEGER NOT NULL REFERENCES api_tokens(id) ON DELETE CASCADE,
+            created_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL
+        );
+        CREATE INDEX web_sessions_by_user ON web_sessions(user_id, created_at);
+        CREATE INDEX web_sessions_by_token ON web_sessions(token_id);
+        """,
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
     m002_full_text_search,
     m003_session_activity,
     m004_activities_problems_submissions,
     m005_learner_tasks,
+    m006_web_sessions,
 )
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:
-    """Apply pending migrations in order, each in its own transaction; return their names."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-    )
-    done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    """Apply pending migrations in order, each in its own transaction; return their names.
+
+    Several processes may start at once on a fresh file (two servers, a server and a CLI
+    command). Each migration's transaction takes the write lock first (`BEGIN IMMEDIATE`,
+    which waits on the busy timeout) and only then reads whether the migration is recorded,
+    so a process that waited finds the other's work done instead of applying it again
+    ("table already exists"). The first read, outside any lock, only spares every later
+    start the write lock when the schema is already current.
+    """
     applied: list[str] = []
     for migration in MIGRATIONS:
         name = migration.__name__
-        if name in done:
+        if name in recorded_migrations(conn):
             continue
         conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+            if name in recorded_migrations(conn):  # applied by another process while this one waited
+                conn.execute("ROLLBACK")
+                continue
             migration(conn)
             conn.execute(
                 "INSERT INTO _migrations(name, applied_at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
@@ -319,7 +348,14 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
             )
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
         applied.append(name)
     return applied
+
+
+def recorded_migrations(conn: sqlite3.Connection) -> set[str]:
+    """Names in `_migrations` (none while the table does not exist yet)."""
+    exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'").fetchone()
+    return {row[0] for row in conn.execute("SELECT name FROM _migrations")} if exists else set()

@@ -26,6 +26,16 @@ class User(BaseModel):
     created_at: str
 
 
+class TokenInfo(BaseModel):
+    """An API token as the operator sees it (`python app.py tokens list`): never the secret."""
+
+    id: int
+    user_id: int
+    user_name: str
+    role: str
+    created_at: str
+
+
 class DuplicateUserError(Exception):
     """A user with this name already exists."""
 
@@ -38,7 +48,7 @@ def new_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
-def _user(row: sqlite3.Row) -> User:
+def user_from_row(row: sqlite3.Row) -> User:
     return User(id=row["id"], name=row["name"], role=row["role"], created_at=row["created_at"])
 
 
@@ -75,12 +85,53 @@ def user_for_token(conn: sqlite3.Connection, token: str) -> User | None:
         "SELECT u.* FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?",
         (hash_token(token),),
     ).fetchone()
-    return _user(row) if row else None
+    return user_from_row(row) if row else None
+
+
+def find_token(conn: sqlite3.Connection, token: str) -> tuple[User, int] | None:
+    """The token's user and the token's id (a web login remembers which token opened it)."""
+    row = conn.execute(
+        "SELECT u.*, t.id AS token_id FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?",
+        (hash_token(token),),
+    ).fetchone()
+    return (user_from_row(row), int(row["token_id"])) if row else None
+
+
+def list_tokens(conn: sqlite3.Connection, user_name: str | None = None) -> list[TokenInfo]:
+    rows = conn.execute(
+        "SELECT t.id, t.user_id, u.name AS user_name, u.role, t.created_at FROM api_tokens t "
+        "JOIN users u ON u.id = t.user_id WHERE ? IS NULL OR u.name = ? ORDER BY t.id",
+        (user_name, user_name),
+    )
+    return [TokenInfo(**dict(row)) for row in rows]
+
+
+def revoke_token(conn: sqlite3.Connection, token_id: int) -> bool:
+    """Delete one token; the web sessions it opened end with it (ON DELETE CASCADE)."""
+    return conn.execute("DELETE FROM api_tokens WHERE id = ?", (token_id,)).rowcount > 0
+
+
+def replace_tokens(conn: sqlite3.Connection, user_id: int) -> str:
+    """Revoke every token of the user (and so their web sessions) and issue one new token,
+    in one transaction: there is no moment without a token, nor one with both."""
+    with transaction(conn):
+        conn.execute("DELETE FROM api_tokens WHERE user_id = ?", (user_id,))
+        return add_token(conn, user_id)
+
+
+def get_user_by_name(conn: sqlite3.Connection, name: str) -> User | None:
+    row = conn.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
+    return user_from_row(row) if row else None
+
+
+def first_admin(conn: sqlite3.Connection) -> User | None:
+    row = conn.execute("SELECT * FROM users WHERE role = 'admin' ORDER BY id LIMIT 1").fetchone()
+    return user_from_row(row) if row else None
 
 
 def get_user(conn: sqlite3.Connection, user_id: int) -> User | None:
     row = conn.execute("SELECT * FROM users WHERE id = ?", (user_id,)).fetchone()
-    return _user(row) if row else None
+    return user_from_row(row) if row else None
 
 
 def count_users(conn: sqlite3.Connection, role: str | None = None) -> int:
