@@ -3,6 +3,7 @@
     python app.py                      start the server (HOST, PORT)
     python app.py create-user NAME     create a user; the token is the last line printed
     python app.py import-tasks FILE    import a learner task project (YAML or JSON)
+    python app.py tokens list|revoke ID|rotate USER, reset-admin-token   API tokens (admin_cli.py)
 
 `create_app(settings)` builds every long-lived service once (database, providers,
 registry, system prompt) and hangs it on `app.extensions`; request handlers receive
@@ -21,9 +22,12 @@ from pathlib import Path
 import click
 from flask import Flask
 
+import admin_cli
 from api import auth, chat, files, health, profile, sessions, streams, tool_results, tools, ui
 from api import judge as judge_api
 from api import instructor
+from api import headers as security_headers
+from api import rate_limits
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
 from api.health import ProviderProbe
@@ -39,6 +43,7 @@ from pipeline.prompt import build_system_prompt, load_persona
 from pipeline.turn import TurnServices
 from providers import FallbackChain, build_chain
 from storage.db import Database
+from storage.file_modes import owner_only_from_now, restrict, server_paths
 from storage.messages import Message
 from storage.uploads import StoredImage, load_data_url
 from storage.users import DuplicateUserError, count_users, create_user
@@ -161,6 +166,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     )
     init_database(app)
     register_error_handlers(app)
+    rate_limits.init_app(app)  # RATE_LIMITS and MAX_STREAMS_PER_USER
+    security_headers.init_app(app)
     blueprints = (auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui,
                   instructor)
     for blueprint in (module.bp for module in blueprints):
@@ -180,6 +187,7 @@ def cli_settings() -> Settings:
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """Run the server (no arguments) or a management command."""
+    owner_only_from_now()  # files this process creates (database, uploads, tokens) are 0600, dirs 0700
     if ctx.invoked_subcommand is None:
         serve()
 
@@ -225,8 +233,12 @@ def import_tasks_command(file: str) -> None:
     click.echo(report.summary())
 
 
+admin_cli.register(cli, cli_settings)
+
+
 def serve() -> None:
     settings = cli_settings()
+    restrict(server_paths(settings.data_dir, settings.database_path, settings.auth_token_file))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from server import serve as serve_with_gunicorn
 

@@ -7,11 +7,12 @@ one `Settings` value; nothing reads `os.environ` after start-up, so tests build 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from providers import ProviderConfig
 
@@ -20,6 +21,69 @@ ProviderName = Literal["ollama", "openai", "openrouter", "cerebras", "chutes", "
 
 class ConfigError(Exception):
     """The environment holds a value the product cannot run with."""
+
+
+class Rate(BaseModel):
+    """At most `count` requests in any `window_s` seconds (a moving window)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    count: int = Field(ge=1)
+    window_s: int = Field(ge=1)
+    text: str  # as the operator wrote it, for messages
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class RateLimits(BaseModel):
+    """`RATE_LIMITS`, parsed: the per-user budget of each limited action (None = unlimited).
+
+    `sessions` (chat sessions created) is not in SPEC's example; it has a built-in default
+    like the others, so a RATE_LIMITS that names only some keys keeps the rest."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    turns: Rate | None = None
+    runs: Rate | None = None
+    generate: Rate | None = None
+    login: Rate | None = None
+    sessions: Rate | None = None
+
+
+_RATE = re.compile(r"^\s*(\d+)\s*(?:/|per)\s*(\d+)?\s*(second|minute|hour|day)s?\s*$", re.IGNORECASE)
+_UNIT_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+DEFAULT_RATE_LIMITS = "turns=30/minute,runs=60/minute,generate=5/hour,login=10/minute,sessions=60/hour"
+
+
+def parse_rate(key: str, text: str) -> Rate | None:
+    """`30/minute`, `5 per hour`, `100/10 minutes`, or `off`; anything else names the key."""
+    if text.strip().lower() in {"off", "none", "unlimited"}:
+        return None
+    match = _RATE.match(text)
+    if match is None or int(match.group(1)) < 1 or match.group(2) == "0":
+        raise ValueError(f"bad rate {text.strip()!r} for {key!r}: use COUNT/UNIT (second, minute, hour or day), "
+                         "e.g. 30/minute, 100/10 minutes, or off")
+    count, multiple, unit = int(match.group(1)), int(match.group(2) or 1), match.group(3).lower()
+    return Rate(count=count, window_s=multiple * _UNIT_S[unit], text=text.strip())
+
+
+def parse_rate_limits(value: object) -> object:
+    """`key=rate,key=rate` over the defaults; an unknown key or a bad rate is a ValueError
+    (so `load_settings` raises a ConfigError naming RATE_LIMITS and the key)."""
+    if not isinstance(value, str):
+        return value
+    rules: dict[str, Rate | None] = {}
+    for text in (DEFAULT_RATE_LIMITS, value):
+        for item in filter(str.strip, text.split(",")):
+            key, sep, rate = (part.strip() for part in item.partition("="))
+            if not sep:
+                raise ValueError(f"expected key=rate, got {item.strip()!r} (e.g. turns=30/minute)")
+            if key not in RateLimits.model_fields:
+                raise ValueError(f"unknown limit {key!r} in {item.strip()!r}: the keys are "
+                                 f"{', '.join(RateLimits.model_fields)} (e.g. turns=30/minute)")
+            rules[key] = parse_rate(key, rate)
+    return RateLimits(**rules)
 
 
 class Settings(BaseModel):
@@ -64,7 +128,8 @@ class Settings(BaseModel):
     allow_private_fetch: bool = False
     judge_pool_size: int = Field(default=2, ge=0, le=16)
     max_streams_per_user: int = Field(default=8, ge=1, le=10_000)  # open event streams one user may hold
-    rate_limits: str = "turns=30/minute,runs=60/minute,generate=5/hour,login=10/minute"  # per user; 429 beyond
+    rate_limits: Annotated[RateLimits, BeforeValidator(parse_rate_limits)] = Field(  # per user; 429 beyond
+        default_factory=lambda: parse_rate_limits(""))
     fallback_api_keys: dict[str, str] = Field(default_factory=dict)
 
     def llm_config(self) -> ProviderConfig:

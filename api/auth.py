@@ -2,23 +2,36 @@
 
 `require_user` is installed as `before_request` on every protected blueprint: a missing or
 wrong token answers 401 before any handler runs. The web UI may instead hold a signed,
-HttpOnly, SameSite=Strict session cookie obtained by `POST /api/login` with a token. A
-cookie-authenticated request that changes anything must also carry the
-`X-Requested-With` header, which a cross-site form cannot send (CSRF).
+HttpOnly, SameSite=Strict session cookie obtained by `POST /api/login` with a token. The
+cookie carries only the random id of a server-side session (`storage/web_sessions.py`):
+logging out, revoking the token that logged in, or rotating the user's tokens ends it at
+once, whatever copy of the cookie exists. A cookie-authenticated request that changes
+anything must also carry the `X-Requested-With` header, which a cross-site form cannot
+send (CSRF).
+
+Login attempts spend the `login` budget of RATE_LIMITS under two keys. A wrong token
+counts against the client's address; a right one against its user at that address. The
+token is checked first: it is a 256-bit secret, so no rate makes guessing it feasible, and
+checking first means nobody's failures, not even from the same address (a school's NAT, a
+reverse proxy), can lock a valid token out; a user can only exhaust their own logins.
 """
 
 from __future__ import annotations
 
-from flask import Blueprint, g, jsonify, request, session
+from flask import Blueprint, current_app, g, jsonify, request, session
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.bodies import json_body
 from api.database import get_db
 from api.errors import ApiError
-from storage.users import User, get_user, user_for_token
+from api.refusal import refuse_unless
+from ratelimit import RateLimiter
+from storage.users import User, find_token, user_for_token
+from storage.web_sessions import close_web_session, open_web_session, web_session_user
 
 CSRF_HEADER = "X-Requested-With"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+SESSION_KEY = "sid"  # the only value in the signed cookie: a server-side session's id
 
 bp = Blueprint("auth", __name__)
 
@@ -32,12 +45,15 @@ def bearer_token() -> str | None:
 
 
 def require_user() -> None:
+    """Authenticate the request once (later calls in the same request are free)."""
+    if g.get("user") is not None:
+        return
     token = bearer_token()
     user: User | None = None
     if token is not None:
         user = user_for_token(get_db(), token)
-    elif "user_id" in session:
-        user = get_user(get_db(), int(session["user_id"]))
+    elif SESSION_KEY in session:
+        user = web_session_user(get_db(), str(session[SESSION_KEY]))
         if user is not None and request.method not in SAFE_METHODS and not request.headers.get(CSRF_HEADER):
             raise ApiError(403, "csrf_header_missing", f"cookie-authenticated requests must send {CSRF_HEADER}")
     if user is None:
@@ -58,17 +74,27 @@ class LoginRequest(BaseModel):
 def login():  # type: ignore[no-untyped-def]
     """Trade an API token for a session cookie (the web UI keeps no token in JS storage)."""
     data = json_body(LoginRequest)
-    user = user_for_token(get_db(), data.token.strip())
-    if user is None:
+    limiter: RateLimiter = current_app.extensions["rate_limiter"]
+    address = request.remote_addr or "unknown"
+    conn = get_db()
+    found = find_token(conn, data.token.strip())
+    if found is None:
+        refuse_unless(limiter.hit("login", "failed", address))
         raise ApiError(401, "unauthorized", "invalid token")
+    user, token_id = found
+    refuse_unless(limiter.hit("login", "user", str(user.id), address))
+    session_id = open_web_session(conn, user.id, token_id, current_app.permanent_session_lifetime)
     session.clear()
-    session["user_id"] = user.id
+    session[SESSION_KEY] = session_id
     session.permanent = True
     return jsonify({"id": user.id, "name": user.name, "role": user.role})
 
 
 @bp.post("/api/logout")
 def logout():  # type: ignore[no-untyped-def]
+    """End the server-side session (a copy of the cookie is worthless afterwards)."""
+    if SESSION_KEY in session:
+        close_web_session(get_db(), str(session[SESSION_KEY]))
     session.clear()
     return "", 204
 

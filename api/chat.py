@@ -13,11 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError, not_found, validation_error
+from api.live import stream_seat, wants_event_stream
+from api.sessions import new_session
 from api.turns import answer_turn, runner, turn_payload
 from events.turns import TurnLease
 from pipeline.turn import EventSink, TurnServices, run_turn
 from storage.messages import Message, recent_messages
-from storage.sessions import create_session, get_session
+from storage.sessions import get_session
 from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, inspect_image, save_image
 
 bp = Blueprint("chat", __name__)
@@ -98,8 +100,10 @@ def chat():  # type: ignore[no-untyped-def]
     services: TurnServices = current_app.extensions["turn_services"]
     conn = get_db()
     user = current_user()
+    if wants_event_stream():
+        stream_seat()  # 429 before the turn starts when the user already holds every stream they may
     if chat_request.session_id is None:
-        session = create_session(conn, user.id, " ".join(chat_request.message.split())[:SESSION_NAME_CHARS])
+        session = new_session(" ".join(chat_request.message.split())[:SESSION_NAME_CHARS])
     else:
         session = get_session(conn, user.id, chat_request.session_id)
         if session is None:

@@ -1,4 +1,8 @@
-"""`GET /files/<path>`: uploaded and generated images, served only to their owner."""
+"""`GET /files/<path>`: uploaded and generated images, served only to their owner.
+
+They are private: `Cache-Control: private` keeps them out of shared caches (a proxy would
+otherwise hand one user's image to the next who asks for the URL); the browser may still
+keep its own copy for an hour (the files never change under a name)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ bp = Blueprint("files", __name__)
 bp.before_request(require_user)
 
 SERVED_FOLDERS = ("uploads", "generated")
+BROWSER_CACHE_S = 3600
 
 
 @bp.get("/files/<folder>/<int:owner>/<name>")
@@ -23,4 +28,7 @@ def serve(folder: str, owner: int, name: str):  # type: ignore[no-untyped-def]
     target = (root / name).resolve()
     if target.parent != root or not target.is_file():
         raise not_found("file")
-    return send_file(target, max_age=3600)
+    response = send_file(target, max_age=BROWSER_CACHE_S)
+    response.cache_control.public = False
+    response.cache_control.private = True
+    return response

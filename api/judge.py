@@ -19,6 +19,7 @@ from api.bodies import json_body
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError, not_found
+from api.sessions import new_session
 from api.turns import runner
 from cancellation import CancelToken
 from pipeline.turn import EventSink
@@ -33,7 +34,7 @@ from storage.problems import (
     get_problem,
     list_activities,
 )
-from storage.sessions import create_session, get_session
+from storage.sessions import get_session
 
 bp = Blueprint("judge", __name__)
 bp.before_request(require_user)
@@ -118,7 +119,7 @@ def generate():  # type: ignore[no-untyped-def]
     conn, user = get_db(), current_user()
     judge = ready_judge()
     if body.session_id is None:
-        session = create_session(conn, user.id, f"Practice: {body.topic}"[:60])
+        session = new_session(f"Practice: {body.topic}"[:60])
     else:
         session = get_session(conn, user.id, body.session_id)
         if session is None:

@@ -7,6 +7,11 @@ event loop (`respond`): an idle stream then costs a few kilobytes and no thread 
 7a.6). Under any plain WSGI server (Flask's test client included) the same body answers
 from the request's thread (`sync_response`). Both follow the same rules
 (`events.follow.StreamFollower`), so they cannot drift apart.
+
+Each user holds at most `MAX_STREAMS_PER_USER` event streams at once. The seat is taken
+where the stream really starts (on the event loop, or in the request thread under WSGI)
+and given back where it ends, whether the run finished or the client left; the view only
+checks that there is room, so a user already at the limit gets an ordinary 429 answer.
 """
 
 from __future__ import annotations
@@ -18,11 +23,14 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from flask import Response, jsonify, request, stream_with_context
+from flask import Response, current_app, g, jsonify, request, stream_with_context
+from werkzeug.wsgi import ClosingIterator
 
+from api.refusal import refusal_body, refuse_unless
 from events.bus import Event, EventBus, Wakeup
 from events.follow import FollowPlan, StreamFollower
 from events.turns import TurnLease
+from ratelimit import StreamSlots, Verdict
 
 HANDOFF_KEY = "orchestrator.handoff"  # in the ASGI scope (the WSGI environ's "asgi.scope")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -68,7 +76,33 @@ class HandoffSlot:
     body: LiveBody | None = None
 
 
+@dataclass(frozen=True)
+class StreamSeat:
+    """One user's claim on a stream slot: taken when the stream starts, given back at its end."""
+
+    slots: StreamSlots
+    user_id: int
+
+    def take(self) -> Verdict:
+        return self.slots.take(self.user_id)
+
+    def give_back(self) -> None:
+        self.slots.give_back(self.user_id)
+
+
+def stream_seat() -> StreamSeat | None:
+    """The current user's seat for a new stream; 429 now if they already hold the maximum."""
+    slots: StreamSlots | None = current_app.extensions.get("stream_slots")
+    user = g.get("user")
+    if slots is None or user is None:
+        return None
+    refuse_unless(slots.room(user.id))
+    return StreamSeat(slots, user.id)
+
+
 def live_response(body: LiveBody) -> Response:
+    if isinstance(body, EventStreamBody):
+        body.seat = stream_seat()
     scope = request.environ.get("asgi.scope")
     slot = scope.get(HANDOFF_KEY) if isinstance(scope, dict) else None
     if not isinstance(slot, HandoffSlot):
@@ -90,6 +124,7 @@ class EventStreamBody:
     def __init__(self, bus: EventBus, plan: FollowPlan) -> None:
         self.bus = bus
         self.plan = plan
+        self.seat: StreamSeat | None = None  # whose stream this is (set by `live_response`)
 
     def frames(self) -> Iterator[str]:
         """The blocking form, for WSGI servers and tests."""
@@ -110,9 +145,26 @@ class EventStreamBody:
                     quiet_since = time.monotonic()
 
     def sync_response(self) -> Response:
-        return Response(stream_with_context(self.frames()), mimetype="text/event-stream", headers=SSE_HEADERS)
+        frames: Iterator[str] = stream_with_context(self.frames())
+        if self.seat is not None:
+            refuse_unless(self.seat.take())
+            frames = ClosingIterator(frames, self.seat.give_back)  # the WSGI server closes it at the end
+        return Response(frames, mimetype="text/event-stream", headers=SSE_HEADERS)
 
     async def respond(self, start: ASGIMessage, send: Send, receive: Receive) -> None:
+        if self.seat is None:
+            await self._stream(start, send, receive)
+            return
+        verdict = self.seat.take()
+        if not verdict.allowed:  # others of this user's streams started since the view checked
+            await _refuse(start, send, verdict)
+            return
+        try:
+            await self._stream(start, send, receive)
+        finally:
+            self.seat.give_back()
+
+    async def _stream(self, start: ASGIMessage, send: Send, receive: Receive) -> None:
         await send({"type": "http.response.start", "status": start.get("status", 200),
                     "headers": _headers(start, (b"content-length",))})
         wakeup = Wakeup(asyncio.get_running_loop())
@@ -150,6 +202,15 @@ class EventStreamBody:
                 data = frame(follower.heartbeat()).encode()
                 await send({"type": "http.response.body", "body": data, "more_body": True})
                 quiet_since = time.monotonic()
+
+
+async def _refuse(start: ASGIMessage, send: Send, verdict: Verdict) -> None:
+    body = json.dumps(refusal_body(verdict)).encode()
+    headers = _headers(start, (b"content-length", b"content-type", b"cache-control", b"x-accel-buffering")) + [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(verdict.retry_after_s).encode())]
+    await send({"type": "http.response.start", "status": 429, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 class TurnOutcomeBody:

@@ -12,6 +12,7 @@ from api.bodies import json_body
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError, not_found
+from api.rate_limits import charge
 from events import Live
 from storage.messages import recent_messages
 from storage.sessions import ChatSession, create_session, delete_session, get_session, list_sessions, rename_session
@@ -51,6 +52,13 @@ def active_turn(session_id: str) -> dict[str, Any] | None:
             "last_event_id": live.bus.last_id(session_id) or lease.start_cursor}
 
 
+def new_session(name: str | None) -> ChatSession:
+    """A new chat session of the current user; each spends one of their `sessions` budget
+    (RATE_LIMITS), whichever endpoint creates it."""
+    charge("sessions")
+    return create_session(get_db(), current_user().id, name)
+
+
 def owned_session(session_id: str) -> ChatSession:
     session = get_session(get_db(), current_user().id, session_id)
     if session is None:
@@ -67,8 +75,7 @@ def index():  # type: ignore[no-untyped-def]
 @bp.post("/sessions")
 def create():  # type: ignore[no-untyped-def]
     body: SessionCreate = json_body(SessionCreate, optional=True)
-    session = create_session(get_db(), current_user().id, body.name)
-    return jsonify(session.model_dump()), 201
+    return jsonify(new_session(body.name).model_dump()), 201
 
 
 @bp.get("/sessions/<session_id>")
