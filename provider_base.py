@@ -328,7 +328,10 @@ def configure_session(session: requests.Session, base_url: str) -> None:
     environment on every call (see ``Provider._session``)."""
     if base_url:
         session.proxies.update(requests.utils.get_environ_proxies(base_url))
-    session.verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
+    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    # A bundle path makes requests stat it on every call (file or directory?); plain http
+    # verifies nothing, so a local server (Ollama, llama.cpp) skips that system call.
+    session.verify = bundle if bundle and not base_url.startswith("http://") else True
     session.trust_env = False
 
 
