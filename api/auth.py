@@ -32,6 +32,7 @@ from storage.web_sessions import close_web_session, open_web_session, web_sessio
 CSRF_HEADER = "X-Requested-With"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SESSION_KEY = "sid"  # the only value in the signed cookie: a server-side session's id
+USER_KEY = "orchestrator.user"  # in the WSGI environ: this request's authenticated user
 
 bp = Blueprint("auth", __name__)
 
@@ -45,8 +46,15 @@ def bearer_token() -> str | None:
 
 
 def require_user() -> None:
-    """Authenticate the request once (later calls in the same request are free)."""
-    if g.get("user") is not None:
+    """Authenticate the request once: later calls for the same request reuse the answer.
+
+    The answer is kept in the request's own environ, not only on `g`: `g` lives in the app
+    context, which a streamed response (`stream_with_context`) can keep pushed while the
+    same thread serves the next request, and must never carry one request's user into
+    another."""
+    known: User | None = request.environ.get(USER_KEY)
+    if known is not None:
+        g.user = known
         return
     token = bearer_token()
     user: User | None = None
@@ -58,7 +66,7 @@ def require_user() -> None:
             raise ApiError(403, "csrf_header_missing", f"cookie-authenticated requests must send {CSRF_HEADER}")
     if user is None:
         raise ApiError(401, "unauthorized", "missing or invalid bearer token")
-    g.user = user
+    request.environ[USER_KEY] = g.user = user
 
 
 def current_user() -> User:

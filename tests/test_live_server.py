@@ -67,7 +67,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     port = free_port()
     with FakeLLMServer(default_reply="plain answer") as llm:
         env = clean_env(tmp, settings, PORT=str(port), LLM_PROVIDER="openai", LLM_BASE_URL=llm.openai_base_url,
-                        LLM_MODEL="m", WEB_THREADS=str(WEB_THREADS), HEADER_TIMEOUT_S="1", SSE_HEARTBEAT_S="1")
+                        LLM_MODEL="m", WEB_THREADS=str(WEB_THREADS), HEADER_TIMEOUT_S="1", SSE_HEARTBEAT_S="1",
+                        # one user holds hundreds of streams and sends many turns here (limits: test_limits.py)
+                        MAX_STREAMS_PER_USER="1000", RATE_LIMITS="turns=off,sessions=off")
         log = (tmp / "server.log").open("w")
         process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:

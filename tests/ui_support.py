@@ -69,6 +69,8 @@ def server(llm: FakeLLMServer, tmp_path_factory: pytest.TempPathFactory) -> Iter
         LLM_PROVIDER="openai", LLM_BASE_URL=llm.openai_base_url, LLM_MODEL="fake", LLM_TIMEOUT_S="30",
         IMAGE_PROVIDER="openai", IMAGE_BASE_URL=llm.openai_base_url, IMAGE_MODEL="fake-image",
         JUDGE_ENABLED="0", SECRET_KEY="browser-test-secret",
+        # every test logs in again and starts chats: the per-user limits are tested in test_limits.py
+        RATE_LIMITS="turns=off,login=off,sessions=off",
     )
     log = (tmp / "server.log").open("w")
     process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
