@@ -590,3 +590,31 @@ def test_tool_turn_answer_shape(client, auth, fake_llm):
         assert MESSAGE_KEYS <= set(message) <= MESSAGE_KEYS | {"meta"}
         if "meta" in message:
             assert isinstance(message["meta"], dict)
+
+
+# headers every answer carries -------------------------------------------------------------------
+
+
+def test_images_are_private_to_caches(client, auth, fake_llm):
+    data = "data:image/png;base64," + base64.b64encode(tiny_png()).decode()
+    fake_llm.queue("a red square")
+    path = chat(client, auth, "what is this?", images=[data]).get_json()["messages"][0]["meta"]["images"][0]["path"]
+    served = client.get(f"/files/{path}", headers=auth)
+    assert served.status_code == 200
+    cache = served.headers["Cache-Control"]
+    assert "private" in cache and "public" not in cache
+    assert served.headers["X-Content-Type-Options"] == "nosniff"
+
+
+@pytest.mark.parametrize("method,path,status", [
+    ("GET", "/health", 200),
+    ("GET", "/sessions", 200),
+    ("GET", "/sessions/missing", 404),
+    ("GET", "/no/such/route", 404),
+    ("POST", "/chat", 400),
+    ("GET", "/", 200),
+])
+def test_every_answer_says_nosniff(client, auth, method, path, status):
+    response = client.open(path, method=method, headers=auth, data="x")
+    assert response.status_code == status
+    assert response.headers["X-Content-Type-Options"] == "nosniff"

@@ -207,3 +207,107 @@ def test_first_run_admin_is_created_even_after_create_user(tmp_path):
         admin = user_for_token(conn, token)
     assert admin is not None and admin.role == "admin" and admin.name == "admin2"
     assert ensure_admin(database, str(tmp_path / "again.token")) is None
+
+
+# tokens -----------------------------------------------------------------------------------------
+
+
+def token_works(make_app: Callable[..., Flask], scripted, token: str) -> bool:  # type: ignore[no-untyped-def]
+    app = make_app(llm_provider="scripted", scripted_replies=scripted([]))
+    return app.test_client().get("/api/me", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+
+
+def test_tokens_list_revoke_and_rotate(tmp_path, base_settings, make_app, scripted):
+    env = clean_env(tmp_path, base_settings)
+    alice = run_app(env, "create-user", "alice").stdout.strip().splitlines()[-1]
+    second = run_app(env, "tokens", "rotate", "alice")
+    assert second.returncode == 0, second.stderr
+    rotated = second.stdout.strip().splitlines()[-1]
+    assert not token_works(make_app, scripted, alice) and token_works(make_app, scripted, rotated)
+
+    listing = run_app(env, "tokens", "list", "--user", "alice")
+    assert listing.returncode == 0 and rotated not in listing.stdout
+    rows = [line.split() for line in listing.stdout.strip().splitlines()[1:]]
+    assert len(rows) == 1 and rows[0][1:3] == ["alice", "user"]
+    assert "admin" not in listing.stdout  # filtered by --user
+    assert run_app(env, "tokens", "list").stdout.count("\n") >= 2
+
+    revoked = run_app(env, "tokens", "revoke", rows[0][0])
+    assert revoked.returncode == 0 and not token_works(make_app, scripted, rotated)
+
+
+@pytest.mark.parametrize("args,message", [
+    (("tokens", "revoke", "999"), "no token with id 999"),
+    (("tokens", "rotate", "nobody"), "no user named 'nobody'"),
+    (("reset-admin-token", "--user", "nobody"), "no user named 'nobody'"),
+])
+def test_token_commands_fail_cleanly(tmp_path, base_settings, args, message):
+    result = run_app(clean_env(tmp_path, base_settings), *args)
+    assert result.returncode != 0 and "Traceback" not in result.stderr and message in result.stderr
+
+
+def test_reset_admin_token_replaces_a_lost_token(tmp_path, base_settings, make_app, scripted):
+    make_app()  # the first start makes the admin and writes its token
+    token_file = Path(base_settings["auth_token_file"])
+    lost = token_file.read_text().strip()
+    token_file.unlink()
+    env = clean_env(tmp_path, base_settings)
+    assert run_app(env, "create-user", "bob").returncode == 0
+    refused = run_app(env, "reset-admin-token", "--user", "bob")
+    assert refused.returncode != 0 and "not an admin" in refused.stderr
+    result = run_app(env, "reset-admin-token")
+    assert result.returncode == 0, result.stderr
+    fresh = token_file.read_text().strip()
+    assert fresh != lost and token_file.stat().st_mode & 0o777 == 0o600
+    assert token_works(make_app, scripted, fresh) and not token_works(make_app, scripted, lost)
+
+
+# owner-only files -------------------------------------------------------------------------------
+
+
+def modes(root: Path) -> dict[str, int]:
+    return {str(path.relative_to(root)): path.stat().st_mode & 0o777 for path in [root, *root.rglob("*")]}
+
+
+@pytest.mark.slow
+def test_the_server_keeps_its_files_to_its_own_user(tmp_path, base_settings):
+    """Existing files are restricted at start; new ones (database, uploads) are made 0600/0700."""
+    import base64
+
+    from testing.fake_llm import FakeLLMServer, tiny_png
+
+    data = Path(base_settings["data_dir"])
+    (data / "workspaces" / "1").mkdir(parents=True)
+    old = data / "workspaces" / "1" / "notes.txt"
+    old.write_text("old")
+    for path, mode in ((data, 0o755), (data / "workspaces", 0o755), (data / "workspaces" / "1", 0o775), (old, 0o664)):
+        path.chmod(mode)
+    port = free_port()
+    with FakeLLMServer(default_reply="a picture") as llm:
+        env = clean_env(tmp_path, base_settings, PORT=str(port), LLM_PROVIDER="openai",
+                        LLM_BASE_URL=llm.openai_base_url, LLM_MODEL="m")
+        log = (tmp_path / "server.log").open("w")
+        server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            from tests.process_support import wait_until_serving
+
+            wait_until_serving(server, f"http://127.0.0.1:{port}/health", tmp_path / "server.log")
+            token = Path(base_settings["auth_token_file"]).read_text().strip()
+            image = "data:image/png;base64," + base64.b64encode(tiny_png()).decode()
+            answer = requests.post(f"http://127.0.0.1:{port}/chat", json={"message": "look", "images": [image]},
+                                   headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            assert answer.status_code == 200, answer.text
+            found = {**modes(data), **{p.name: p.stat().st_mode & 0o777 for p in tmp_path.glob("app.db*")},
+                     "admin.token": Path(base_settings["auth_token_file"]).stat().st_mode & 0o777}
+        finally:
+            stop_process(server, log)
+    assert any(name.startswith("uploads/") and name.endswith(".png") for name in found), found
+    assert "app.db" in found and "app.db-wal" in found and "secret.key" in found
+    loose = {name: oct(mode) for name, mode in found.items() if mode & 0o077}
+    assert loose == {}, loose
+    assert found["workspaces/1/notes.txt"] == 0o600 and found["workspaces/1"] == 0o700
+
+
+def test_create_user_on_a_fresh_database_makes_it_owner_only(tmp_path, base_settings):
+    assert run_app(clean_env(tmp_path, base_settings), "create-user", "frank").returncode == 0
+    assert Path(base_settings["database_path"]).stat().st_mode & 0o777 == 0o600
