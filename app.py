@@ -28,6 +28,7 @@ from api import judge as judge_api
 from api import instructor
 from api import headers as security_headers
 from api import rate_limits
+from api.bodies import BoundedJSONProvider
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
 from api.health import ProviderProbe
@@ -42,6 +43,7 @@ from judge.service import Judge
 from pipeline.prompt import build_system_prompt, load_persona
 from pipeline.turn import TurnServices
 from providers import FallbackChain, build_chain
+from sqlbox.pool import SqlBox
 from storage.db import Database
 from storage.file_modes import owner_only_from_now, restrict, server_paths
 from storage.messages import Message
@@ -136,6 +138,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         SESSION_COOKIE_SAMESITE="Strict",
         PERMANENT_SESSION_LIFETIME=timedelta(days=30),
     )
+    app.json = BoundedJSONProvider(app)  # every JSON body read within depth, size and Unicode limits
     app.json.sort_keys = False  # type: ignore[attr-defined]
     database = Database(settings.database_path)
     database.migrate()
@@ -145,6 +148,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     judge, judge_status = build_judge(settings)
     app.extensions["judge"] = judge
     app.extensions["judge_status"] = judge_status
+    sql_box = app.extensions["sqlbox"] = SqlBox()  # worker processes for untrusted SQL, started on first use
     app.extensions["provider_probe"] = ProviderProbe(chat_chain)
     live = Live(
         bus=EventBus(IdClock(Path(settings.data_dir) / "event-ids"), heartbeat_s=settings.sse_heartbeat_s),
@@ -162,7 +166,8 @@ def create_app(settings: Settings | None = None) -> Flask:
         vision=vision_chain,
         system_prompt=build_system_prompt(registry, load_persona(settings.system_prompt_file)),
         load_images=image_loader(settings.data_dir),
-        tool_extras={"vision": vision_chain, "judge": judge},  # /image_analyze runs the vision provider
+        # /image_analyze runs the vision provider; /memory_sql runs in the SQL box's workers
+        tool_extras={"vision": vision_chain, "judge": judge, "sqlbox": sql_box},
     )
     init_database(app)
     register_error_handlers(app)

@@ -1,15 +1,38 @@
-"""Reading JSON request bodies: one object, validated by a pydantic model, or a 400."""
+"""Reading JSON request bodies: one object, validated by a pydantic model, or a 400.
+
+Every JSON body of the app is decoded by `api/bounded_json.py`, whichever way a handler
+asks for it (`json_body`, `json_object`, or `request.get_json` directly): Flask gives each
+request the app's JSON provider as its JSON module, and `create_app` installs
+`BoundedJSONProvider`. A body nested too deep, holding too many values or a lone surrogate
+answers 400 `invalid_json` with what to fix, even for callers that pass `silent=True`; a
+body that is merely not JSON stays a `ValueError`, so each endpoint keeps its own answer.
+"""
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
 from flask import request
+from flask.json.provider import DefaultJSONProvider
 from pydantic import BaseModel, ValidationError
 
+from api.bounded_json import MALFORMED, Decoded, decode
 from api.errors import ApiError, validation_error
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class BoundedJSONProvider(DefaultJSONProvider):
+    """Flask's JSON provider whose `loads` (what `request.get_json` calls) keeps the limits of
+    `api/bounded_json.py`; `dumps` and `response` are Flask's own."""
+
+    def loads(self, s: str | bytes, **kwargs: Any) -> Any:
+        outcome = decode(s)
+        if isinstance(outcome, Decoded):
+            return outcome.value
+        if outcome.code == MALFORMED:
+            raise ValueError(outcome.message)  # Werkzeug's usual path for a body that is not JSON
+        raise ApiError(400, "invalid_json", outcome.message)
 
 
 def json_object(*, optional: bool = False, hint: str = "") -> dict[str, Any]:

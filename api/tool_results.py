@@ -9,16 +9,20 @@ the model's next pass runs (JSON answer, or SSE with `Accept: text/event-stream`
 A failing handler (PROFILE_UPDATE_FAILED, or TOOL_EXECUTION_FAILED for anything
 unexpected) is logged with tool, call id and user, stored as an error result, and leaves
 the call pending: the client can fix the cause and send the answer again.
+
+Sizes: `value` is text of at most `MAX_ANSWER_CHARS` or a boolean (no widget takes anything
+else), the other fields are short, and the stored result is built by
+`tools.contract.stored_result` like every tool result.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from flask import Blueprint, current_app, request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from api.auth import current_user, require_user
 from api.database import get_db
@@ -31,8 +35,8 @@ from storage.db import transaction
 from events.turns import TurnLease
 from storage.messages import Message, add_message, find_tool_call, mark_tool_call
 from tools.base import ErrorCode, ToolFailure, ToolResult
-from tools.contract import render_contract
-from tools.interactive import apply_answer, check_answer
+from tools.contract import stored_result
+from tools.interactive import MAX_ANSWER_CHARS, apply_answer, check_answer
 
 bp = Blueprint("tool_results", __name__)
 bp.before_request(require_user)
@@ -48,7 +52,7 @@ class ToolResultBody(BaseModel):
     toolCallId: str = Field(min_length=1, max_length=100)  # noqa: N815
     toolName: str = Field(min_length=1, max_length=64)  # noqa: N815
     targetField: str = Field(min_length=1, max_length=64)  # noqa: N815
-    value: Any
+    value: Annotated[str, Field(max_length=MAX_ANSWER_CHARS)] | StrictBool
     inputMethod: Literal["selection", "text", "voice"] | None = None  # noqa: N815
 
 
@@ -57,7 +61,10 @@ def invalid(message: str, details: Any = None) -> ApiError:
 
 
 def parse_body() -> ToolResultBody:
-    raw = request.get_json(silent=True)
+    try:
+        raw = request.get_json(silent=True)
+    except ApiError as error:  # the body reader's limits (depth, size, Unicode), in SPEC 8's code
+        raise invalid(error.message) from error
     if not isinstance(raw, dict):
         raise invalid("the body must be a JSON object")
     if "value" not in raw:
@@ -82,15 +89,11 @@ def pending_call(body: ToolResultBody, user_id: int) -> Message:
     return call
 
 
-def stored_result(call: Message, result: ToolResult) -> tuple[str, dict[str, Any]]:
+def stored_answer(call: Message, result: ToolResult) -> tuple[str, dict[str, Any]]:
     meta = call.meta or {}
-    summary: dict[str, Any] = {"command": meta["command"], "command_line": meta["command_line"], "tool": result.tool,
-                               "ok": result.ok, "tool_call_id": meta["tool_call_id"], "kind": UI_RESULT}
-    if result.ok:
-        summary["output"] = result.output
-    else:
-        summary.update(code=result.error_code, message=result.message)
-    return render_contract(ROLE, meta["command_line"], result), summary
+    stored = stored_result(ROLE, meta["command"], meta["command_line"], result, tool_call_id=meta["tool_call_id"],
+                           kind=UI_RESULT)
+    return stored.content, stored.meta
 
 
 @bp.post("/api/ai/tool-result")
@@ -131,7 +134,7 @@ def continue_with_answer(conn: sqlite3.Connection, call: Message, user_id: int, 
         log.exception("tool %s failed (call %s, user %s)", meta["command"], meta.get("tool_call_id"), user_id)
         fail(conn, call, user_id, ErrorCode.TOOL_EXECUTION_FAILED, f"saving the answer failed ({type(error).__name__})", 500)
     result = ToolResult(tool=meta["tool"], ok=True, output=output.model_dump(mode="json"), text=output.render())
-    content, summary = stored_result(call, result)
+    content, summary = stored_answer(call, result)
     services: TurnServices = current_app.extensions["turn_services"]
 
     def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
@@ -148,6 +151,6 @@ def fail(conn: sqlite3.Connection, call: Message, user_id: int, code: str, messa
     log.warning("tool %s failed: %s %s (call %s, user %s)", meta.get("command"), code, message,
                 meta.get("tool_call_id"), user_id)
     result = ToolResult.failure(str(meta.get("tool")), code, message)
-    content, summary = stored_result(call, result)
+    content, summary = stored_answer(call, result)
     add_message(conn, session_id=call.session_id, user_id=user_id, role=ROLE, content=content, meta=summary)
     raise ApiError(status, code, f"{message}; the question is still open, send the answer again when fixed")

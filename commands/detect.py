@@ -6,6 +6,12 @@ code fence) means plain text, and so does a first line longer than `MAX_COMMAND_
 characters (the streaming gate holds a reply back for at most that long, SPEC 7a.2). The lines after the first are the body, with one
 surrounding ``` fence removed. Nothing here raises: every string is either a `Command`
 or `None`.
+
+A name longer than `MAX_COMMAND_NAME` cannot be a registered command, but it is still a
+well-formed one (SPEC 5: an unknown command gets an error result, not plain text). Its
+`Command.name` keeps only the first `MAX_COMMAND_NAME` characters and ends with `…`, which
+no registered name contains: every place that echoes a name (events, errors, the stored
+`meta`) is bounded without having to remember to cut it.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 MAX_COMMAND_LINE = 512  # a longer first line is text (SPEC 7a.2): nothing is held back longer
+MAX_COMMAND_NAME = 64  # registered names are a few words; a longer one is echoed cut
 COMMAND_LINE = re.compile(r"^/([A-Za-z][A-Za-z0-9_]*)(?:\s+(.*))?$", re.DOTALL)
 _TRIM = " \t\ufeff"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -22,7 +29,8 @@ _FENCE_LINE = re.compile(r"^(`{3,})([^`]*)$")
 
 @dataclass(frozen=True)
 class Command:
-    """A parsed command reply. `name` is lower-cased; `line` is the trimmed first line."""
+    """A parsed command reply. `name` is lower-cased (and cut, see above); `line` is the
+    trimmed first line, at most `MAX_COMMAND_LINE` characters."""
 
     name: str
     args: str
@@ -96,5 +104,7 @@ def detect_command(reply: str | None) -> Command | None:
     match = COMMAND_LINE.match(line)
     if match is None:
         return None
-    name, args = match.group(1), (match.group(2) or "").strip()
-    return Command(name=name.lower(), args=args, body=strip_fence(rest), line=line)
+    name, args = match.group(1).lower(), (match.group(2) or "").strip()
+    if len(name) > MAX_COMMAND_NAME:
+        name = name[:MAX_COMMAND_NAME] + "…"
+    return Command(name=name, args=args, body=strip_fence(rest), line=line)

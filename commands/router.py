@@ -47,6 +47,13 @@ def command_input(binding: CommandBinding, command: Command) -> dict[str, Any]:
     return raw
 
 
+def refuse(command: Command, registry: ToolRegistry, message: str) -> Routed:
+    """A command that is not run: a VALIDATION_FAILED result under the tool's own role."""
+    tool = registry.for_command(command.name)
+    role, name = (tool.result_role, tool.name) if tool is not None else (ROUTER_ROLE, "router")
+    return Routed(role, ToolResult.failure(name, ErrorCode.VALIDATION_FAILED, f"{message}. {FIX_HINT}"), False)
+
+
 def route(command: Command, registry: ToolRegistry, ctx: ToolContext) -> Routed:
     tool = registry.for_command(command.name)
     if tool is None or tool.command is None:

@@ -4,7 +4,8 @@ The right chain is chosen by the caller (6.9). Each attempt is a `FallbackChain.
 fed to one `ReplyGate`; `provider.request` / `provider.response` events bracket each
 attempt (sizes and timings, never text). A `None`, empty or whitespace-only reply gets
 exactly one more attempt; a cancelled attempt ends the pass at once, with the text the
-gate had shown.
+gate had shown. The provider feeds the gate through a `CappedSink` (`pipeline/reply_cap.py`),
+so the reply a pass returns is bounded and valid Unicode.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cancellation import CancelToken
+from pipeline.reply_cap import CappedSink
 from pipeline.reply_gate import ReplyGate
 from providers import ChatMessage, Completion, FailureKind, FallbackChain
 
@@ -26,12 +28,14 @@ class PassOutcome:
     completion: Completion
     gate: ReplyGate
     stopped: bool  # cancelled by the user
+    text: str | None = None  # the reply as read: capped, valid Unicode (None: the call failed)
+    cut: bool = False  # the reply went on past its cap (`pipeline/reply_cap.py`)
 
     @property
     def reply(self) -> str | None:
-        """The reply text, or None when every attempt failed or was blank."""
-        text = self.completion.text
-        return text if text is not None and text.strip() else None
+        """The reply text, or None when every attempt failed or was blank. For a plain
+        answer it is exactly the text the gate published."""
+        return self.text if self.text is not None and self.text.strip() else None
 
 
 def provider_pass(
@@ -50,12 +54,14 @@ def provider_pass(
         takes_body=takes_body,
         read_all=last_pass,
     )
+    sink = CappedSink(gate)
     completion: Completion | None = None
     for attempt in range(1, ATTEMPTS + 1):
         emit("provider.request", {"pass": pass_index, "attempt": attempt, "message_count": len(context)})
-        completion = chain.stream(context, gate, cancel=cancel)
-        if completion.text is not None:
-            gate.finish()
+        completion = chain.stream(context, sink, cancel=cancel)
+        text = None if completion.text is None else sink.text
+        if text is not None:
+            sink.finish()
         emit("provider.response", {
             "pass": pass_index, "attempt": attempt, "provider": completion.provider,
             "ok": completion.text is not None, "failure": completion.failure,
@@ -64,8 +70,8 @@ def provider_pass(
             "stopped_early": completion.stopped_early,
         })
         if completion.failure is FailureKind.CANCELLED or cancel.cancelled:
-            return PassOutcome(completion, gate, stopped=True)
-        if completion.text is not None and completion.text.strip():
-            return PassOutcome(completion, gate, stopped=False)
+            return PassOutcome(completion, gate, stopped=True, text=text, cut=sink.cut)
+        if text is not None and text.strip():
+            return PassOutcome(completion, gate, stopped=False, text=text, cut=sink.cut)
     assert completion is not None
-    return PassOutcome(completion, gate, stopped=False)
+    return PassOutcome(completion, gate, stopped=False, text=text, cut=sink.cut)

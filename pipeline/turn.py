@@ -8,6 +8,11 @@ Passes stream (SPEC 7a): `pipeline/passes.py` reads the provider through a `Repl
 which publishes plain answers as `answer.delta` while they are written. The turn's
 `CancelToken` stops it wherever it is: the answer text already shown is kept as the
 `assistant` message with `meta.stopped` (7a.5).
+
+Sizes (SPEC 12): a pass reads at most what `pipeline/reply_cap.py` allows, a plain answer is
+stored as the gate showed it (cut with a note past `MAX_ANSWER_CHARS`), a command whose body
+was cut is refused rather than run on part of its body, and a tool result is stored through
+`tools.contract.stored_result` (64 KiB of text, 256 KiB of structured output).
 """
 
 from __future__ import annotations
@@ -22,16 +27,17 @@ from pydantic import BaseModel
 
 from cancellation import NEVER, CancelToken
 from commands.detect import Command, detect_command, first_line_and_rest
-from commands.router import Routed, route
+from commands.router import Routed, refuse, route
 from config import Settings
 from pipeline.context import UI_PENDING, UI_RESULT, ImageLoader, build_context, is_tool_role, needs_vision
 from pipeline.reply_gate import Decision
 from pipeline.passes import provider_pass
+from pipeline.reply_cap import MAX_REPLY_CHARS, clip_answer
 from providers import Completion, FallbackChain
 from storage.db import Database
 from storage.messages import Message, add_message, recent_messages
 from tools.base import ToolContext
-from tools.contract import render_contract
+from tools.contract import stored_result
 from tools.registry import ToolRegistry
 
 TOOL_LIMIT_REACHED = "I reached the tool limit for this turn before finishing. Please ask again or rephrase."
@@ -168,30 +174,25 @@ def tool_context(
     )
 
 
-def run_command(turn: _Turn, command: Command, user_message_id: int) -> Routed:
+def run_command(turn: _Turn, command: Command, user_message_id: int, *, body_cut: bool = False) -> Routed:
     services = turn.services
     ctx = tool_context(services, turn.conn, turn.user_id, turn.session_id, user_message_id, turn.cancel)
     turn.emit("tool.started", {"name": command.name})
-    routed = route(command, services.registry, ctx)
+    if body_cut:  # never run a tool on part of its body
+        routed = refuse(command, services.registry, f"the reply was cut at {MAX_REPLY_CHARS:,} characters, more "
+                        "than any command's body may hold; send a shorter body")
+    else:
+        routed = route(command, services.registry, ctx)
     result = routed.result
     turn.emit(
         "tool.finished",
         {"name": command.name, "ok": result.ok, "code": result.error_code, "duration_ms": result.duration_ms},
     )
-    meta: dict[str, Any] = {
-        "command": command.name,
-        "command_line": command.line,
-        "tool": result.tool,
-        "ok": result.ok,
-        "duration_ms": result.duration_ms,
-    }
-    if result.ok:
-        meta["output"] = result.output
-    else:
-        meta.update(code=result.error_code, message=result.message)
+    pending: dict[str, Any] = {}
     if routed.awaiting_user:  # SPEC 8: store the pending call; the answer continues the loop
-        meta.update(kind=UI_PENDING, status="pending", tool_call_id=f"call_{uuid.uuid4().hex}")
-    turn.store(routed.role, render_contract(routed.role, command.line, result), meta)  # 6.5, 6.8
+        pending = {"kind": UI_PENDING, "status": "pending", "tool_call_id": f"call_{uuid.uuid4().hex}"}
+    stored = stored_result(routed.role, command.name, command.line, result, **pending)
+    turn.store(routed.role, stored.content, stored.meta)  # 6.5, 6.8
     turn.last_tool = ToolSummary(name=command.name, ok=result.ok, code=result.error_code)
     return routed
 
@@ -223,11 +224,11 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
         assert command is not None  # the gate decided "command" with the same detector
         turn.emit("command.detected", {"name": command.name})
         if last_pass:  # 6.6: a command in the last allowed pass is not run
-            text = strip_commands(reply) or TOOL_LIMIT_REACHED
+            text = clip_answer(strip_commands(reply)) or TOOL_LIMIT_REACHED
             turn.emit("answer.delta", {"pass": pass_index, "text": text})
             answer = turn.store("assistant", text)
             return turn.result(answer.content)
-        routed = run_command(turn, command, user_message_id)
+        routed = run_command(turn, command, user_message_id, body_cut=outcome.cut)
         if turn.cancel.cancelled:
             return turn.stop("")
         if routed.terminal:  # 6.7: a successful image result ends the turn

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,15 +11,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from commands.detect import Command, detect_command
-from commands.router import ROUTER_ROLE, command_input, route
+from commands.detect import MAX_COMMAND_NAME, Command, detect_command
+from commands.router import ROUTER_ROLE, command_input, refuse, route
 from config import Settings
 from storage.db import Database
 from storage.sessions import create_session
 from storage.users import create_user
-from tools.base import ErrorCode, ToolContext, ToolResult
+from tools.base import ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput, ToolResult
 from tools.catalog import build_registry
-from tools.contract import MAX_CONTRACT_CHARS, TRUNCATION_NOTE, render_contract
+from tools.contract import MAX_COMMAND_CHARS, TRUNCATION_NOTE, render_contract, stored_result
+from tools.result_caps import CUT_MARK, MAX_CONTRACT_BYTES, MAX_MESSAGE_CHARS, MAX_OUTPUT_BYTES, MAX_TEXT_CHARS
+from tools.runner import run_tool
 from tools.registry import ToolRegistry
 
 FENCE = "```"
@@ -232,6 +235,61 @@ def test_unknown_command_is_a_router_error(reply: str, registry: ToolRegistry, c
         assert f"/{tool.command.name}" in routed.result.message  # type: ignore[union-attr]
 
 
+def test_a_long_command_name_is_cut_wherever_it_is_echoed(registry: ToolRegistry, ctx: ToolContext) -> None:
+    command = detect_command("/" + "a" * 400 + " x")
+    assert command is not None and command.name == "a" * MAX_COMMAND_NAME + "…"
+    routed = route(command, registry, ctx)
+    assert routed.role == ROUTER_ROLE and routed.result.error_code == ErrorCode.UNKNOWN_COMMAND
+    assert len(routed.result.message) < 1_500  # the valid commands, and the cut name once
+    exact = detect_command("/" + "b" * MAX_COMMAND_NAME)
+    assert exact is not None and exact.name == "b" * MAX_COMMAND_NAME
+
+
+def test_refuse_answers_under_the_tools_own_role(registry: ToolRegistry) -> None:
+    for reply, role, tool in [("/write_file a.txt\nbody", "file_tools", "write_file"),
+                              ("/no_such_tool", ROUTER_ROLE, "router")]:
+        command = detect_command(reply)
+        assert command is not None
+        routed = refuse(command, registry, "the body was cut")
+        assert (routed.role, routed.result.tool, routed.result.ok) == (role, tool, False)
+        assert routed.result.error_code == ErrorCode.VALIDATION_FAILED
+        assert routed.result.message.startswith("the body was cut. Fix the command")
+
+
+class _BigInput(ToolInput):
+    size: int
+
+
+class _BigOutput(ToolOutput):
+    rows: list[str]
+
+    def render(self) -> str:
+        return "\n".join(self.rows)
+
+
+def _big(data: _BigInput, ctx: ToolContext) -> _BigOutput:
+    if data.size < 0:
+        raise ToolFailure(ErrorCode.UPSTREAM_ERROR, "x" * 1_000_000)
+    return _BigOutput(rows=["<" * 10_000] * data.size)
+
+
+BIG_TOOL = Tool(name="big", description="d", input_model=_BigInput, output_model=_BigOutput, handler=_big,
+                result_role="big_tools")
+
+
+def test_run_tool_bounds_every_result_whatever_the_tool(ctx: ToolContext) -> None:
+    """The runner is the one place every result leaves through: a future tool is capped too."""
+    result = run_tool(BIG_TOOL, {"size": 1_000}, ctx)  # 10 MB of output and text
+    assert result.ok and result.output is not None
+    assert len(json.dumps(result.output)) <= MAX_OUTPUT_BYTES
+    assert result.output["rows"][-1].endswith("more items truncated]")
+    assert len(result.text) <= MAX_TEXT_CHARS + len(CUT_MARK) + 1 and result.text.endswith(CUT_MARK)
+    small = run_tool(BIG_TOOL, {"size": 2}, ctx)
+    assert small.output == {"rows": ["<" * 10_000] * 2}  # within the caps: untouched
+    failed = run_tool(BIG_TOOL, {"size": -1}, ctx)
+    assert not failed.ok and len(failed.message) <= MAX_MESSAGE_CHARS + len(CUT_MARK) + 1
+
+
 @pytest.mark.parametrize(
     ("reply", "tool", "role"),
     [
@@ -423,21 +481,84 @@ def test_every_result_line_is_quoted() -> None:
         assert line == ">" or line.startswith("> ")
 
 
+def _fitting_chars() -> int:
+    """How many `a` the result may hold before its contract exceeds MAX_CONTRACT_BYTES."""
+    empty = len(render_contract("web_search_tools", "/web_search x", _ok("")).encode())
+    return MAX_CONTRACT_BYTES - empty - 1  # ">" becomes "> " plus the text
+
+
 def test_long_output_is_truncated() -> None:
-    text = "a" * (MAX_CONTRACT_CHARS + 5000)
-    content = render_contract("web_search_tools", "/web_search x", _ok(text))
+    content = render_contract("web_search_tools", "/web_search x", _ok("a" * (_fitting_chars() + 5000)))
     lines = _quoted(content)
     assert lines[-1] == f"> {TRUNCATION_NOTE}"
-    assert lines[0] == "> " + "a" * MAX_CONTRACT_CHARS
-    assert len(content) < MAX_CONTRACT_CHARS + 500
+    assert lines[0].startswith("> aaaa")
+    assert len(content.encode()) <= MAX_CONTRACT_BYTES
+    assert content.endswith("\n\n</details>") and content.count("</details>") == 1
 
 
 def test_output_at_the_limit_is_not_truncated() -> None:
-    content = render_contract("web_search_tools", "/web_search x", _ok("a" * MAX_CONTRACT_CHARS))
+    content = render_contract("web_search_tools", "/web_search x", _ok("a" * _fitting_chars()))
     assert TRUNCATION_NOTE not in content
+    assert len(content.encode()) == MAX_CONTRACT_BYTES
+    one_more = render_contract("web_search_tools", "/web_search x", _ok("a" * (_fitting_chars() + 1)))
+    assert TRUNCATION_NOTE in one_more and len(one_more.encode()) <= MAX_CONTRACT_BYTES
+
+
+@pytest.mark.parametrize("text", ["<" * 100_000, "\n" * 100_000, "é" * 100_000, "😀" * 100_000, "&\n" * 50_000])
+def test_the_budget_is_bytes_after_escaping(text: str) -> None:
+    """Escaping (`<` is four bytes), quoting (an empty line is two) and UTF-8 all count."""
+    content = render_contract("web_search_tools", "/web_search x", _ok(text))
+    assert len(content.encode()) <= MAX_CONTRACT_BYTES
+    lines = _quoted(content)
+    assert lines[-1] == f"> {TRUNCATION_NOTE}"
+    assert all(line == ">" or line.startswith("> ") for line in lines)
 
 
 def test_truncation_never_splits_an_escape() -> None:
-    content = render_contract("web_search_tools", "/web_search x", _ok("<" * (MAX_CONTRACT_CHARS + 10)))
+    content = render_contract("web_search_tools", "/web_search x", _ok("<" * 100_000))
     first = _quoted(content)[0]
-    assert first == "> " + "&lt;" * MAX_CONTRACT_CHARS
+    assert re.fullmatch(r"> (&lt;)+", first)
+
+
+@given(st.lists(st.sampled_from(["a", "<", ">", "&", "\n", "é", "😀", " ", "lt;", "\r\n"]), max_size=3000).map("".join),
+       st.integers(min_value=0, max_value=40))
+def test_contract_is_bounded_and_well_formed(unit: str, repeat: int) -> None:
+    text = unit * repeat
+    content = render_contract("web_search_tools", "/web_search x", _ok(text))
+    assert len(content.encode()) <= MAX_CONTRACT_BYTES
+    assert content.count("</details>") == 1 and content.endswith("</details>")
+    assert "&" not in re.sub(r"&(lt|gt|amp);", "", content)  # every & starts a whole entity
+    if TRUNCATION_NOTE not in content:
+        assert _quoted(content) == [f"> {line}" if line else ">" for line in
+                                    (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+                                     .splitlines() or [""])]
+
+
+def test_a_long_command_line_is_shown_cut_on_one_line() -> None:
+    content = render_contract("web_search_tools", "/web_search " + "x " * 2000, _ok("ok"))
+    shown = content.split("$ ", 1)[1].split("\n", 1)[0]
+    assert len(shown) == MAX_COMMAND_CHARS + 1 and shown.endswith("…")
+
+
+def test_stored_result_bounds_content_and_meta() -> None:
+    """One builder for every stored tool result: 64 KiB of text, 256 KiB of meta output."""
+    rows = [{"id": i, "wide": "w" * 32_000} for i in range(200)]
+    result = ToolResult(tool="memory_sql", ok=True, output={"columns": ["id", "wide"], "rows": rows},
+                        text="\n".join(row["wide"] for row in rows))
+    stored = stored_result("memory_sql_tools", "memory_sql", "/memory_sql SELECT", result, extra_key=1)
+    assert len(stored.content.encode()) <= MAX_CONTRACT_BYTES and TRUNCATION_NOTE in stored.content
+    assert len(json.dumps(stored.meta["output"])) <= MAX_OUTPUT_BYTES
+    assert stored.meta["output"]["columns"] == ["id", "wide"]
+    kept = stored.meta["output"]["rows"]
+    assert kept[0]["id"] == 0 and kept[0]["wide"].endswith(CUT_MARK)
+    assert kept[-1] == f"[{200 - len(kept) + 1} more items truncated]"
+    assert stored.meta["extra_key"] == 1 and stored.meta["command"] == "memory_sql"
+
+
+def test_stored_result_repairs_lone_surrogates() -> None:
+    result = ToolResult(tool="web_search", ok=True, output={"title": "a\ud800b", "\udc00": ["\ud83d\ude00"]},
+                        text="bad \ud800 text")
+    stored = stored_result("web_search_tools", "web_search", "/web_search \ud800", result)
+    json.dumps(stored.meta, ensure_ascii=False).encode()  # storable: no lone surrogate left
+    stored.content.encode()
+    assert stored.meta["output"] == {"title": "a\ufffdb", "\ufffd": ["😀"]}

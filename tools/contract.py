@@ -15,16 +15,37 @@ Every result line is quoted with `> ` and `&`, `<`, `>` are HTML-escaped, so not
 tool returns (a web page, a file, a model's own command line) can close the block or
 inject markup. The command line is escaped too, and backticks in it cannot end the fence
 because it is placed on its own line after `$ ` and fences need three at line start.
+
+The stored text is at most `MAX_CONTRACT_BYTES` (64 KiB, SPEC 12) of UTF-8, counted after
+escaping and quoting (a result of `<` or of empty lines grows four- or twofold on the way):
+a longer result keeps its beginning and ends with the quoted `TRUNCATION_NOTE`.
+`stored_result` is the one builder of what a tool result message holds (content and meta),
+for chat commands and for answered widgets alike.
 """
 
 from __future__ import annotations
 
 import html
+import re
+from dataclasses import dataclass
+from typing import Any
 
 from tools.base import ToolResult
+from text_safety import replace_surrogates
+from tools.result_caps import MAX_CONTRACT_BYTES, bounded
 
-MAX_CONTRACT_CHARS = 60_000
-TRUNCATION_NOTE = "[output truncated]"
+TRUNCATION_NOTE = "[output truncated: the result was longer than 64 KiB]"
+MAX_COMMAND_CHARS = 600  # the detector keeps command lines under 512 characters
+_NOTE_LINE = f"> {TRUNCATION_NOTE}"
+_PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}$")
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """What a `<tool>_tools` message holds: the contract text and its `meta`."""
+
+    content: str
+    meta: dict[str, Any]
 
 
 def escape(text: str) -> str:
@@ -37,18 +58,42 @@ def quote_lines(text: str) -> str:
     return "\n".join(f"> {escape(line)}" if line else ">" for line in lines)
 
 
+def quote_within(text: str, budget: int) -> str:
+    """`quote_lines(text)` in at most `budget` bytes of UTF-8, cut with the note when longer.
+
+    Every character of `text` yields at least one byte, so only its first `budget`
+    characters are ever quoted; a cut never splits a character or an `&lt;` entity.
+    """
+    quoted = quote_lines(text[:budget])
+    encoded = quoted.encode("utf-8")
+    if len(text) <= budget and len(encoded) <= budget:
+        return quoted
+    room = max(0, budget - len(_NOTE_LINE.encode("utf-8")) - 1)
+    kept = _PARTIAL_ENTITY.sub("", encoded[:room].decode("utf-8", errors="ignore"))
+    return f"{kept}\n{_NOTE_LINE}" if kept else _NOTE_LINE
+
+
 def render_contract(role: str, command_line: str, result: ToolResult) -> str:
-    """Render a stored tool result message (SPEC section 5)."""
-    body = result.display_text()
-    if len(body) > MAX_CONTRACT_CHARS:
-        body = body[:MAX_CONTRACT_CHARS] + "\n" + TRUNCATION_NOTE
-    safe_command = escape(" ".join(command_line.split()))
-    return (
-        "<details>\n"
-        f"<summary>🔧 {escape(role)}</summary>\n\n"
-        "```bash\n"
-        f"$ {safe_command}\n"
-        "```\n\n"
-        f"{quote_lines(body)}\n\n"
-        "</details>"
-    )
+    """Render a stored tool result message (SPEC section 5), at most `MAX_CONTRACT_BYTES`."""
+    command = " ".join(command_line.split())
+    if len(command) > MAX_COMMAND_CHARS:
+        command = command[:MAX_COMMAND_CHARS] + "…"
+    safe_command = escape(command)
+    head = f"<details>\n<summary>🔧 {escape(role)}</summary>\n\n```bash\n$ {safe_command}\n```\n\n"
+    tail = "\n\n</details>"
+    budget = MAX_CONTRACT_BYTES - len(head.encode("utf-8")) - len(tail.encode("utf-8"))
+    return f"{head}{quote_within(result.display_text(), budget)}{tail}"
+
+
+def stored_result(role: str, command: str, command_line: str, result: ToolResult, **extra: Any) -> StoredResult:
+    """The message for one tool result: the contract text and a `meta` whose structured
+    output is bounded too (`tools/result_caps.py`); `extra` adds the caller's keys."""
+    result, command_line = bounded(result), replace_surrogates(command_line)
+    meta: dict[str, Any] = {"command": command, "command_line": command_line, "tool": result.tool, "ok": result.ok,
+                            "duration_ms": result.duration_ms}
+    if result.ok:
+        meta["output"] = result.output
+    else:
+        meta.update(code=result.error_code, message=result.message)
+    meta.update(extra)
+    return StoredResult(render_contract(role, command_line, result), meta)

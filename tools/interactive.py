@@ -104,7 +104,7 @@ class UiAnswerOutput(ToolOutput):
 
     widget: Widget
     target_field: str
-    value: Any
+    value: str | bool  # checked by `check_answer`: an option, text of at most MAX_ANSWER_CHARS, or yes/no
     input_method: InputMethod
     confirmed: bool | None = None
 

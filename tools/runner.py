@@ -2,7 +2,9 @@
 
 This is the single place where tool failures are caught. Chat commands (via
 `commands/router.py`) and `POST /tools/<name>` both come through here, so validation,
-scoping and error codes are identical on both paths.
+scoping and error codes are identical on both paths, and so is the size of what comes
+back: every result, success or failure, leaves through `tools.result_caps.bounded`
+(SPEC 12), whatever the tool and however much it returned.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pydantic import ValidationError
 
 from cancellation import Cancelled
 from tools.base import ErrorCode, Tool, ToolContext, ToolFailure, ToolResult
+from tools.result_caps import bounded
 
 log = logging.getLogger("tools")
 
@@ -38,7 +41,12 @@ def usage_hint(tool: Tool[Any, Any]) -> str:
 
 
 def run_tool(tool: Tool[Any, Any], raw_input: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    """Validate `raw_input` with the tool's input model and run it; never raises."""
+    """Validate `raw_input` with the tool's input model and run it; never raises, and the
+    result is within the caps of SPEC 12."""
+    return bounded(_run(tool, raw_input, ctx))
+
+
+def _run(tool: Tool[Any, Any], raw_input: dict[str, Any], ctx: ToolContext) -> ToolResult:
     started = time.perf_counter()
 
     def elapsed() -> float:
