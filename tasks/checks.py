@@ -1,10 +1,12 @@
 """Grade one answer against a task's acceptance criteria, by criterion type.
 
 - `code_test`: the answer is the program's entry file; the judge runs every case (Docker).
-- `sql_result`: the answer is one SELECT, run here on a fresh in-memory SQLite database that
-  the criterion's `setup_sql` builds. SQLite's authorizer allows reads only (no ATTACH, no
-  PRAGMA, no writes), a progress handler stops it after `SQL_TIMEOUT_S`, and values are
-  capped in size; the result is compared with `judge.compare.compare_sql`.
+- `sql_result`: the answer is one SELECT, run in a worker of the SQL box (`sqlbox/`, never
+  in the server process) on a fresh in-memory SQLite database that the criterion's
+  `setup_sql` builds. SQLite's authorizer allows reads only (no ATTACH, no PRAGMA, no
+  writes), SQLite's size and heap limits bound what one call can build, the worker is
+  killed at `SQL_TIMEOUT_S`, and the result is fetched within a row cap and a byte budget;
+  it is compared with `judge.compare.compare_sql`.
 - `text_match`: a regex search (or full match) with the `regex` module's timeout.
 - `manual`: no verdict; the attempt waits for an instructor.
 Messages say what failed, never the expected output. `JudgeUnavailable` means the answer
@@ -14,8 +16,6 @@ could not be graded at all (no attempt should be counted).
 from __future__ import annotations
 
 import json
-import sqlite3
-import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -26,16 +26,14 @@ from judge.compare import compare_sql
 from judge.files import SubmissionError
 from judge.languages import LANGUAGES
 from judge.models import SqlCase
+from sqlbox.pool import SqlBox
+from sqlbox.protocol import SelectJob, SqlError
 from tasks.spec import CodeTestCriterion, Criterion, ManualCriterion, SqlResultCriterion, TextMatchCriterion
 
 SQL_TIMEOUT_S = 1.0
 SQL_MAX_ROWS = 1000
-SQL_MAX_VALUE_BYTES = 1_000_000
 REGEX_TIMEOUT_S = 1.0
 STDERR_SHOWN = 600
-_READ_ONLY_ACTIONS = frozenset(
-    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
-)
 _CRITERIA = TypeAdapter(list[Criterion])
 
 Outcome = Literal["passed", "failed", "pending_review"]
@@ -68,14 +66,18 @@ def outcome(results: list[CheckResult]) -> Outcome:
     return "passed"
 
 
-def run_checks(criteria: list[Criterion], answer: str, judge: Any, remaining: Callable[[float], float]) -> list[CheckResult]:
-    """One result per criterion, in order; `remaining(cap)` bounds each step by the call's deadline."""
+def run_checks(criteria: list[Criterion], answer: str, judge: Any, remaining: Callable[[float], float],
+               sql_box: SqlBox | None = None) -> list[CheckResult]:
+    """One result per criterion, in order; `remaining(cap)` bounds each step by the call's deadline.
+
+    `sql_box` runs the `sql_result` checks (the app's warm workers); without one, a one-off
+    worker runs each."""
     results = []
     for criterion in criteria:
         if isinstance(criterion, CodeTestCriterion):
             passed, message = check_code(criterion, answer, judge)
         elif isinstance(criterion, SqlResultCriterion):
-            passed, message = check_sql(criterion, answer, remaining(SQL_TIMEOUT_S))
+            passed, message = check_sql(criterion, answer, remaining(SQL_TIMEOUT_S), sql_box)
         elif isinstance(criterion, TextMatchCriterion):
             passed, message = check_text(criterion, answer, remaining(REGEX_TIMEOUT_S))
         else:
@@ -109,40 +111,29 @@ def check_code(criterion: CodeTestCriterion, answer: str, judge: Any) -> tuple[b
     return False, message
 
 
-def check_sql(criterion: SqlResultCriterion, answer: str, timeout_s: float) -> tuple[bool, str]:
+def check_sql(criterion: SqlResultCriterion, answer: str, timeout_s: float,
+              box: SqlBox | None = None) -> tuple[bool, str]:
     case = SqlCase(name=criterion.id, setup_sql=criterion.setup_sql, expected_columns=criterion.expected_columns,
                    expected_rows=criterion.expected_rows, ordered=criterion.ordered)
-    return compare_sql(case, json.dumps(run_select(criterion.setup_sql, answer, timeout_s)))
+    return compare_sql(case, json.dumps(run_select(criterion.setup_sql, answer, timeout_s, box)))
 
 
-def run_select(setup_sql: str, query: str, timeout_s: float) -> dict[str, Any]:
-    """`{"columns", "rows"}` of one read-only statement on a fresh database, or `{"error"}`."""
-    db = sqlite3.connect(":memory:")
-    try:
-        db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SQL_MAX_VALUE_BYTES)
-        db.executescript(setup_sql)  # the instructor's script, validated at import
-        db.set_authorizer(lambda action, *_: sqlite3.SQLITE_OK if action in _READ_ONLY_ACTIONS else sqlite3.SQLITE_DENY)
-        deadline = time.monotonic() + timeout_s
-        db.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)
-        try:
-            cursor = db.execute(query)
-            rows = cursor.fetchmany(SQL_MAX_ROWS + 1)
-        except sqlite3.ProgrammingError:
-            return {"error": "submit exactly one SELECT statement"}
-        except sqlite3.Error as error:
-            if time.monotonic() > deadline:
-                return {"error": f"the query ran longer than {timeout_s:g} s"}
-            if "not authorized" in str(error):
-                return {"error": "only a read-only SELECT is allowed (no writes, PRAGMA or ATTACH)"}
-            return {"error": str(error)}
-        if cursor.description is None:
-            return {"error": "the statement returned no result set; submit a SELECT"}
-        if len(rows) > SQL_MAX_ROWS:
-            return {"error": f"more than {SQL_MAX_ROWS} rows returned"}
-        columns = [column[0] for column in cursor.description]
-        return {"columns": columns, "rows": [[v.hex() if isinstance(v, bytes) else v for v in row] for row in rows]}
-    finally:
-        db.close()
+def run_select(setup_sql: str, query: str, timeout_s: float, box: SqlBox | None = None) -> dict[str, Any]:
+    """`{"columns", "rows"}` of one read-only statement on a fresh database, or `{"error"}`.
+
+    Raises JudgeUnavailable when the statement could not be run at all (the setup script
+    failed, no worker could start): that is not the learner's answer failing."""
+    job = SelectJob(setup_sql=setup_sql, sql=query, deadline_s=timeout_s, max_rows=SQL_MAX_ROWS)
+    if box is None:
+        with SqlBox(max_workers=1, idle_workers=0) as own:
+            answer = own.run_select(job)
+    else:
+        answer = box.run_select(job)
+    if isinstance(answer, SqlError):
+        if answer.code == "UNAVAILABLE":
+            raise JudgeUnavailable(f"the SQL checker is unavailable ({answer.message})")
+        return {"error": answer.message}
+    return {"columns": answer.columns, "rows": answer.rows}
 
 
 def check_text(criterion: TextMatchCriterion, answer: str, timeout_s: float) -> tuple[bool, str]:
