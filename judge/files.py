@@ -6,8 +6,11 @@ directory (mode 0755) owned by the sandbox user, and every name is checked first
 relative POSIX paths of plain components (no absolute paths, `..`, `.`, empty components,
 backslashes, NUL or other control characters) under limits of depth, length, count and size.
 Names under `.judge/` are reserved for the judge's own files (stdin of each step, the SQL
-runner). Violations raise `SubmissionError`, whose message says what to fix; endpoints map
-it to a 400 answer.
+runner). Names and contents must be valid Unicode: a lone surrogate (which a JSON `\ud800`
+escape can put in a Python string) is refused, not silently replaced: a program changed on
+the way would be judged for what the user did not write, and a name must be encoded for the
+archive and the launcher script. Violations raise `SubmissionError`, whose
+message says what to fix; endpoints map it to a 400 answer.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import io
 import tarfile
 import time
 from collections.abc import Mapping
+
+from text_safety import has_surrogate
 
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
@@ -40,6 +45,8 @@ def check_name(name: str) -> str:
         raise SubmissionError(f"file name {name[:40]!r} must have 1 to {MAX_NAME_CHARS} characters")
     if any(ord(char) < 32 or ord(char) == 127 for char in name):
         raise SubmissionError(f"file name {name[:40]!r} contains a control character")
+    if has_surrogate(name):
+        raise SubmissionError(f"file name {name[:40]!r} contains a lone surrogate; use valid Unicode")
     if "\\" in name:
         raise SubmissionError(f"file name {name!r} contains a backslash; use '/' between folders")
     if name.startswith("/"):
@@ -66,7 +73,9 @@ def check_files(files: Mapping[str, str]) -> dict[str, bytes]:
     encoded: dict[str, bytes] = {}
     total = 0
     for name, text in files.items():
-        data = text.encode("utf-8", errors="replace")
+        if has_surrogate(text):
+            raise SubmissionError(f"file {name[:80]!r} contains a lone surrogate (\\ud800-\\udfff); send valid Unicode")
+        data = text.encode("utf-8")
         if len(data) > MAX_FILE_BYTES:
             raise SubmissionError(
                 f"file {name[:80]!r} is {len(data)} bytes; each file may have at most {MAX_FILE_BYTES} bytes"

@@ -54,8 +54,16 @@ def test_a_name_cannot_be_both_file_and_folder() -> None:
         check_files({"a": "1", "a/b": "2"})
 
 
-def test_lone_surrogates_are_replaced_not_fatal() -> None:
-    assert check_files({"main.py": "print('\udcff')"})["main.py"] == b"print('?')"
+@pytest.mark.parametrize("files", [{"main.py": "print('\udcff')"}, {"main\ud800.py": "print(1)"},
+                                   {"main.py": "# \ud83d\ude00 as two escapes"}])
+def test_lone_surrogates_are_refused_with_a_clear_message(files: dict[str, str]) -> None:
+    """A surrogate is not text: the program is refused, never judged after a silent change."""
+    with pytest.raises(SubmissionError, match="lone surrogate"):
+        check_files(files)
+
+
+def test_real_characters_outside_the_bmp_pass() -> None:
+    assert check_files({"main.py": "print('😀')"})["main.py"] == "print('😀')".encode()
 
 
 def test_archive_holds_only_regular_files_and_folders_owned_by_the_sandbox_user() -> None:
