@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from flask import Flask, jsonify
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
+
+from storage.db import storage_fault
 
 
 class ApiError(Exception):
@@ -63,6 +66,15 @@ def register_error_handlers(app: Flask) -> None:
         code = _HTTP_CODES.get(status, "http_error")
         headers = [(name, value) for name, value in error.get_headers() if name.lower() != "content-type"]
         return jsonify({"error": {"code": code, "message": error.description or code}}), status, headers
+
+    @app.errorhandler(sqlite3.OperationalError)
+    def handle_storage_fault(error: sqlite3.OperationalError):  # type: ignore[no-untyped-def]
+        """A write refused by the database (read-only, full, locked) outside a turn: 503, as in a turn."""
+        if not storage_fault(error):
+            return handle_unexpected(error)
+        app.logger.warning("database refused: %s (%s)", error, getattr(error, "sqlite_errorname", ""))
+        message = "the database refused a write (it is locked, full or read-only); retry later"
+        return jsonify({"error": {"code": "storage_unavailable", "message": message}}), 503
 
     @app.errorhandler(Exception)
     def handle_unexpected(error: Exception):  # type: ignore[no-untyped-def]

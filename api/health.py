@@ -1,7 +1,9 @@
 """`GET /health`: the real state of the database, the provider chain and the judge.
 
-Providers are probed with a cheap authenticated GET (their model list), at most once per
-`PROBE_TTL_S`, so a load balancer polling `/health` does not hammer a paid API.
+The database is write-probed on a new connection each time (`storage/health.py`): its
+`state` is `ok`, `read_only`, `full`, `locked` or `unavailable`, and anything but `ok`
+answers 503. Providers are probed with a cheap authenticated GET (their model list), at
+most once per `PROBE_TTL_S`, so a load balancer polling `/health` does not hammer a paid API.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify
 
-from api.database import get_db
+from api.database import database as app_database
 from providers import FallbackChain, ProbeResult
+from storage.health import probe_database
 
 bp = Blueprint("health", __name__)
 
@@ -59,11 +62,7 @@ def judge_state() -> dict[str, Any]:
 
 @bp.get("/health")
 def health():  # type: ignore[no-untyped-def]
-    try:
-        get_db().execute("SELECT 1").fetchone()
-        database: dict[str, Any] = {"ok": True}
-    except Exception as error:  # the health answer must describe, not crash
-        database = {"ok": False, "error": str(error)}
+    database = probe_database(app_database()).to_dict()
     provider = current_app.extensions["provider_probe"].report()
     judge = judge_state()
     status = "ok" if database["ok"] and provider["ok"] else "degraded"

@@ -5,10 +5,20 @@ foreign keys, row factory). `thread_connection()` hands each thread its own conn
 keeps it for the thread's next request: opening one and, worse, closing the last one
 (which checkpoints and deletes the WAL file) would cost milliseconds per request.
 `connection()` opens a private one for CLI commands, jobs and sandboxes.
+
+A kept connection must not outlive a fault of the file. SQLite opens a database it cannot
+open for writing (a read-only file or filesystem, an immutable file) read-only without a
+word, and such a connection stays read-only after the file is writable again: every write
+of its thread would fail until a restart. So each connection (`Connection`) remembers
+whether it was opened while the file was not writable, and whether a write failed with any
+`SQLITE_READONLY*` code (a read-only open, a file moved or replaced under it, a WAL index it
+could not write); `thread_connection()` closes such a connection and opens a new one at the
+next hand-out, once the file is writable again. Service resumes by itself.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -26,6 +36,68 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+class Connection(sqlite3.Connection):
+    """A `sqlite3.Connection` that notices when it can no longer write (see the module doc).
+
+    `execute`, `executemany` and `executescript` (every statement of the storage layer,
+    `COMMIT` included) note a `SQLITE_READONLY*` failure before re-raising it.
+    """
+
+    opened_read_only = False  # the file was not writable right after the open
+    write_refused = False  # a statement failed with a SQLITE_READONLY* code
+
+    def stale(self, path: str) -> bool:
+        """True when a new connection would write where this one cannot (while the file stays
+        read-only, the connection is kept: reads work, and reopening would change nothing)."""
+        return (self.write_refused or self.opened_read_only) and writable(path)
+
+    def execute(self, sql: str, parameters: object = (), /) -> sqlite3.Cursor:  # type: ignore[override]
+        try:
+            return super().execute(sql, parameters)  # type: ignore[arg-type]
+        except sqlite3.OperationalError as error:
+            self._note(error)
+            raise
+
+    def executemany(self, sql: str, parameters: object, /) -> sqlite3.Cursor:  # type: ignore[override]
+        try:
+            return super().executemany(sql, parameters)  # type: ignore[arg-type]
+        except sqlite3.OperationalError as error:
+            self._note(error)
+            raise
+
+    def executescript(self, script: str, /) -> sqlite3.Cursor:  # type: ignore[override]
+        try:
+            return super().executescript(script)
+        except sqlite3.OperationalError as error:
+            self._note(error)
+            raise
+
+    def _note(self, error: sqlite3.OperationalError) -> None:
+        if refused_as_read_only(error):
+            self.write_refused = True
+
+
+def refused_as_read_only(error: sqlite3.Error) -> bool:
+    """SQLITE_READONLY and its extended codes (RECOVERY, CANTLOCK, ROLLBACK, DBMOVED, CANTINIT, DIRECTORY)."""
+    return str(getattr(error, "sqlite_errorname", "")).startswith("SQLITE_READONLY")
+
+
+STORAGE_FAULTS = ("SQLITE_READONLY", "SQLITE_FULL", "SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_CANTOPEN")
+
+
+def storage_fault(error: BaseException) -> bool:
+    """The database refused for a reason outside the statement (read-only, full, locked, I/O):
+    a 503 that a retry may cure, unlike a bug in the SQL."""
+    name = str(getattr(error, "sqlite_errorname", ""))
+    return isinstance(error, sqlite3.OperationalError) and name.startswith(STORAGE_FAULTS)
+
+
+def writable(path: str) -> bool:
+    """Could the file be opened for writing now? (Read-only filesystems and immutable files
+    refuse root too; a missing file is not writable.)"""
+    return path == ":memory:" or os.access(path, os.W_OK)
+
+
 class Database:
     """Factory of configured connections to one SQLite file."""
 
@@ -37,22 +109,29 @@ class Database:
         """This thread's own connection, opened on first use and then reused.
 
         A connection handed back with a transaction still open (a request that crashed
-        mid-way) is rolled back first, so no request inherits another's transaction.
+        mid-way) is rolled back first, so no request inherits another's transaction. A
+        stale one (it cannot write, but a new one could) is replaced.
         """
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is not None and conn.stale(self.path):
+            self._local.conn = None
+            conn.close()
+            conn = None
         if conn is None:
             conn = self._local.conn = self.connect()
         elif conn.in_transaction:
             conn.execute("ROLLBACK")
         return conn
 
-    def connect(self) -> sqlite3.Connection:
+    def connect(self) -> Connection:
         """Open a new autocommit connection; transactions are explicit (`transaction()`)."""
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=True, timeout=BUSY_TIMEOUT_MS / 1000
+            self.path, isolation_level=None, check_same_thread=True, timeout=BUSY_TIMEOUT_MS / 1000,
+            factory=Connection,
         )
+        conn.opened_read_only = not writable(self.path)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys = ON")

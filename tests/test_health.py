@@ -1,14 +1,26 @@
-"""`GET /health` reports the real state: database, provider reachability (cached), judge."""
+"""`GET /health` reports the real state: database, provider reachability (cached), judge.
+
+The database faults are real: an immutable file (`chattr +i`, which stops root too), a tmpfs
+filled to the last byte, a write lock held by another connection.
+"""
 
 from __future__ import annotations
 
+import sqlite3
+import time
+from pathlib import Path
+
+from storage.health import PROBE_BUSY_MS
+from testing.disk_faults import database_files, filled, read_only, require_fault_support, small_filesystem
 from testing.fake_llm import FakeLLMServer
 
 
 def test_health_ok_when_database_and_provider_answer(client, fake_llm):
     body = client.get("/health").get_json()
     assert body["status"] == "ok"
-    assert body["database"] == {"ok": True}
+    database = body["database"]
+    assert (database["ok"], database["state"], database["detail"]) == (True, "ok", "a new connection can write")
+    assert database["free_bytes"] > 0 and database["probe_ms"] < 100
     assert body["provider"]["ok"] is True and body["provider"]["name"] == "openai"
     assert body["provider"]["detail"] == "reachable"
     assert body["judge"]["available"] is False and body["judge"]["reason"]
@@ -36,3 +48,45 @@ def test_probe_is_cached(client, fake_llm):
     for _ in range(3):
         assert client.get("/health").status_code == 200
     assert fake_llm.get_paths == ["/v1/models"]
+
+
+def database_health(client) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+    response = client.get("/health")
+    return response.status_code, response.get_json()
+
+
+def test_a_read_only_database_is_reported_and_recovers(client, app):
+    require_fault_support()
+    with read_only(database_files(Path(app.extensions["database"].path))):
+        status, body = database_health(client)
+    assert (status, body["status"]) == (503, "degraded")
+    assert (body["database"]["ok"], body["database"]["state"]) == (False, "read_only")
+    assert "read-only" in body["database"]["detail"]
+    status, body = database_health(client)
+    assert (status, body["database"]["state"]) == (200, "ok")
+
+
+def test_a_full_disk_is_reported_and_recovers(make_app, fake_llm, tmp_path):
+    require_fault_support()
+    with small_filesystem(tmp_path / "small", 4) as mount:
+        client = make_app(llm_base_url=fake_llm.openai_base_url, database_path=str(mount / "app.db")).test_client()
+        with filled(mount):
+            status, body = database_health(client)
+        assert (status, body["database"]["ok"], body["database"]["state"]) == (503, False, "full")
+        assert body["database"]["free_bytes"] == 0 and "free" in body["database"]["detail"]
+        status, body = database_health(client)
+        assert (status, body["database"]["state"]) == (200, "ok")
+
+
+def test_a_write_lock_held_too_long_is_reported_quickly(client, app):
+    holder = sqlite3.connect(app.extensions["database"].path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.perf_counter()
+        status, body = database_health(client)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert (status, body["database"]["state"]) == (503, "locked")
+    assert PROBE_BUSY_MS <= elapsed_ms < PROBE_BUSY_MS + 500

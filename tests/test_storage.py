@@ -17,11 +17,12 @@ import pytest
 
 import storage.db
 import storage.migrations
-from storage.db import BUSY_TIMEOUT_MS, Database, transaction, utc_now
+from storage.db import BUSY_TIMEOUT_MS, Database, storage_fault, transaction, utc_now
 from storage.messages import add_message, recent_messages
 from storage.migrations import MIGRATIONS, execute_script, m001_initial
 from storage.sessions import create_session, delete_session, get_session, list_sessions, rename_session
 from storage.users import DuplicateUserError, create_user, hash_token, user_for_token
+from testing.disk_faults import database_files, read_only, require_fault_support
 
 
 @pytest.fixture
@@ -205,6 +206,47 @@ def test_connection_context_manager_closes(database: Database) -> None:
         conn.execute("SELECT 1")
     with pytest.raises(sqlite3.ProgrammingError):
         conn.execute("SELECT 1")
+
+
+def test_a_connection_opened_while_the_file_was_read_only_is_replaced_once_it_is_writable(database: Database) -> None:
+    """SQLite opens a file it cannot write read-only, silently, and such a connection never
+    writes again: before the fix 57 of 60 turns failed after a read-only moment ended."""
+    require_fault_support()
+    with read_only(database_files(Path(database.path))):
+        conn = database.thread_connection()
+        with pytest.raises(sqlite3.OperationalError, match="readonly") as refused:
+            create_user(conn, "during")
+        assert refused.value.sqlite_errorname.startswith("SQLITE_READONLY")
+        assert database.thread_connection() is conn  # still read-only: kept, reads work
+        assert conn.execute("SELECT count(*) FROM users").fetchone()[0] == 0
+    fresh = database.thread_connection()
+    assert fresh is not conn
+    create_user(fresh, "after")
+    assert database.thread_connection() is fresh  # a healthy connection is kept
+
+
+def test_a_connection_whose_write_was_refused_is_replaced_even_if_it_looked_writable(database: Database) -> None:
+    require_fault_support()
+    conn = database.thread_connection()
+    with read_only(database_files(Path(database.path))):
+        stuck = database.connect()  # opened read-only, as a thread would meanwhile
+    stuck.opened_read_only = False  # as if the open had raced with the fault: only the refusal tells
+    assert not stuck.stale(database.path)
+    with pytest.raises(sqlite3.OperationalError):
+        stuck.execute("INSERT INTO users(name, created_at) VALUES ('x', 'now')")
+    assert stuck.stale(database.path) and not conn.stale(database.path)
+    stuck.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "fault"),
+    [("SQLITE_READONLY", True), ("SQLITE_FULL", True), ("SQLITE_BUSY", True), ("SQLITE_IOERR_WRITE", True),
+     ("SQLITE_ERROR", False), ("", False)],
+)
+def test_storage_faults_are_told_from_bugs(name: str, fault: bool) -> None:
+    error = sqlite3.OperationalError("x")
+    error.sqlite_errorname = name  # type: ignore[attr-defined]
+    assert storage_fault(error) is fault
 
 
 # --------------------------------------------------------------------------- timestamps

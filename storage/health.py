@@ -1,0 +1,99 @@
+"""Can the database take a write right now? What `/health` reports about it.
+
+A `SELECT 1` answers while nothing can be written (a read-only file, a full disk), and so
+does a thread's kept connection, whose descriptor was opened before the fault and may still
+write. So the probe opens a new connection, as the next request's thread would, and writes
+for real: it takes the write lock with a short wait (`BEGIN IMMEDIATE`), creates a table and
+rolls back. That fails with SQLITE_READONLY when a new connection could not write, and with
+SQLITE_BUSY when another writer holds the lock past `PROBE_BUSY_MS` (SPEC 12 allows 100 ms).
+Nothing reaches the disk, so a full disk is read from the filesystem itself: less than
+`MIN_FREE_BYTES` available to this process (SQLite grows the file and its WAL a page at a
+time, and one large turn can need that much) counts as full.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from storage.db import Database, refused_as_read_only
+
+PROBE_BUSY_MS = 200
+MIN_FREE_BYTES = 1024 * 1024
+
+State = Literal["ok", "read_only", "full", "locked", "unavailable"]
+
+
+@dataclass(frozen=True)
+class DatabaseHealth:
+    """`state` says what is wrong in one word; `detail` says it for an operator."""
+
+    state: State
+    detail: str
+    free_bytes: int | None
+    probe_ms: float
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"ok": self.ok, "state": self.state, "detail": self.detail, "free_bytes": self.free_bytes,
+                "probe_ms": round(self.probe_ms, 2)}
+
+
+def probe_database(database: Database) -> DatabaseHealth:
+    """Write-probe `database` on a new connection; never raises."""
+    started = time.perf_counter()
+    free = free_bytes(database.path)
+    state, detail = _write_probe(database)
+    if free is not None and free < MIN_FREE_BYTES and state in ("ok", "full", "unavailable"):
+        # a full disk also fails the probe's open (no room for the WAL index) as an I/O error
+        state, detail = "full", f"only {free} bytes free on the database's filesystem" + (
+            "" if state == "ok" else f"; the probe failed: {detail}")
+    return DatabaseHealth(state, detail, free, (time.perf_counter() - started) * 1000)
+
+
+def _write_probe(database: Database) -> tuple[State, str]:
+    try:
+        conn = database.connect()
+    except sqlite3.Error as error:
+        return _classified(error)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {PROBE_BUSY_MS}")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("CREATE TABLE _health_probe (x)")
+        finally:
+            conn.execute("ROLLBACK")
+    except sqlite3.Error as error:
+        return _classified(error)
+    finally:
+        conn.close()
+    return "ok", "a new connection can write"
+
+
+def _classified(error: sqlite3.Error) -> tuple[State, str]:
+    name = str(getattr(error, "sqlite_errorname", ""))
+    if refused_as_read_only(error):
+        return "read_only", f"the database is read-only: {error} ({name})"
+    if name == "SQLITE_FULL":
+        return "full", f"the disk is full: {error}"
+    if name.startswith("SQLITE_BUSY") or name.startswith("SQLITE_LOCKED"):
+        return "locked", f"the write lock was held for more than {PROBE_BUSY_MS} ms"
+    return "unavailable", f"{error} ({name or type(error).__name__})"
+
+
+def free_bytes(path: str) -> int | None:
+    """Bytes available to this process on the filesystem of `path` (None: in memory or unknown)."""
+    if path == ":memory:":
+        return None
+    try:
+        stats = os.statvfs(Path(path).parent)
+    except OSError:
+        return None
+    return stats.f_bavail * stats.f_frsize
