@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import resource
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -314,6 +315,34 @@ def test_whole_search_is_bounded_by_the_tool_deadline(ws: Workspaces) -> None:
     result = ws.run("search_files", tool=quick, pattern="(a|a)+$")
     assert time.monotonic() - started < 3.0
     assert result.error_code == "TIMEOUT"
+
+
+def test_compile_time_bomb_is_refused_within_the_workers_budget(ws: Workspaces) -> None:
+    """`regex` expands counted repetitions when compiling: this pattern alone asked for 2.6 GB.
+    It is compiled in the worker, which runs out of its budget; this process never grows."""
+    ws.ok("write_file", path="notes.txt", content="x marks the spot\n")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.monotonic()
+    message = ws.fail("search_files", "VALIDATION_FAILED", pattern="(?:(?:x{999}){999}){9}")
+    assert time.monotonic() - started < find_tools.SEARCH_WALL_S
+    assert "too complex" in message and f"{find_tools.SEARCH_MEMORY_MB} MB" in message
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 20_000  # KB
+
+
+def test_search_keeps_the_regex_syntax(ws: Workspaces) -> None:
+    """Backreferences and look-arounds (what `regex` offers beyond a linear-time engine) still work."""
+    ws.ok("write_file", path="words.txt", content="book\ncat\nfoobar\n")
+    found = ws.ok("search_files", pattern=r"(\w)\1|foo(?=bar)").output["matches"]
+    assert [(m["path"], m["line"]) for m in found] == [("words.txt", 1), ("words.txt", 3)]
+
+
+def test_search_streams_many_files_and_reports_binary_ones(ws: Workspaces) -> None:
+    for index in range(30):
+        ws.ok("write_file", path=f"f{index:02}.txt", content=f"line {index}\n" * 1000)
+    (ws.root() / "blob.bin").write_bytes(b"\x00\x01 line")
+    result = ws.ok("search_files", pattern=r"^line 2\d$")
+    assert result.output["truncated"] is True and len(result.output["matches"]) == MAX_MATCHES
+    assert ws.ok("search_files", pattern="line 7$").output["binary_skipped"] == 1
 
 
 # isolation ---------------------------------------------------------------------------------

@@ -13,22 +13,30 @@ when there are at least two tokens and that token
 So `/search_files def main *.py` searches `def main` in Python files. To keep such a token
 in the regex, wrap the regex in parentheses: `/search_files (TODO *.py)`.
 
-Regexes use the `regex` package with a per-call `timeout`, bounded by the tool deadline
-(`ctx.remaining`), so a catastrophic pattern such as `(a+)+$` ends with a TIMEOUT error
-instead of hanging a worker. The engine checks its clock periodically, so a timeout can
-overshoot by a fraction of itself; the bound is a few seconds, never unbounded.
+Regexes use the `regex` package, but never in the server process: compiling a pattern can
+cost gigabytes (`regex` expands counted repetitions, so `(?:(?:x{999}){999}){9}` is 2.6 GB
+and 11 s of compiling) and matching can backtrack for ever. So the pattern is compiled and
+run in a `bounded.worker` child (`bounded/regex_search.py`) with `SEARCH_MEMORY_MB` of
+address space and `SEARCH_WALL_S` (at most the tool's deadline), killed past either; the
+files are streamed to it one at a time. Inside, each line also has the engine's own
+`timeout`, so a catastrophic pattern such as `(a|a)+$` ends with a TIMEOUT error naming the
+line. Nothing compiled is cached between calls.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-import regex
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bounded.worker import Done, Failure, Job, Limits, run
+from cancellation import Cancelled
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
-from tools.workspace.fs import MAX_FILES, MAX_TOTAL_BYTES, decode_text, read_bytes, text_lines, walk_workspace
+from tools.workspace.fs import MAX_FILES, MAX_TOTAL_BYTES, decode_text, read_bytes, walk_workspace
 from tools.workspace.globs import compile_glob
 from tools.workspace.paths import SafePath, workspace_root
 
@@ -36,7 +44,10 @@ MAX_LIST_ENTRIES = 200
 MAX_MATCHES = 100
 MAX_MATCH_LINE_CHARS = 300
 MAX_PATTERN_CHARS = 1_000
-REGEX_TIMEOUT_S = 1.0  # one regex call (one line); the whole search is bounded by the tool deadline
+REGEX_TIMEOUT_S = 1.0  # one regex call (one line), inside the worker
+SEARCH_WALL_S = 10.0  # the worker's deadline: compiling and every file (also at most the tool's deadline)
+SEARCH_MEMORY_MB = 64  # address space compiling and matching may add in the worker
+SEARCH_ANSWER_BYTES = 512 * 1024  # MAX_MATCHES lines of MAX_MATCH_LINE_CHARS, JSON-escaped, fit
 _GLOB_TOKEN = re.compile(r"^[\w\-./\[\]*?]+$")
 
 
@@ -155,53 +166,82 @@ class SearchFilesOutput(ToolOutput):
         return "\n".join(lines)
 
 
-def _compile(pattern: str) -> Any:
-    try:
-        return regex.compile(pattern)
-    except regex.error as error:
-        raise ToolFailure(
+def _invalid(pattern: str, detail: str) -> ToolFailure:
+    return ToolFailure(
+        ErrorCode.VALIDATION_FAILED,
+        f"invalid regex {pattern!r}: {detail}. Fix the pattern (escape special characters such as ( [ . * + ? with a backslash).",
+    )
+
+
+@dataclass
+class _Tally:
+    """What the parent learned while streaming files to the worker (one search's own)."""
+
+    binary: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def _text_frames(root: Path, paths: list[str], tally: _Tally, check_time: Callable[[], object]) -> Iterator[bytes]:
+    """`path NUL text` for each text file, read one at a time as the worker asks for more."""
+    for path in paths:
+        check_time()
+        try:
+            text = decode_text(read_bytes(SafePath(root, tuple(path.split("/")))))
+        except ToolFailure:  # swapped for a link, removed or grown since the walk: never followed
+            tally.skipped.append(path)
+            continue
+        if text is None:
+            tally.binary += 1
+            continue
+        yield path.encode() + b"\0" + text.encode()
+
+
+def _failure(pattern: str, kind: Failure, wall_s: float) -> Exception:
+    if kind is Failure.CANCELLED:
+        return Cancelled()
+    if kind is Failure.MEMORY:
+        return ToolFailure(
             ErrorCode.VALIDATION_FAILED,
-            f"invalid regex {pattern!r}: {error}. Fix the pattern (escape special characters such as ( [ . * + ? with a backslash).",
-        ) from None
+            f"the regex {pattern[:100]!r} is too complex: compiling or running it needs more than {SEARCH_MEMORY_MB} MB "
+            "(large or nested counted repetitions such as (x{999}){999} are expanded in memory). Simplify it and try again.",
+        )
+    if kind is Failure.TIMEOUT:
+        return ToolFailure(
+            ErrorCode.TIMEOUT,
+            f"the search took longer than {wall_s:.0f} s; make the regex simpler or the file glob narrower and try again.",
+        )
+    return ToolFailure(ErrorCode.INTERNAL_ERROR, "the search failed unexpectedly; try a simpler regex.")
 
 
 def search_files(data: SearchFilesInput, ctx: ToolContext) -> SearchFilesOutput:
-    compiled = _compile(data.pattern)
     matches_glob = compile_glob(data.file_glob)
     root = workspace_root(ctx.settings, ctx.user_id)
     walk = walk_workspace(root, ctx.remaining)
-    found: list[SearchMatch] = []
-    skipped = [path for path in walk.skipped if matches_glob(path)]
-    searched = binary = 0
-    for entry in walk.files:
-        if not matches_glob(entry.path) or len(found) > MAX_MATCHES:
-            continue
-        ctx.remaining()
-        try:
-            text = decode_text(read_bytes(SafePath(root, tuple(entry.path.split("/")))))
-        except ToolFailure:  # swapped for a link, removed or grown since the walk: never followed
-            skipped.append(entry.path)
-            continue
-        if text is None:
-            binary += 1
-            continue
-        searched += 1
-        for number, line in enumerate(text_lines(text), start=1):
-            try:
-                hit = compiled.search(line, timeout=ctx.remaining(REGEX_TIMEOUT_S))
-            except TimeoutError:
-                raise ToolFailure(
-                    ErrorCode.TIMEOUT,
-                    f"the regex took too long on {entry.path}:{number} (catastrophic backtracking); simplify it, "
-                    "e.g. avoid nested quantifiers like (a+)+, and try again.",
-                ) from None
-            if hit is not None:
-                found.append(SearchMatch(path=entry.path, line=number, text=line[:MAX_MATCH_LINE_CHARS]))
-                if len(found) > MAX_MATCHES:
-                    break
+    tally = _Tally(skipped=[path for path in walk.skipped if matches_glob(path)])
+    paths = [entry.path for entry in walk.files if matches_glob(entry.path)]
+    wall_s = ctx.remaining(SEARCH_WALL_S)
+    job = Job(
+        "bounded.regex_search:search",
+        {"pattern": data.pattern, "max_matches": MAX_MATCHES, "line_chars": MAX_MATCH_LINE_CHARS,
+         "line_timeout_s": min(REGEX_TIMEOUT_S, wall_s)},
+        _text_frames(root, paths, tally, ctx.remaining),
+    )
+    outcome = run(job, Limits(wall_s=wall_s, memory_mb=SEARCH_MEMORY_MB, output_bytes=SEARCH_ANSWER_BYTES), ctx.cancel)
+    if not isinstance(outcome, Done):
+        raise _failure(data.pattern, outcome.kind, wall_s)
+    answer: dict[str, Any] = outcome.value
+    if answer.get("error") == "invalid":
+        raise _invalid(data.pattern, str(answer.get("detail", ""))[:300])
+    if answer.get("error") == "line_timeout":
+        raise ToolFailure(
+            ErrorCode.TIMEOUT,
+            f"the regex took too long on {answer.get('path')}:{answer.get('line')} (catastrophic backtracking); simplify it, "
+            "e.g. avoid nested quantifiers like (a+)+, and try again.",
+        )
+    found = [SearchMatch(path=path, line=line, text=text) for path, line, text in answer["matches"]]
     return SearchFilesOutput(
-        pattern=data.pattern, file_glob=data.file_glob, matches=found[:MAX_MATCHES], truncated=len(found) > MAX_MATCHES,
-        files_searched=searched, binary_skipped=binary, skipped=sorted(skipped),
+        pattern=data.pattern, file_glob=data.file_glob, matches=found[:MAX_MATCHES], truncated=bool(answer["truncated"]),
+        files_searched=int(answer["files_searched"]), binary_skipped=tally.binary, skipped=sorted(tally.skipped),
     )
 
 
