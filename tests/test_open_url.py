@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import resource
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +19,7 @@ from config import Settings
 from testing.fake_web import FakeWebServer, Page
 from tests.conftest import new_token
 from tools.base import ErrorCode, ToolContext, ToolFailure, ToolResult
-from tools.open_url import MAX_CHARS, OPEN_URL_TOOL
+from tools.open_url import MAX_CHARS, MAX_TITLE_CHARS, OPEN_URL_TOOL, PARSE_WALL_S, RICH_MAX_ELEMENTS
 from tools.runner import run_tool
 
 ARTICLE = """<!DOCTYPE html>
@@ -134,6 +135,54 @@ def test_slow_page_times_out(web: FakeWebServer) -> None:
     started = time.monotonic()
     assert open_url(web.url("/slow"), timeout_s=0.4).error_code == "TIMEOUT"
     assert time.monotonic() - started < 1.5
+
+
+MB = 1024 * 1024
+HOSTILE_PAGES = {
+    "/tiny": "<html><body>" + "<b>x</b> " * ((2 * MB - 100) // 9) + "</body></html>",
+    "/nested": "<html><body>" + "<div>" * 400_000 + "deep" + "</body></html>",
+    "/links": "<html><body>" + "".join(f'<a href="/p{i}">link {i}</a> ' for i in range(60_000)) + "</body></html>",
+}
+
+
+@pytest.mark.parametrize("path", list(HOSTILE_PAGES))
+def test_hostile_pages_are_parsed_in_bounded_time_and_memory(web: FakeWebServer, path: str) -> None:
+    """Each of these cost 13-17 s of CPU and up to 630 MB in the server before; now the
+    parse runs in a worker (its streaming pass, no tree) and this process does not grow."""
+    web.routes[path] = Page(HOSTILE_PAGES[path])
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.monotonic()
+    result = open_url(web.url(path))
+    assert time.monotonic() - started < PARSE_WALL_S
+    assert result.ok, result.message
+    assert len(result.output["text"]) <= MAX_CHARS and result.output["text"]
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 30_000  # KB
+
+
+def test_every_field_is_capped(web: FakeWebServer) -> None:
+    web.routes["/title"] = Page("<html><head><title>" + "T " * 950_000 + "</title></head><body><p>hi</p></body></html>")
+    output = open_url(web.url("/title")).output
+    assert len(output["title"]) == MAX_TITLE_CHARS and output["title"].endswith("…")
+    assert output["text"] == "hi"
+
+
+def test_streamed_text_skips_noise_and_breaks_lines_at_blocks(web: FakeWebServer) -> None:
+    """A page too large for trafilatura still reads well: no script, style or menu text."""
+    rows = "".join(f"<li>item {i}</li>" for i in range(RICH_MAX_ELEMENTS))
+    web.routes["/big"] = Page(f"<html><head><title> Big   list </title><style>p{{}}</style></head><body><nav>Menu</nav>"
+                              f"<script>var secret = 1;</script><ul>{rows}</ul><footer>Foot</footer></body></html>")
+    output = open_url(web.url("/big")).output
+    assert output["title"] == "Big list"
+    assert output["text"].startswith("item 0\nitem 1\nitem 2\n")
+    assert "secret" not in output["text"] and "Menu" not in output["text"] and "p{}" not in output["text"]
+    assert output["truncated"] is True and output["total_chars"] > MAX_CHARS
+
+
+def test_large_json_is_shown_as_sent(web: FakeWebServer) -> None:
+    nested = "[" * 100_000 + "]" * 100_000
+    web.routes["/deep.json"] = Page(nested, content_type="application/json")
+    output = open_url(web.url("/deep.json")).output
+    assert output["text"] == nested[:MAX_CHARS] and output["truncated"] is True
 
 
 def test_missing_url_is_a_validation_error() -> None:
