@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -10,9 +12,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sqlbox.pool import SqlBox
+from sqlbox.protocol import Change
 from storage.db import Database, utc_now
+from testing.attacks.sql import BLOB_ROWS, LOOPING_UPDATE, SLOW_CALL, WIDE_COLUMNS
 from tools.base import ErrorCode, ToolContext, ToolFailure
-from tools.memory_sql import MEMORY_SQL_TOOL, MemorySqlInput, MemorySqlOutput, memory_sql_handler, run_memory_sql
+from tools.memory_sql import (
+    MEMORY_SQL_TOOL,
+    RENDERED_MAX_CHARS,
+    MemorySqlInput,
+    MemorySqlOutput,
+    apply_changes,
+    memory_sql_handler,
+    run_memory_sql,
+)
 
 ALICE, BOB = 1, 2
 DENIED, INVALID, TIMEOUT = ErrorCode.PERMISSION_DENIED, ErrorCode.VALIDATION_FAILED, ErrorCode.TIMEOUT
@@ -385,3 +398,109 @@ def test_the_connection_is_closed_and_temp_objects_are_gone(db: Database, ids: d
         assert conn.execute("SELECT count(*) FROM temp.sqlite_schema").fetchone()[0] == 0
         conn.execute("BEGIN IMMEDIATE")  # no lock was left behind
         conn.execute("ROLLBACK")
+
+
+# bounded by the engine (SPEC 12) ------------------------------------------------------------
+
+
+def test_a_slow_function_call_is_stopped_at_the_deadline(db: Database, ids: dict[str, list[int]]) -> None:
+    """ltrim() runs for about 20 s inside one VM step, where no progress handler is called."""
+    started = time.monotonic()
+    failure = assert_refused(db, SLOW_CALL, {TIMEOUT}, deadline_s=0.5)
+    assert time.monotonic() - started < 2 and "0.5 s" in failure.message
+
+
+@pytest.mark.parametrize("sql, words", [
+    (BLOB_ROWS, "memory"),
+    ("SELECT zeroblob(2000000)", "too big"),
+    ("SELECT " + ", ".join(f"content AS c{i}" for i in range(65)) + " FROM memories", "too many columns"),
+])
+def test_values_and_rows_past_the_engine_limits(db: Database, ids: dict[str, list[int]], sql: str, words: str) -> None:
+    failure = assert_refused(db, sql, {INVALID})
+    assert words in failure.message
+
+
+def test_a_wide_result_is_cut_to_the_answer_budget(db: Database, ids: dict[str, list[int]]) -> None:
+    result = run_memory_sql(db, ALICE, WIDE_COLUMNS)
+    assert result.truncated and result.truncated_by == "bytes" and 0 < result.row_count < 200
+    assert len(result.model_dump_json()) < 160_000  # was 24 MB: 200 rows x 60 cells x 2000 characters
+    assert result.render().endswith("(1 row, truncated at the size limit: select fewer or shorter columns)")
+
+
+def test_the_rendered_table_has_a_size_limit() -> None:
+    rows = [[number, "y" * 300] for number in range(200)]
+    rendered = MemorySqlOutput(kind="select", columns=["n", "text"], rows=rows, row_count=200, truncated=False).render()
+    assert len(rendered) < RENDERED_MAX_CHARS + 200
+    assert "more rows not shown; select fewer columns or rows)" in rendered and rendered.endswith("(200 rows)")
+
+
+def test_a_looping_update_holds_no_write_lock(db: Database, ids: dict[str, list[int]]) -> None:
+    """The WHERE runs in a worker on a read-only connection; other writers never wait on it."""
+    failures: list[ToolFailure] = []
+
+    def attack() -> None:
+        try:
+            run_memory_sql(db, ALICE, LOOPING_UPDATE, deadline_s=1.0)
+        except ToolFailure as failure:
+            failures.append(failure)
+
+    attacker = threading.Thread(target=attack)
+    attacker.start()
+    waits: list[float] = []
+    with db.connection() as conn:
+        conn.execute("PRAGMA busy_timeout = 5000")
+        while attacker.is_alive():
+            started = time.monotonic()
+            conn.execute("BEGIN IMMEDIATE")
+            waits.append(time.monotonic() - started)
+            conn.execute("UPDATE users SET name = name WHERE id = ?", (BOB,))
+            conn.execute("COMMIT")
+            time.sleep(0.02)
+    attacker.join()
+    assert [failure.code for failure in failures] == [TIMEOUT]
+    assert len(waits) > 10 and max(waits) < 0.1
+
+
+def test_an_update_is_written_in_one_short_transaction(db: Database) -> None:
+    seed(db, alice_memories=50)
+    result = run_memory_sql(db, ALICE, "UPDATE memories SET content = content || ' (checked)', importance = 10")
+    assert result.updated == 50
+    changes = [Change(id=row[0], old_content=row[1], old_importance=10, content=row[1] + "!", importance=9)
+               for row in run_memory_sql(db, ALICE, "SELECT id, content FROM memories").rows]
+    with db.connection() as conn:
+        started = time.monotonic()
+        apply_changes(conn, ALICE, changes)
+        assert time.monotonic() - started < 0.1
+    assert run_memory_sql(db, ALICE, "SELECT count(*) FROM memories WHERE content LIKE '%(checked)!' "
+                                     "AND importance = 9").rows == [[50]]
+
+
+def test_a_memory_changed_meanwhile_is_not_overwritten(db: Database, ids: dict[str, list[int]]) -> None:
+    first, second = ids["alice_memories"][:2]
+    changes = [Change(id=first, old_content="alice likes tea 0", old_importance=1, content="new", importance=1),
+               Change(id=second, old_content="not what it holds", old_importance=2, content="new", importance=2)]
+    before = snapshot(db)
+    with db.connection() as conn, pytest.raises(ToolFailure) as caught:
+        apply_changes(conn, ALICE, changes)
+    assert caught.value.code == INVALID and f"memory {second} changed" in caught.value.message
+    assert snapshot(db) == before
+
+
+def test_the_handler_uses_the_apps_warm_workers(db: Database, ids: dict[str, list[int]]) -> None:
+    with SqlBox() as box, db.connection() as conn:
+        ctx = ToolContext(conn=conn, database=db, settings=None, user_id=ALICE,  # type: ignore[arg-type]
+                          extras={"sqlbox": box})
+        for _ in range(3):
+            assert memory_sql_handler(MemorySqlInput(sql="SELECT count(*) FROM memories"), ctx).rows == [[3]]
+        assert len(box.worker_pids()) == 1
+        updated = memory_sql_handler(MemorySqlInput(sql=f"UPDATE memories SET importance = 7 WHERE id = "
+                                                        f"{ids['alice_memories'][0]}"), ctx)
+        assert updated.updated == 1 and not conn.in_transaction
+
+
+def test_sqlite_errors_from_the_database_file_are_tool_failures(tmp_path: Path) -> None:
+    missing = Database(tmp_path / "nowhere" / "app.db")
+    with pytest.raises(ToolFailure) as caught:
+        run_memory_sql(missing, ALICE, "SELECT 1")
+    assert caught.value.code == ErrorCode.INTERNAL_ERROR
+    assert not isinstance(caught.value, sqlite3.Error)

@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pytest
 
+import time
+
 from judge.models import TestResult, Verdict
-from tasks.checks import check_sql, check_text, run_select
+from sqlbox.pool import SqlBox
+from tasks.checks import JudgeUnavailable, check_sql, check_text, run_checks, run_select
 from tasks.importer import read_task_file
 from tasks.spec import SqlResultCriterion, TextMatchCriterion
 from tests.task_support import SQL_ANSWER, SQL_SETUP, SUM_PROGRAM, Classroom
 from tests.judge_support import require_judge
+from testing.attacks.sql import GROWING_CTE, SLOW_CALL, TASK_BIG_BLOBS
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "intro_python.yaml"
 DOGS = SqlResultCriterion(type="sql_result", id="c1", description="dogs", setup_sql=SQL_SETUP,
@@ -37,6 +41,33 @@ DOGS = SqlResultCriterion(type="sql_result", id="c1", description="dogs", setup_
 def test_sql_result(query, passed, message):
     ok, text = check_sql(DOGS, query, timeout_s=0.3)
     assert ok is passed and message in text, text
+
+
+@pytest.mark.parametrize("query, message", [
+    (GROWING_CTE, "more memory than allowed"),  # inside the engine: UNION's dedupe index
+    (TASK_BIG_BLOBS, "larger than 1 MB"),  # each value allowed, the whole result not
+    ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r LIMIT 30) SELECT "
+     + ", ".join(f"zeroblob(999000) AS b{i}" for i in range(20)) + " FROM r", "more memory than allowed"),
+    ("SELECT " + ", ".join(f"name AS c{i}" for i in range(65)) + " FROM pets", "too many columns"),
+])
+def test_sql_result_is_bounded_inside_the_engine(query, message):
+    ok, text = check_sql(DOGS, query, timeout_s=1.0)
+    assert not ok and message in text, text
+
+
+def test_sql_result_slow_function_call_is_stopped_at_the_deadline():
+    started = time.monotonic()
+    ok, text = check_sql(DOGS, SLOW_CALL, timeout_s=0.5)
+    assert not ok and "longer than 0.5 s" in text and time.monotonic() - started < 2
+
+
+def test_sql_result_runs_in_the_given_box_and_a_broken_setup_is_no_attempt():
+    with SqlBox() as box:
+        results = run_checks([DOGS], SQL_ANSWER, None, lambda cap: cap, sql_box=box)
+        assert results[0].passed and len(box.worker_pids()) == 1
+        broken = DOGS.model_copy(update={"setup_sql": "CREATE TABLE pets ("})
+        with pytest.raises(JudgeUnavailable, match="SQL checker is unavailable"):
+            run_checks([broken], SQL_ANSWER, None, lambda cap: cap, sql_box=box)
 
 
 def test_sql_result_row_cap():
