@@ -58,11 +58,12 @@ MAX_ADMIN_NAME_TRIES = 100
 
 def build_chains(settings: Settings) -> tuple[FallbackChain, FallbackChain]:
     """The text chain and the vision chain (the same object unless VISION_* differ)."""
-    chat_chain = build_chain(settings.llm_config(), settings.llm_fallbacks, api_keys=settings.fallback_api_keys)
+    chat_chain = build_chain(settings.llm_config(), settings.llm_fallbacks, api_keys=settings.fallback_api_keys,
+                             breaker=settings.breaker_policy())
     vision_config = settings.vision_config()
     if vision_config == settings.llm_config():
         return chat_chain, chat_chain
-    return chat_chain, build_chain(vision_config)
+    return chat_chain, build_chain(vision_config, breaker=settings.breaker_policy())
 
 
 def image_loader(data_dir: str):  # type: ignore[no-untyped-def]

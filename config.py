@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from providers import ProviderConfig
+from providers import BreakerPolicy, ProviderConfig
 
 ProviderName = Literal["ollama", "openai", "openrouter", "cerebras", "chutes", "scripted"]
 
@@ -131,6 +131,14 @@ class Settings(BaseModel):
     rate_limits: Annotated[RateLimits, BeforeValidator(parse_rate_limits)] = Field(  # per user; 429 beyond
         default_factory=lambda: parse_rate_limits(""))
     fallback_api_keys: dict[str, str] = Field(default_factory=dict)
+    provider_breaker_failures: int = Field(default=3, ge=0, le=1000)  # consecutive timeouts that open a circuit; 0: off
+    provider_breaker_cooldown_s: float = Field(default=30.0, gt=0, le=3600)  # an open circuit fails fast this long
+
+    def breaker_policy(self) -> BreakerPolicy | None:
+        """Each provider's circuit breaker (provider_breaker.py), or None when turned off."""
+        if self.provider_breaker_failures == 0:
+            return None
+        return BreakerPolicy(failures=self.provider_breaker_failures, cooldown_s=self.provider_breaker_cooldown_s)
 
     def llm_config(self) -> ProviderConfig:
         return ProviderConfig(

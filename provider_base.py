@@ -57,6 +57,7 @@ class FailureKind(str, Enum):
     SCRIPT_EXHAUSTED = "script_exhausted"
     NOT_CONFIGURED = "not_configured"
     CANCELLED = "cancelled"  # the caller cancelled (the user pressed Stop): not the provider's fault
+    CIRCUIT_OPEN = "circuit_open"  # not called: it kept timing out, and fails fast for a while (provider_breaker.py)
 
 
 class StreamSink(Protocol):

@@ -11,8 +11,9 @@ on them, and they are logged without any prompt text because prompts hold user d
 This module is the layer's public face: the registry, construction, and the fallback chain.
 The types and base class are in `provider_base.py`, the wire formats in `provider_http.py`,
 the scripted provider in `provider_scripted.py`, the abortable transport (deadline, cancel)
-in `provider_transport.py`, the SSE and NDJSON framing in `provider_wire.py`; everything a
-caller needs is re-exported from here.
+in `provider_transport.py`, the SSE and NDJSON framing in `provider_wire.py`, the circuit
+breaker each provider of a chain has in `provider_breaker.py`; everything a caller needs is
+re-exported from here.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from provider_base import (
     StreamSink,
     log,
 )
+from provider_breaker import BreakerPolicy, BreakerState, CircuitBreaker
 from provider_http import (
     CerebrasProvider,
     ChutesProvider,
@@ -45,7 +47,7 @@ from provider_http import (
 from provider_scripted import ScriptedProvider, load_script, quoted_result
 
 __all__ = [
-    "CerebrasProvider", "ChatMessage", "ChutesProvider", "Completion", "FailureKind", "FallbackChain",
+    "BreakerPolicy", "BreakerState", "CerebrasProvider", "ChatMessage", "ChutesProvider", "Completion", "FailureKind", "FallbackChain",
     "HttpProvider", "OllamaProvider", "OpenAICompatibleProvider", "OpenRouterProvider", "ProbeResult", "Provider",
     "ProviderConfig", "ProviderError", "ScriptedProvider", "StreamSink", "build_chain", "build_provider", "load_script",
     "parse_fallbacks", "provider_registry", "quoted_result",
@@ -84,16 +86,28 @@ def build_provider(
 
 
 class FallbackChain:
-    """What the pipeline holds: the primary provider, then ``LLM_FALLBACKS`` in order."""
+    """What the pipeline holds: the primary provider, then ``LLM_FALLBACKS`` in order.
 
-    def __init__(self, providers: Sequence[Provider]) -> None:
+    With a ``breaker`` policy each provider has its own circuit (`provider_breaker.py`): a
+    provider whose circuit is open is skipped without a call, so a hung one costs nothing
+    until its cool-down ends, and a chain whose every circuit is open fails at once.
+    """
+
+    def __init__(self, providers: Sequence[Provider], breaker: BreakerPolicy | None = None) -> None:
         if not providers:
             raise ProviderError("a fallback chain needs at least one provider")
         self.providers: tuple[Provider, ...] = tuple(providers)
+        self.breakers: tuple[CircuitBreaker, ...] | None = (
+            tuple(CircuitBreaker(breaker) for _ in self.providers) if breaker is not None else None
+        )
 
     @property
     def primary(self) -> Provider:
         return self.providers[0]
+
+    def breaker_states(self) -> list[BreakerState] | None:
+        """Each provider's circuit, in chain order (None without a breaker policy)."""
+        return None if self.breakers is None else [breaker.snapshot() for breaker in self.breakers]
 
     def stream(
         self,
@@ -104,14 +118,23 @@ class FallbackChain:
     ) -> Completion:
         """First success wins; each attempt starts with ``sink.begin(name, model)`` so the
         sink can drop what a failed attempt fed. A cancelled call returns at once (no
-        fallback); if every provider fails, the last failure is returned (each provider has
+        fallback); a provider whose circuit is open is skipped (a ``CIRCUIT_OPEN`` failure,
+        no call); if every provider fails, the last failure is returned (each provider has
         already logged its own failure)."""
         messages = tuple(messages)
         result: Completion | None = None
         for index, provider in enumerate(self.providers):
-            if sink is not None:
-                sink.begin(provider.name, provider.model)
-            result = provider.stream(messages, sink, cancel=cancel)
+            breaker = self.breakers[index] if self.breakers is not None else None
+            if breaker is not None and not breaker.admit():
+                result = Completion(text=None, provider=provider.name, model=provider.model,
+                                    failure=FailureKind.CIRCUIT_OPEN, detail=breaker.refusal_detail(), elapsed_ms=0.0)
+                log.info("provider skipped: provider=%s model=%s %s", provider.name, provider.model, result.detail)
+            else:
+                if sink is not None:
+                    sink.begin(provider.name, provider.model)
+                result = provider.stream(messages, sink, cancel=cancel)
+                if breaker is not None:
+                    breaker.record(result.failure)
             if result.text is not None or result.failure is FailureKind.CANCELLED:
                 return result
             if cancel is not None and cancel.cancelled:  # a failure that raced with the cancel
@@ -157,10 +180,12 @@ def build_chain(
     api_keys: Mapping[str, str] | None = None,
     http: requests.Session | None = None,
     sleep: Sleep | None = None,
+    breaker: BreakerPolicy | None = None,
 ) -> FallbackChain:
     """Build the primary provider plus ``LLM_FALLBACKS``. A fallback of the same provider
     reuses the primary's base URL and key; another provider uses its default base URL and
-    the key found in ``api_keys[name]`` (if any). Timeouts and retry bounds are inherited."""
+    the key found in ``api_keys[name]`` (if any). Timeouts and retry bounds are inherited;
+    ``breaker`` gives every provider a circuit (None: none)."""
     registry = provider_registry()
     keys = dict(api_keys or {})
     providers = [build_provider(primary, http=http, sleep=sleep)]
@@ -175,5 +200,5 @@ def build_chain(
             "api_key": keys.get(name, primary.api_key if same else None),
         })
         providers.append(build_provider(config, http=http, sleep=sleep))
-    return FallbackChain(providers)
+    return FallbackChain(providers, breaker)
 

@@ -42,13 +42,19 @@ class ProviderProbe:
             return list(self._results)
 
     def report(self) -> dict[str, Any]:
+        """The primary's entry, then every provider with its probe and its circuit (read now,
+        not cached): the chain is ok when some provider is reachable and its circuit not open."""
         results = self.results()
-        entries = [
+        entries: list[dict[str, Any]] = [
             {"name": provider.name, "model": provider.model, "ok": result.ok, "detail": result.detail}
             for provider, result in zip(self.chain.providers, results)
         ]
+        usable = [entry["ok"] for entry in entries]
+        for index, state in enumerate(self.chain.breaker_states() or ()):
+            entries[index]["breaker"] = state.to_dict()
+            usable[index] = usable[index] and state.state != "open"
         primary = entries[0]
-        return {**primary, "ok": any(entry["ok"] for entry in entries), "chain": entries}
+        return {**primary, "ok": any(usable), "chain": entries}
 
 
 def judge_state() -> dict[str, Any]:

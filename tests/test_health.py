@@ -31,9 +31,11 @@ def test_health_degraded_when_provider_is_unreachable(make_app):
     assert response.status_code == 200
     body = response.get_json()
     assert body["status"] == "degraded"
+    closed = {"state": "closed", "failures": 0, "retry_at": None}
     assert body["provider"] == {
-        "name": "openai", "model": "test-model", "ok": False, "detail": "connection failed",
-        "chain": [{"name": "openai", "model": "test-model", "ok": False, "detail": "connection failed"}],
+        "name": "openai", "model": "test-model", "ok": False, "detail": "connection failed", "breaker": closed,
+        "chain": [{"name": "openai", "model": "test-model", "ok": False, "detail": "connection failed",
+                   "breaker": closed}],
     }
 
 

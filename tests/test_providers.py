@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,8 @@ import requests
 import responses
 
 from providers import (
+    BreakerPolicy,
+    BreakerState,
     CerebrasProvider,
     ChatMessage,
     ChutesProvider,
@@ -34,6 +37,8 @@ from providers import (
     parse_fallbacks,
     provider_registry,
 )
+from provider_breaker import CircuitBreaker
+from testing.fake_llm import FakeLLMServer
 
 SECRET = "SECRET-PROMPT-TEXT-7f3a"
 KEY = "sk-test-123"
@@ -482,3 +487,94 @@ def test_probe_connection_error_and_missing_key():
     no_key = build_provider(ProviderConfig(provider="openrouter")).probe()
     assert (no_key.ok, no_key.detail) == (False, "no API key configured")
     assert len(responses.calls) == 1
+
+
+# --------------------------------------------------------------------------- circuit breaker
+
+
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_breaker_opens_after_consecutive_timeouts_then_probes_once() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(BreakerPolicy(failures=2, cooldown_s=10), clock)
+    assert breaker.admit()
+    breaker.record(FailureKind.TIMEOUT)
+    assert breaker.snapshot() == BreakerState("closed", 1, None) and breaker.admit()
+    breaker.record(FailureKind.CONNECTION)
+    assert breaker.snapshot().state == "open" and breaker.snapshot().retry_at
+    assert not breaker.admit()
+    clock.now += 10
+    assert breaker.admit()  # the probe
+    assert not breaker.admit()  # the others still fail fast while it runs
+    assert breaker.snapshot().state == "half_open"
+    breaker.record(FailureKind.TIMEOUT)  # the probe failed: open again for a whole cool-down
+    assert not breaker.admit()
+    clock.now += 9.9
+    assert not breaker.admit()
+    clock.now += 0.1
+    assert breaker.admit()
+    breaker.record(None)
+    assert breaker.snapshot() == BreakerState("closed", 0, None) and breaker.admit()
+
+
+@pytest.mark.parametrize("kind", [None, FailureKind.SERVER_ERROR, FailureKind.RATE_LIMITED, FailureKind.AUTH,
+                                  FailureKind.MALFORMED, FailureKind.EMPTY])
+def test_an_answering_server_ends_the_streak(kind: FailureKind | None) -> None:
+    breaker = CircuitBreaker(BreakerPolicy(failures=2, cooldown_s=10), Clock())
+    breaker.record(FailureKind.TIMEOUT)
+    breaker.record(kind)
+    breaker.record(FailureKind.TIMEOUT)
+    assert breaker.snapshot().state == "closed" and breaker.admit()
+
+
+def test_a_cancelled_call_counts_for_nothing_and_a_cancelled_probe_lets_the_next_call_probe() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(BreakerPolicy(failures=1, cooldown_s=10), clock)
+    breaker.record(FailureKind.CANCELLED)
+    assert breaker.snapshot().failures == 0
+    breaker.record(FailureKind.TIMEOUT)
+    clock.now += 10
+    assert breaker.admit()
+    breaker.record(FailureKind.CANCELLED)
+    assert breaker.admit()  # no new cool-down: the user stopped the probe, the server said nothing
+
+
+def test_the_chain_skips_an_open_provider_without_calling_it() -> None:
+    hung, spare = FakeProvider(None, FailureKind.TIMEOUT), FakeProvider("from the spare")
+    chain = FallbackChain([hung, spare], BreakerPolicy(failures=2, cooldown_s=60))
+    assert [chain.complete(MESSAGES) for _ in range(4)] == ["from the spare"] * 4
+    assert (hung.seen, spare.seen) == (2, 4)  # after two timeouts the hung one is no longer called
+    states = chain.breaker_states()
+    assert states is not None and [state.state for state in states] == ["open", "closed"]
+
+
+def test_without_a_policy_there_is_no_circuit() -> None:
+    hung = FakeProvider(None, FailureKind.TIMEOUT)
+    chain = FallbackChain([hung])
+    for _ in range(5):
+        chain.call(MESSAGES)
+    assert hung.seen == 5 and chain.breaker_states() is None
+
+
+def test_a_hung_server_over_http_fails_fast_once_the_circuit_is_open() -> None:
+    """The real provider against a fake that sends headers and then nothing: two calls wait
+    the whole deadline, the next ones are refused at once and never reach the server."""
+    with FakeLLMServer(hang_after_headers=True) as server:
+        chain = build_chain(ProviderConfig(provider="openai", base_url=server.openai_base_url, model="m",
+                                           timeout_s=0.3), breaker=BreakerPolicy(failures=2, cooldown_s=60))
+        slow = [chain.call(MESSAGES) for _ in range(2)]
+        assert [result.failure for result in slow] == [FailureKind.TIMEOUT] * 2
+        assert all(result.elapsed_ms >= 300 for result in slow)
+        started = time.perf_counter()
+        fast = chain.call(MESSAGES)
+        assert (time.perf_counter() - started) < 0.05
+        assert fast.failure is FailureKind.CIRCUIT_OPEN and "circuit open after 2" in fast.detail
+        assert len(server.requests) == 2

@@ -1,0 +1,149 @@
+"""Faults from outside (issue 11, class 9): the database file or the model fails for a while.
+
+Nobody attacks here; the world does. Each fault is made for real from outside the server:
+- the database made read-only for a moment (`chattr +i`, which holds for root too), while
+  turns keep arriving: they may fail meanwhile (503 `storage_unavailable`), but once the
+  file is writable again every turn must succeed, with no restart;
+- the filesystem under the database filled to the last byte (a small tmpfs: `full_disk` is
+  not in `ATTACKS` because the bench's server keeps its database on the machine's disk);
+- the model hung (headers sent, then nothing): after `PROVIDER_BREAKER_FAILURES` timeouts
+  the provider's circuit opens and turns fail fast instead of waiting 2 x `LLM_TIMEOUT_S`.
+
+Each scenario returns a typed report (the tests assert on it); `ATTACKS` wraps them into the
+`Outcome` shape the bench prints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from testing.attacks import Attack, Outcome, Target
+from testing.disk_faults import database_files, filled, read_only
+
+LLM_TIMEOUT_S = 1.0
+BREAKER_FAILURES = 2
+BREAKER_COOLDOWN_S = 3.0
+ENV = {
+    "RATE_LIMITS": "turns=off,sessions=off",  # the faults send many turns; limits are another class
+    "LLM_TIMEOUT_S": str(LLM_TIMEOUT_S),
+    "PROVIDER_BREAKER_FAILURES": str(BREAKER_FAILURES),
+    "PROVIDER_BREAKER_COOLDOWN_S": str(BREAKER_COOLDOWN_S),
+}
+DURING_TURNS = 24  # at once while the file is read-only: each runs on a thread that opens its connection now
+AFTER_TURNS = 60
+
+
+@dataclass(frozen=True)
+class Turn:
+    status: int
+    code: str | None  # the error code, when it failed
+    seconds: float
+    body_bytes: int
+
+
+@dataclass(frozen=True)
+class DatabaseWindow:
+    """Turns during a database fault and after it ended, and what `/health` said meanwhile."""
+
+    during: list[Turn]
+    after: list[Turn]
+    health_during: tuple[int, dict[str, Any]]
+    health_after: tuple[int, dict[str, Any]]
+
+    @property
+    def failed_after(self) -> int:
+        return sum(turn.status != 200 for turn in self.after)
+
+    def outcome(self) -> Outcome:
+        statuses = Counter(turn.status for turn in self.during)
+        state = self.health_during[1].get("database", {}).get("state", "?")
+        last = self.after[-1]
+        note = (f"during: {' '.join(f'{n}x{s}' for s, n in sorted(statuses.items()))}, /health "
+                f"{self.health_during[0]} {state}; after: {self.failed_after}/{len(self.after)} failed")
+        return Outcome(status=last.status, body_bytes=last.body_bytes, note=note)
+
+
+def chat_turn(target: Target, message: str, token: str | None = None) -> Turn:
+    """One turn in a new session; its status, error code and wall time."""
+    started = time.perf_counter()
+    response = target.post("/chat", token=token, json={"message": message}, timeout=120)
+    seconds = time.perf_counter() - started
+    code = None
+    if response.status_code != 200:
+        try:
+            code = response.json()["error"]["code"]
+        except (ValueError, KeyError, TypeError):
+            code = "not-json"
+    return Turn(response.status_code, code, seconds, len(response.content))
+
+
+def turns_at_once(target: Target, count: int, label: str) -> list[Turn]:
+    with ThreadPoolExecutor(max_workers=min(count, 24)) as pool:
+        return list(pool.map(lambda n: chat_turn(target, f"{label} {n}"), range(count)))
+
+
+def health(target: Target) -> tuple[int, dict[str, Any]]:
+    response = requests.get(f"{target.server.base}/health", timeout=30)
+    return response.status_code, response.json()
+
+
+def database_read_only_for_a_moment(target: Target) -> DatabaseWindow:
+    """`chattr +i` on the database and its WAL files, turns meanwhile, then turns after."""
+    database = Path(target.server.env["DATABASE_PATH"])
+    with read_only(database_files(database)):
+        health_during = health(target)
+        during = turns_at_once(target, DURING_TURNS, "while read-only")
+    return DatabaseWindow(during, turns_at_once(target, AFTER_TURNS, "after"), health_during, health(target))
+
+
+def full_disk(target: Target) -> DatabaseWindow:
+    """The database's filesystem filled to the last byte, turns of 30,000 characters meanwhile
+    (more than the few MB of room the WAL file may still hold), then turns after.
+    Needs the database on a small filesystem of its own (the tests mount a tmpfs)."""
+    database = Path(target.server.env["DATABASE_PATH"])
+    with filled(database.parent):
+        health_during = health(target)
+        during = turns_at_once(target, 4 * DURING_TURNS, "while full " + "x" * 30_000)
+    return DatabaseWindow(during, turns_at_once(target, AFTER_TURNS, "after"), health_during, health(target))
+
+
+@dataclass(frozen=True)
+class HungModel:
+    """Turns while the model hangs, `/health` once the circuit is open, and the first turn
+    after the model came back and the cool-down passed."""
+
+    hung: list[Turn]
+    health_open: dict[str, Any]
+    recovered: Turn
+
+    def outcome(self) -> Outcome:
+        last = self.hung[-1]
+        times = ", ".join(f"{turn.seconds:.2f}" for turn in self.hung)
+        return Outcome(status=last.status, body_bytes=last.body_bytes,
+                       note=f"{last.code}; turn seconds {times}; recovered {self.recovered.status}")
+
+
+def hung_model(target: Target, turns: int = 5) -> HungModel:
+    target.llm.reset(hang_after_headers=True)
+    try:
+        hung = [chat_turn(target, f"hung {n}") for n in range(turns)]
+        health_open = health(target)[1]
+    finally:
+        target.llm.reset()
+    time.sleep(BREAKER_COOLDOWN_S + 0.2)
+    return HungModel(hung, health_open, chat_turn(target, "back again"))
+
+
+ATTACKS = [
+    Attack("faults: database read-only for a moment (turns meanwhile and after)",
+           lambda target: database_read_only_for_a_moment(target).outcome(), deadline_s=30, env=ENV),
+    Attack("faults: model hung (5 turns)", lambda target: hung_model(target).outcome(),
+           deadline_s=4 * LLM_TIMEOUT_S + BREAKER_COOLDOWN_S, env=ENV),
+]
