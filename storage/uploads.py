@@ -1,7 +1,17 @@
 """Images a user sends with a chat turn: checked by content, stored under generated names.
 
 The type is decided by Pillow reading the bytes, never by the file name or the declared
-MIME type; size and pixel count are capped before anything is written. Files live under
+MIME type; size and pixel count are capped before anything is written.
+
+The server never decodes pixels: an upload is only identified from its headers (only the
+parsers of the four accepted formats run, `formats=`), PNG chunks are checked by `verify()`
+(CRCs, no inflating), and the image goes to the vision provider as it came. So a
+decompression bomb (a 100 KB PNG of 6000 x 6000 pixels) costs the server nothing; what stays
+bounded is what a decoder elsewhere (the browser, the vision provider) would have to build:
+`MAX_IMAGE_PIXELS` per frame, and for animations (APNG, WebP, whose frame count is in their
+headers) `MAX_FRAMES` frames and `MAX_IMAGE_PIXELS` over all frames. A GIF's frame count is
+not in its header (counting it means decoding every frame), so a GIF is checked by its first
+frame only. Files live under
 `DATA_DIR/uploads/<user_id>/`, and the stored path is relative to `DATA_DIR`, so a message
 row never points outside it.
 """
@@ -20,6 +30,7 @@ from pydantic import BaseModel
 
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
 MAX_IMAGE_PIXELS = 40_000_000
+MAX_FRAMES = 200  # frames of an animated PNG or WebP
 MAX_IMAGES_PER_TURN = 4
 FORMATS = {"PNG": ("image/png", "png"), "JPEG": ("image/jpeg", "jpg"), "GIF": ("image/gif", "gif"), "WEBP": ("image/webp", "webp")}
 DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<b64>;base64)?,(?P<data>.*)$", re.DOTALL)
@@ -52,15 +63,22 @@ def inspect_image(data: bytes) -> tuple[str, str, int, int]:
     if len(data) > MAX_IMAGE_BYTES:
         raise ImageRejected(f"image is larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MiB")
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with Image.open(io.BytesIO(data), formats=list(FORMATS)) as image:
             width, height = image.size
             kind = image.format or ""
             if width * height > MAX_IMAGE_PIXELS:
                 raise ImageRejected(f"image has more than {MAX_IMAGE_PIXELS} pixels")
+            frames = int(getattr(image, "n_frames", 1)) if kind in ("PNG", "WEBP") else 1  # from headers
+            if frames > MAX_FRAMES:
+                raise ImageRejected(f"animation has more than {MAX_FRAMES} frames")
+            if width * height * frames > MAX_IMAGE_PIXELS:
+                raise ImageRejected(f"animation has more than {MAX_IMAGE_PIXELS} pixels over all its frames")
             image.verify()
     except ImageRejected:
         raise
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+    except Image.DecompressionBombError as error:
+        raise ImageRejected(f"image has more than {MAX_IMAGE_PIXELS} pixels") from error
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
         raise ImageRejected("file is not a readable PNG, JPEG, GIF or WebP image") from error
     if kind not in FORMATS:
         raise ImageRejected(f"image type {kind or 'unknown'} is not accepted (PNG, JPEG, GIF, WebP)")

@@ -3,7 +3,8 @@
 Each attack is cheap to send and was expensive to parse: a regex whose nested counted
 repetition builds a huge program at compile time, a backtracking regex over a 1 MB file, a
 2 MB page of tiny tags, a page nested hundreds of thousands of tags deep, a 1.9 MB `<title>`,
-a page of 60,000 links, and a PNG that inflates to 108 MB of pixels. The `/search_files`
+a page of 60,000 links, a PNG that inflates to 108 MB of pixels, and a 230 KB animated WebP
+of 5,000 frames of 2000 x 2000 pixels. The `/search_files`
 attacks call the tool directly (`POST /tools/search_files`, the same runner as a chat
 command); the `/open_url` attacks run in a chat turn whose model reply is the command, so what
 the turn stored is measured too; the image is uploaded with a chat message.
@@ -12,6 +13,7 @@ the turn stored is measured too; the image is uploaded with a chat message.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import struct
 import zlib
@@ -116,11 +118,39 @@ def png_bomb(width: int = 6000, height: int = 6000) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
 
 
-def image_bomb_upload(target: Target) -> Outcome:
-    url = "data:image/png;base64," + base64.b64encode(png_bomb()).decode()
+def animated_webp(width: int, height: int, frames: int) -> bytes:
+    """A WebP whose header declares a `width` x `height` canvas and `frames` 1-pixel frames."""
+    from PIL import Image  # only the attack that needs it pays for the import
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (1, 1)).save(buffer, "WEBP", lossless=True)
+    small = buffer.getvalue()
+    start = small.index(b"VP8L")
+    size = struct.unpack("<I", small[start + 4:start + 8])[0]
+    vp8l = small[start:start + 8 + size + (size & 1)]
+
+    def chunk(kind: bytes, payload: bytes) -> bytes:
+        return kind + struct.pack("<I", len(payload)) + payload + (b"\0" if len(payload) & 1 else b"")
+
+    canvas = bytes([0x02, 0, 0, 0]) + (width - 1).to_bytes(3, "little") + (height - 1).to_bytes(3, "little")
+    frame = chunk(b"ANMF", bytes(12) + (100).to_bytes(3, "little") + b"\0" + vp8l)
+    body = b"WEBP" + chunk(b"VP8X", canvas) + chunk(b"ANIM", bytes(6)) + frame * frames
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def upload(target: Target, data: bytes, mime: str) -> Outcome:
+    url = f"data:{mime};base64," + base64.b64encode(data).decode()
     target.llm.reset()
     response = target.post("/chat", json={"message": "what is in this picture?", "images": [url]})
     return _tool_outcome(response)
+
+
+def image_bomb_upload(target: Target) -> Outcome:
+    return upload(target, png_bomb(), "image/png")
+
+
+def animation_bomb_upload(target: Target) -> Outcome:
+    return upload(target, animated_webp(2000, 2000, 5000), "image/webp")
 
 
 ATTACKS: list[Attack] = [
@@ -131,4 +161,5 @@ ATTACKS: list[Attack] = [
     Attack("open_url: a 1.9 MB <title>, through chat", huge_title, PARSE_DEADLINE_S),
     Attack("open_url: 60,000 links, through chat", many_links, PARSE_DEADLINE_S),
     Attack("upload: PNG decompression bomb (6000 x 6000)", image_bomb_upload, UPLOAD_DEADLINE_S),
+    Attack("upload: animated WebP of 5,000 frames of 2000 x 2000", animation_bomb_upload, UPLOAD_DEADLINE_S),
 ]
