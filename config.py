@@ -127,7 +127,7 @@ class Settings(BaseModel):
     access_log: bool = False
     allow_private_fetch: bool = False
     judge_pool_size: int = Field(default=2, ge=0, le=16)
-    max_streams_per_user: int = Field(default=8, ge=1, le=10_000)  # open event streams one user may hold
+    max_streams_per_user: int = Field(default=8, ge=1, le=1_000_000)  # open event streams one user may hold
     rate_limits: Annotated[RateLimits, BeforeValidator(parse_rate_limits)] = Field(  # per user; 429 beyond
         default_factory=lambda: parse_rate_limits(""))
     fallback_api_keys: dict[str, str] = Field(default_factory=dict)
