@@ -24,6 +24,8 @@ from testing.attacks import Attack, Outcome, Target
 from testing.hostile import ROOT
 
 SQL_DEADLINE_S = 1.0  # SPEC 6a: a query is stopped after 1 second of work (tasks: SQL_TIMEOUT_S)
+# the bystander of the UPDATE attack chats as fast as it can: keep it under its turn budget
+ENV = {"RATE_LIMITS": "turns=1000/minute"}
 TASK_ID = "sql_hostile"
 TASK_SETUP = "CREATE TABLE pets (name TEXT, kind TEXT); INSERT INTO pets VALUES ('Rex', 'dog'), ('Tom', 'cat');"
 
@@ -109,6 +111,10 @@ def two_blob_rows(target: Target) -> Outcome:
     return _two_at_once(blob_rows, target)
 
 
+def two_slow_calls(target: Target) -> Outcome:
+    return _two_at_once(slow_call, target)
+
+
 # --------------------------------------------------------------------------- task sql_result
 
 
@@ -136,7 +142,15 @@ def ensure_task_started(target: Target) -> None:
 
 
 def submit(target: Target, answer: str) -> Outcome:
-    return _outcome(target.post("/tools/submit", json={"task_id": TASK_ID, "answer": answer}))
+    """The note says how the answer was graded, e.g. `failed: the query ran longer than 1 s …`."""
+    response = target.post("/tools/submit", json={"task_id": TASK_ID, "answer": answer})
+    outcome = _outcome(response)
+    if response.ok:
+        body = response.json()
+        checks = body.get("checks") or [{}]
+        note = f"{body.get('result')}: {checks[0].get('message', '')}"
+        return Outcome(outcome.status, outcome.body_bytes, note[:120])
+    return outcome
 
 
 def task_big_blobs(target: Target) -> Outcome:
@@ -160,15 +174,16 @@ def task_two_big_blobs(target: Target) -> Outcome:
 
 
 ATTACKS: list[Attack] = [
-    Attack("memory_sql: SELECT of 9 MB zeroblob cells", big_blobs, SQL_DEADLINE_S),
-    Attack("memory_sql: rows of twenty 1 MB zeroblob cells", blob_rows, SQL_DEADLINE_S),
-    Attack("memory_sql: 60 wide columns x 200 rows, through chat", wide_columns_through_chat, SQL_DEADLINE_S),
-    Attack("memory_sql: one slow built-in call (ltrim)", slow_call, SQL_DEADLINE_S),
-    Attack("memory_sql: recursive CTE whose UNION grows", growing_cte, SQL_DEADLINE_S),
-    Attack("memory_sql: 3 UPDATEs whose WHERE loops", looping_update, 3 * SQL_DEADLINE_S),
-    Attack("memory_sql: two SELECTs of 1 MB-cell rows at once", two_blob_rows, 2 * SQL_DEADLINE_S),
-    Attack("task sql_result: SELECT of large zeroblob cells", task_big_blobs, SQL_DEADLINE_S),
-    Attack("task sql_result: one slow built-in call (ltrim)", task_slow_call, SQL_DEADLINE_S),
-    Attack("task sql_result: recursive CTE whose UNION grows", task_growing_cte, SQL_DEADLINE_S),
-    Attack("task sql_result: two large-blob answers at once", task_two_big_blobs, 2 * SQL_DEADLINE_S),
+    Attack("memory_sql: SELECT of 9 MB zeroblob cells", big_blobs, SQL_DEADLINE_S, ENV),
+    Attack("memory_sql: rows of twenty 1 MB zeroblob cells", blob_rows, SQL_DEADLINE_S, ENV),
+    Attack("memory_sql: 60 wide columns x 200 rows, through chat", wide_columns_through_chat, SQL_DEADLINE_S, ENV),
+    Attack("memory_sql: one slow built-in call (ltrim)", slow_call, SQL_DEADLINE_S, ENV),
+    Attack("memory_sql: recursive CTE whose UNION grows", growing_cte, SQL_DEADLINE_S, ENV),
+    Attack("memory_sql: 3 UPDATEs whose WHERE loops", looping_update, 3 * SQL_DEADLINE_S, ENV),
+    Attack("memory_sql: two SELECTs of 1 MB-cell rows at once", two_blob_rows, 2 * SQL_DEADLINE_S, ENV),
+    Attack("memory_sql: two slow built-in calls at once", two_slow_calls, 2 * SQL_DEADLINE_S, ENV),
+    Attack("task sql_result: SELECT of large zeroblob cells", task_big_blobs, SQL_DEADLINE_S, ENV),
+    Attack("task sql_result: one slow built-in call (ltrim)", task_slow_call, SQL_DEADLINE_S, ENV),
+    Attack("task sql_result: recursive CTE whose UNION grows", task_growing_cte, SQL_DEADLINE_S, ENV),
+    Attack("task sql_result: two large-blob answers at once", task_two_big_blobs, 2 * SQL_DEADLINE_S, ENV),
 ]
