@@ -70,6 +70,10 @@ def proc_status(pid: int) -> dict[str, int]:
     return found
 
 
+#: One bench user does what hundreds of users would: per-user limits would answer 429.
+NO_USER_LIMITS = {"RATE_LIMITS": "turns=off,sessions=off,runs=off,generate=off", "MAX_STREAMS_PER_USER": "1000000"}
+
+
 def start_server(tmp: str, database_path: str, llm_base_url: str, extra_env: Mapping[str, str] = (),
                  timeout_s: float = 30) -> tuple[subprocess.Popen[bytes], int]:
     """The real server (`python app.py`, one process) on a free port; returns it and its port
@@ -78,9 +82,7 @@ def start_server(tmp: str, database_path: str, llm_base_url: str, extra_env: Map
     env = {**os.environ, "PORT": str(port), "DATABASE_PATH": database_path, "DATA_DIR": tmp,
            "AUTH_TOKEN_FILE": str(Path(tmp) / "admin.token"), "LLM_PROVIDER": "openai",
            "LLM_BASE_URL": llm_base_url, "LLM_MODEL": "bench", "JUDGE_ENABLED": "0",
-           # one bench user does what hundreds of users would: per-user limits would answer 429
-           "RATE_LIMITS": "turns=off,sessions=off,runs=off,generate=off", "MAX_STREAMS_PER_USER": "1000000",
-           **dict(extra_env)}
+           **NO_USER_LIMITS, **dict(extra_env)}
     server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout_s

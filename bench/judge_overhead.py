@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from judge.languages import LANGUAGES  # noqa: E402
-from bench.common import free_port, percentile, timed  # noqa: E402
+from bench.common import NO_USER_LIMITS, free_port, percentile, timed  # noqa: E402
 from storage.db import Database  # noqa: E402
 from storage.problems import add_problem  # noqa: E402
 from storage.users import create_user  # noqa: E402
@@ -67,7 +67,8 @@ class Server:
         self.port = free_port()
         env = {**os.environ, "PORT": str(self.port), "DATABASE_PATH": self.database.path, "DATA_DIR": str(tmp),
                "AUTH_TOKEN_FILE": str(tmp / "admin.token"), "LLM_PROVIDER": "openai",
-               "LLM_BASE_URL": "http://127.0.0.1:9/v1", "JUDGE_ENABLED": "1", "JUDGE_POOL_SIZE": str(pool)}
+               "LLM_BASE_URL": "http://127.0.0.1:9/v1", "JUDGE_ENABLED": "1", "JUDGE_POOL_SIZE": str(pool),
+               **NO_USER_LIMITS}
         self.process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.http = requests.Session()

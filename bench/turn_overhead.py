@@ -35,7 +35,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import free_port, percentile, timed  # noqa: E402
+from bench.common import NO_USER_LIMITS, free_port, percentile, timed  # noqa: E402
 from storage.db import Database, transaction, utc_now  # noqa: E402
 from storage.sessions import create_session  # noqa: E402
 from storage.users import create_user  # noqa: E402
@@ -92,7 +92,7 @@ def main() -> None:
         port = free_port()
         env = {**os.environ, "PORT": str(port), "DATABASE_PATH": database.path, "DATA_DIR": tmp,
                "AUTH_TOKEN_FILE": str(Path(tmp) / "admin.token"), "LLM_PROVIDER": "openai",
-               "LLM_BASE_URL": llm.openai_base_url, "LLM_MODEL": "bench", "JUDGE_ENABLED": "0"}
+               "LLM_BASE_URL": llm.openai_base_url, "LLM_MODEL": "bench", "JUDGE_ENABLED": "0", **NO_USER_LIMITS}
         server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
