@@ -15,7 +15,7 @@ right after parsing, here, for every body:
    parser never recurses deeper than `max_depth` nor builds more than `max_items` values.
 3. `json.loads` on the decoded text.
 4. Every string (keys too) is checked for surrogate code points, which only `\\u` escapes
-   can produce; the walk is iterative and bounded by steps 2's limits.
+   can produce; the walk is iterative and bounded by step 2's limits.
 
 Errors are values (`Rejected` with a code and a message that says what to fix); the caller
 decides how to answer.
@@ -93,7 +93,12 @@ def check_structure(raw: bytes, limits: Limits) -> Rejected | None:
     at most `max_items` brackets pairs, and the `max_depth` passes that each drop the
     innermost pairs run over a few kilobytes.
     """
-    structure = _STRING.sub(b"", raw).translate(None, _NOT_STRUCTURE)
+    # A string follows `[`, `{`, `,` or `:` (or is the whole body), so an acceptable body has
+    # at most `max_items + 1` of them: stop replacing after one more.
+    stripped, strings = _STRING.subn(b"", raw, count=limits.max_items + 2)
+    if strings > limits.max_items + 1:
+        return _too_many(limits)
+    structure = stripped.translate(None, _NOT_STRUCTURE)
     brackets = structure.translate(None, b",:")
     opened = brackets.count(b"[") + brackets.count(b"{")
     if opened * 2 != len(brackets):
@@ -102,7 +107,7 @@ def check_structure(raw: bytes, limits: Limits) -> Rejected | None:
         return _too_deep(limits)
     items = len(structure) - len(brackets) + opened
     if items > limits.max_items:
-        return Rejected(TOO_MANY_ITEMS, f"the JSON body holds more than {limits.max_items} values; send less at once")
+        return _too_many(limits)
     for _ in range(limits.max_depth):
         if not brackets:
             return None
@@ -112,6 +117,10 @@ def check_structure(raw: bytes, limits: Limits) -> Rejected | None:
     if b"[}" in brackets or b"{]" in brackets:
         return Rejected(MALFORMED, "the body is not valid JSON: its brackets do not match")
     return _too_deep(limits)
+
+
+def _too_many(limits: Limits) -> Rejected:
+    return Rejected(TOO_MANY_ITEMS, f"the JSON body holds more than {limits.max_items} values; send less at once")
 
 
 def _too_deep(limits: Limits) -> Rejected:

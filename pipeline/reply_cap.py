@@ -31,7 +31,13 @@ from text_safety import replace_surrogates
 MAX_HELD_CHARS = 8 * 1024
 MAX_ANSWER_CHARS = 256 * 1024
 MAX_REPLY_CHARS = 2 * 1024 * 1024
-ANSWER_CUT_NOTE = f"\n\n[answer truncated: it was longer than {MAX_ANSWER_CHARS:,} characters]"
+
+
+def cut_note(max_chars: int) -> str:
+    return f"\n\n[answer truncated: it was longer than {max_chars:,} characters]"
+
+
+ANSWER_CUT_NOTE = cut_note(MAX_ANSWER_CHARS)
 
 
 def clip_answer(text: str) -> str:
@@ -41,14 +47,19 @@ def clip_answer(text: str) -> str:
 
 
 class CappedSink:
-    """A `providers.StreamSink` that feeds a `ReplyGate` at most the limits above.
+    """A `providers.StreamSink` that feeds a `ReplyGate` at most the limits above (the
+    keyword arguments, for tests of small limits).
 
     `text` is the reply as read (capped and repaired): for a plain answer it is exactly the
     gate's `shown` text. `cut` says the reply went on past the limit.
     """
 
-    def __init__(self, gate: ReplyGate) -> None:
+    def __init__(self, gate: ReplyGate, *, held: int = MAX_HELD_CHARS, answer: int = MAX_ANSWER_CHARS,
+                 reply: int = MAX_REPLY_CHARS) -> None:
         self.gate = gate
+        # Undecided text may turn out to be either, so it never runs past the smaller cap.
+        self._limits = {None: min(held, answer, reply), Decision.TEXT: answer, Decision.COMMAND: reply}
+        self._note = cut_note(answer)
         self._pieces: list[str] = []
         self._length = 0
         self.cut = False
@@ -78,16 +89,12 @@ class CappedSink:
         self.gate.finish()
 
     def _limit(self) -> int:
-        if self.gate.decision is Decision.TEXT:
-            return MAX_ANSWER_CHARS
-        if self.gate.decision is Decision.COMMAND:
-            return MAX_REPLY_CHARS
-        return MAX_HELD_CHARS
+        return self._limits[self.gate.decision]
 
     def _overflow(self) -> bool:
         """Stop reading; a plain answer ends with the note, shown and stored alike."""
         self.cut = True
         if self.gate.decision is Decision.TEXT:
-            self._pieces.append(ANSWER_CUT_NOTE)
-            self.gate.feed(ANSWER_CUT_NOTE)
+            self._pieces.append(self._note)
+            self.gate.feed(self._note)
         return False

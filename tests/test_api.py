@@ -618,3 +618,67 @@ def test_every_answer_says_nosniff(client, auth, method, path, status):
     response = client.open(path, method=method, headers=auth, data="x")
     assert response.status_code == status
     assert response.headers["X-Content-Type-Options"] == "nosniff"
+
+
+# hostile bodies on every route (issue 11, class 7) --------------------------------------------
+
+HOSTILE_BODIES = {
+    "deep arrays": "[" * 5_000 + "]" * 5_000,
+    "deep objects": '{"a":' * 5_000 + "1" + "}" * 5_000,
+    "lone surrogate": '{"message": "hi \\ud800", "name": "\\udc00", "language": "python", '
+                      '"files": {"main.py": "print(1) # \\ud800"}, "fields": {"location": "\\ud800"}}',
+    "many values": "[" + ",".join(["0"] * 30_000) + "]",
+}
+
+
+def _concrete_paths(app: Flask, session_id: str) -> Iterator[tuple[str, str]]:
+    """(method, path) for every route of the app, with real ids where the route takes one."""
+    tool_names = sorted(tool.name for tool in app.extensions["turn_services"].registry)
+    for rule in app.url_map.iter_rules():
+        for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
+            names = tool_names if "name" in rule.arguments and rule.rule.startswith("/tools") else ["x"]
+            for name in names:
+                path = rule.rule
+                for argument in rule.arguments:
+                    value = session_id if "session" in argument or argument == "id" else name
+                    path = re.sub(rf"<(?:[a-z]+:)?{argument}>", value, path)
+                yield method, path
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE_BODIES))
+def test_no_route_answers_500_to_a_hostile_body(app, client, auth, kind):
+    """Every route of `app.url_map` (every tool for `/tools/<name>`), with a body nested 5,000
+    levels deep, a lone surrogate, or 30,000 values: a clear 4xx, never a 500."""
+    session_id = new_session(client, auth)["id"]
+    seen = 0
+    for method, path in _concrete_paths(app, session_id):
+        response = client.open(f"{path}?q=%ED%A0%80", method=method, data=HOSTILE_BODIES[kind],
+                               headers={**auth, "Content-Type": "application/json"})
+        seen += 1
+        assert response.status_code < 500, f"{method} {path}: {response.get_data(as_text=True)[:300]}"
+        if response.status_code >= 400 and response.mimetype == "application/json":
+            assert_error(response, response.status_code)
+    assert seen > 40
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE_BODIES))
+def test_every_json_endpoint_says_what_is_wrong_with_the_body(client, auth, kind):
+    from testing.attacks.input import BODY_ENDPOINTS
+
+    for method, path in BODY_ENDPOINTS:
+        response = client.open(path, method=method, data=HOSTILE_BODIES[kind],
+                               headers={**auth, "Content-Type": "application/json"})
+        code = "INVALID_TOOL_RESULT" if path == "/api/ai/tool-result" else "invalid_json"
+        error = assert_error(response, 400, code)
+        assert any(word in error["message"] for word in ("deeper", "surrogate", "values")), error
+
+
+def test_form_fields_never_hold_a_surrogate(client, auth, fake_llm):
+    """Multipart text is decoded by Werkzeug with replacement: the UTF-8 form of a surrogate
+    (ED A0 80, invalid UTF-8) cannot bring one in that way."""
+    fake_llm.queue("ok")
+    body = (b"--b\r\nContent-Disposition: form-data; name=\"message\"\r\n\r\nhi \xed\xa0\x80\r\n--b--\r\n")
+    response = client.post("/chat", data=body, headers={**auth, "Content-Type": "multipart/form-data; boundary=b"})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    content = response.get_json()["messages"][0]["content"]
+    assert content.startswith("hi ") and not any(0xD800 <= ord(char) <= 0xDFFF for char in content)

@@ -159,3 +159,22 @@ def test_answered_widget_counts_against_the_round_cap(make_app, fake_llm):
     body = answer(client, auth, pending, "coffee", inputMethod="text").get_json()
     assert body["reply"] == TOOL_LIMIT_REACHED
     assert len(fake_llm.requests) == 3
+
+
+@pytest.mark.parametrize("value", ["x" * 2_001, ["some"], {"v": "some"}, 1, None, "a" * 1_000_000])
+def test_a_submitted_value_is_text_of_bounded_size_or_a_boolean(client, auth, fake_llm, value):
+    """Issue 11: what the user submits is bounded before it reaches a widget or the profile."""
+    fake_llm.queue("/ask_text goal What do you want to build?", "never reached")
+    pending = chat(client, auth, "let's plan")["messages"][1]
+    response = answer(client, auth, pending, value)
+    assert response.status_code == 400 and response.get_json()["error"]["code"] == "INVALID_TOOL_RESULT"
+    assert len(response.get_data()) < 2_000  # the answer does not echo the value
+    assert "goal" not in profile(client, auth)
+
+
+@pytest.mark.parametrize("body", ['{"value": ' + "[" * 5_000 + "]" * 5_000 + "}", '{"value": "\\ud800"}'])
+def test_a_hostile_body_is_invalid_tool_result(client, auth, body):
+    response = client.post("/api/ai/tool-result", data=body, headers={**auth, "Content-Type": "application/json"})
+    assert response.status_code == 400
+    error = response.get_json()["error"]
+    assert error["code"] == "INVALID_TOOL_RESULT" and ("deeper" in error["message"] or "surrogate" in error["message"])

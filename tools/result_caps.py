@@ -49,22 +49,26 @@ def clip_text(text: str, max_chars: int, note: str = CUT_MARK) -> str:
 
 def json_size(value: Any, budget: int) -> int | None:
     """Bytes of `json.dumps(value)` (ASCII, the form `meta` is stored in), or None as soon as
-    it is certain to exceed `budget`: a huge value is never serialised just to be measured."""
+    it is certain to exceed `budget`: a huge value is never serialised just to be measured.
+    A value nested deeper than `MAX_DEPTH` never fits (its readers recurse)."""
     total = 0
-    pending = [value]
+    pending: list[tuple[Any, int]] = [(value, 0)]
     while pending:
-        item = pending.pop()
+        item, depth = pending.pop()
         if isinstance(item, str):
             if len(item) + 2 + total > budget:
                 return None
             total += len(json.dumps(item))
-        elif isinstance(item, dict):
-            total += 2 + 4 * max(0, len(item) - 1) + 2 * len(item)  # braces, ", " and ": "
-            pending.extend(str(key) for key in item)
-            pending.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            total += 2 + 2 * max(0, len(item) - 1)
-            pending.extend(item)
+        elif isinstance(item, (dict, list, tuple)):
+            if depth >= MAX_DEPTH:
+                return None
+            total += 2 + 2 * max(0, len(item) - 1)  # brackets and ", "
+            if isinstance(item, dict):
+                total += 2 * len(item)  # ": "
+                pending.extend((str(key), depth) for key in item)
+                pending.extend((child, depth + 1) for child in item.values())
+            else:
+                pending.extend((child, depth + 1) for child in item)
         else:
             total += len(json.dumps(item, default=str))
         if total > budget:
