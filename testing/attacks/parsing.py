@@ -1,13 +1,13 @@
 """Untrusted parsing: regular expressions, web pages and images (issue 11, classes 2 and 3; SPEC 12).
 
 Each attack is cheap to send and was expensive to parse: a regex whose nested counted
-repetition builds a huge program at compile time, a backtracking regex over a 1 MB file, a
+repetition builds a huge program at compile time, a backtracking regex over 1 MB of files, a
 2 MB page of tiny tags, a page nested hundreds of thousands of tags deep, a 1.9 MB `<title>`,
-a page of 60,000 links, a PNG that inflates to 108 MB of pixels, and a 230 KB animated WebP
-of 5,000 frames of 2000 x 2000 pixels. The `/search_files`
-attacks call the tool directly (`POST /tools/search_files`, the same runner as a chat
-command); the `/open_url` attacks run in a chat turn whose model reply is the command, so what
-the turn stored is measured too; the image is uploaded with a chat message.
+a page of 60,000 links, a PNG that inflates to 108 MB of pixels, and a 27 KB animated WebP of
+500 frames of 2000 x 2000 pixels. The `/search_files` attacks call the tool directly
+(`POST /tools/search_files`, the same runner as a chat command); the `/open_url` attacks run
+in a chat turn whose model reply is the command, so what the turn stored is measured too; the
+images are uploaded with a chat message (kept under 64 KB: see serving/protocol.py's head cap).
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def image_bomb_upload(target: Target) -> Outcome:
 
 
 def animation_bomb_upload(target: Target) -> Outcome:
-    return upload(target, animated_webp(2000, 2000, 5000), "image/webp")
+    return upload(target, animated_webp(2000, 2000, 500), "image/webp")  # 27 KB
 
 
 ATTACKS: list[Attack] = [
@@ -161,5 +161,5 @@ ATTACKS: list[Attack] = [
     Attack("open_url: a 1.9 MB <title>, through chat", huge_title, PARSE_DEADLINE_S),
     Attack("open_url: 60,000 links, through chat", many_links, PARSE_DEADLINE_S),
     Attack("upload: PNG decompression bomb (6000 x 6000)", image_bomb_upload, UPLOAD_DEADLINE_S),
-    Attack("upload: animated WebP of 5,000 frames of 2000 x 2000", animation_bomb_upload, UPLOAD_DEADLINE_S),
+    Attack("upload: animated WebP of 500 frames of 2000 x 2000", animation_bomb_upload, UPLOAD_DEADLINE_S),
 ]
