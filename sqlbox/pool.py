@@ -9,8 +9,8 @@ the pipe with `poll` (never `select`: the server's descriptors go past 1024):
    answers TIMEOUT at the deadline for ordinary loops; a worker that does not answer (one
    function call running on, or memory being allocated) is killed with SIGKILL.
 
-A worker that answered is kept for the next job (at most `idle` of them) unless it retired
-itself; one that was killed, died (its address-space or CPU limit) or sent garbage is
+A worker that answered is kept for the next job (at most `idle` of them, for at most
+`IDLE_REUSE_S`) unless it retired itself; one that was killed, died (its address-space or CPU limit) or sent garbage is
 reaped and forgotten. At most `max_workers` jobs run at once; more wait for a free worker
 within their own deadline. `close()` (also run when the box is garbage-collected or the
 interpreter exits) kills every worker; a worker whose server died reads end-of-file and exits.
@@ -57,6 +57,7 @@ SETUP_TIMEOUT_S = 5.0  # trusted set-up: start-up, views, a task's setup script
 DEFAULT_MAX_WORKERS = 4
 DEFAULT_IDLE_WORKERS = 2
 DEFAULT_MEMORY_MB = 64  # address space each worker may add to its start-up size
+IDLE_REUSE_S = 600  # an idle worker older than this is replaced (it exits by itself at twice that)
 
 
 class WorkerGone(Exception):
@@ -69,6 +70,7 @@ class Worker:
 
     process: subprocess.Popen[bytes]
     buffer: bytearray = field(default_factory=bytearray)
+    idle_since: float = 0.0  # time.monotonic() when it was last given back
 
     @classmethod
     def start(cls, memory_mb: int) -> Worker:
@@ -197,7 +199,11 @@ class SqlBox:
         if not self._slots.acquire(timeout=max(job.deadline_s, 0.01)):
             return SqlError("UNAVAILABLE", "every SQL worker is busy; try again in a moment.")
         try:
-            worker = self._take()
+            try:
+                worker = self._take()
+            except OSError as error:  # no process could start (process or descriptor limits)
+                log.warning("no SQL worker could start: %s", error)
+                return SqlError("UNAVAILABLE", "the SQL engine cannot start a worker now; try again later.")
             if worker is None:
                 return SqlError("UNAVAILABLE", "the SQL engine is shut down.")
             remove = cancel.on_cancel(worker.kill)
@@ -254,12 +260,19 @@ class SqlBox:
         with self._lock:
             if self._closed:
                 return None
-            while self._idle:
+            stale: list[Worker] = []
+            found: Worker | None = None
+            while self._idle and found is None:
                 worker = self._idle.pop()
-                if worker.alive:
-                    return worker
-                self._workers.discard(worker)
-                worker.kill()
+                if worker.alive and time.monotonic() - worker.idle_since < IDLE_REUSE_S:
+                    found = worker
+                else:
+                    stale.append(worker)
+                    self._workers.discard(worker)
+        for worker in stale:
+            worker.kill()
+        if found is not None:
+            return found
         worker = Worker.start(self.memory_mb)
         with self._lock:
             self._workers.add(worker)
@@ -272,6 +285,7 @@ class SqlBox:
     def _give_back(self, worker: Worker) -> None:
         with self._lock:
             if not self._closed and len(self._idle) < self.idle_workers:
+                worker.idle_since = time.monotonic()
                 self._idle.append(worker)
                 return
         self._forget(worker)

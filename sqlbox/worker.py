@@ -10,13 +10,16 @@ limits hold whatever SQLite or Python do inside one call:
   budget, so even a worker the server failed to kill stops by itself (SIGXCPU).
 - The server kills it at the deadline (one function call may run far past a progress
   handler). It exits at end of stdin, so it dies with the server, and it retires itself
-  (answer, then exit) when it has grown, so a reused worker is always small.
+  (answer, then exit) when it has grown, so a reused worker is always small. It also exits
+  after `IDLE_EXIT_S` without a job (a box that was dropped without `close()`); the server
+  stops reusing a worker long before that (`pool.IDLE_REUSE_S`), so the two never race.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import select
 import sys
 from dataclasses import asdict
 from typing import Any
@@ -30,6 +33,7 @@ from sqlbox.select_engine import run_select_job
 CPU_SLACK_S = 3  # past the job's setup and deadline budget; the server kills it well before
 SETUP_CPU_S = 5  # trusted set-up (views, a task's script) before the deadline starts
 RETIRE_GROWTH_MB = 24  # resident growth after which the worker exits instead of being reused
+IDLE_EXIT_S = 1200  # twice pool.IDLE_REUSE_S
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -80,7 +84,11 @@ def main(argv: list[str]) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (size + memory_mb * 1024 * 1024,) * 2)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but frames may reach the server's pipe
+    idle = select.poll()
+    idle.register(stdin.fileno(), select.POLLIN)
     while True:
+        if not idle.poll(IDLE_EXIT_S * 1000):
+            return  # nobody has asked for a long time: a forgotten worker
         data = read_frame(stdin, MAX_JOB_BYTES)
         if data is None:
             return
