@@ -5,8 +5,8 @@ is read and nothing can follow a symlink: every entry is a regular file (mode 06
 directory (mode 0755) owned by the sandbox user, and every name is checked first. Names are
 relative POSIX paths of plain components (no absolute paths, `..`, `.`, empty components,
 backslashes, NUL or other control characters) under limits of depth, length, count and size.
-Names under `.judge/` are reserved for the judge's own files (stdin of each step, the SQL
-runner). Names and contents must be valid Unicode: a lone surrogate (which a JSON `\ud800`
+Names under `.judge/` are reserved for the judge's own files (the SQL runner, compiled
+programs). Names and contents must be valid Unicode: a lone surrogate (which a JSON `\ud800`
 escape can put in a Python string) is refused, not silently replaced: a program changed on
 the way would be judged for what the user did not write, and a name must be encoded for the
 archive and the launcher script. Violations raise `SubmissionError`, whose
@@ -32,7 +32,7 @@ MAX_NAME_CHARS = 255
 MAX_COMPONENT_CHARS = 100
 MAX_FILE_BYTES = 512 * 1024
 MAX_TOTAL_BYTES = 2 * 1024 * 1024
-MAX_JUDGE_BYTES = 16 * 1024 * 1024  # stdin of every test together
+MAX_JUDGE_BYTES = 16 * 1024 * 1024  # the input of every test together (and the judge's own files)
 
 
 class SubmissionError(Exception):
@@ -92,13 +92,15 @@ def check_files(files: Mapping[str, str]) -> dict[str, bytes]:
 
 
 def build_archive(user_files: Mapping[str, bytes], judge_files: Mapping[str, bytes] | None = None) -> bytes:
-    """A tar of checked user files plus the judge's own files under `.judge/`."""
+    """A tar of checked user files plus the judge's own files under `.judge/` (always
+    present: compilers write there; tests' inputs never go in, see `judge/service.py`)."""
     judge_files = judge_files or {}
     if sum(len(data) for data in judge_files.values()) > MAX_JUDGE_BYTES:
-        raise SubmissionError(f"the test input totals more than {MAX_JUDGE_BYTES} bytes")
+        raise SubmissionError(f"the judge's files total more than {MAX_JUDGE_BYTES} bytes")
     entries = dict(user_files)
     entries.update({f"{JUDGE_DIR}/{name}": data for name, data in judge_files.items()})
-    folders = sorted({"/".join(name.split("/")[:i]) for name in entries for i in range(1, name.count("/") + 1)})
+    folders = sorted({JUDGE_DIR} | {"/".join(name.split("/")[:i]) for name in entries
+                                    for i in range(1, name.count("/") + 1)})
     buffer = io.BytesIO()
     now = int(time.time())
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:

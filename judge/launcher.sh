@@ -3,8 +3,9 @@
 # `docker exec` per step (~55 ms of runc each) with a fork inside the container (~1 ms).
 #
 # Protocol (judge/sandbox.py is the other side), one step at a time on the attached stdin:
-#   request:  one line of shell words `NONCE SIZE INPUT ARGV...` (quoted by the backend),
-#             then SIZE bytes of tar to unpack into /work first (0: no files).
+#   request:  one line of shell words `NONCE SIZE INPUT_SIZE ARGV...` (quoted by the backend),
+#             then SIZE bytes of tar to unpack into /work first (0: no files), then
+#             INPUT_SIZE bytes: the program's stdin (0: /dev/null).
 #   answer:   the program writes straight to the container's stdout and stderr; the
 #             launcher adds marks `\036NONCE WORDS\036` on stdout:
 #               `files`                   the files were unpacked, the program starts now
@@ -13,11 +14,18 @@
 #                                         OOM_KILLS is the cgroup's oom_kill counter
 #             and, last, `\036NONCE\036` on stderr, so the backend knows both streams (two
 #             pipes, copied separately by the engine) hold everything written before the end.
-# The program's stdin is the file INPUT, never the launcher's stdin. Variables are not
-# exported, so the nonce is not in the program's environment. Nothing but builtins runs
-# between steps apart from `head | tar` for the files and the program itself.
+# The program's stdin is a pipe that carries its own input and nothing else (`head -c`
+# copies exactly INPUT_SIZE bytes from the request; what the program leaves unread is
+# drained after it, so the next request stays in step): a test's input exists in the
+# sandbox only while that test runs, never as a file another test could list or read.
+# When the program ends, every other process of the sandbox user is killed (`kill -KILL -1`
+# spares the launcher itself and docker-init), so nothing a step left behind sees the next
+# step's request. Variables are not exported, so the nonce is not in the program's
+# environment. Nothing but builtins runs between steps apart from `head | tar` for the
+# files, `head` and `cat` around the input, and the program itself.
 
 cd /work || exit 1
+exec 3<&0  # the requests, for `head` in a background list (whose stdin the shell sets to /dev/null)
 
 read_oom_kills() {
   oom_kills=0
@@ -34,7 +42,7 @@ while IFS= read -r request; do
   set -f
   eval "set -- $request"
   set +f
-  nonce=$1 size=$2 input=$3
+  nonce=$1 size=$2 input_size=$3
   shift 3
   if [ "$size" -gt 0 ]; then
     if head -c "$size" | tar -x -f - --no-same-owner -C /work; then
@@ -45,9 +53,14 @@ while IFS= read -r request; do
       exit 1
     fi
   fi
-  "$@" <"$input" &
+  if [ "$input_size" -gt 0 ]; then
+    head -c "$input_size" <&3 | { "$@" 3<&-; status=$?; cat >/dev/null; exit $status; } &
+  else
+    "$@" </dev/null 3<&- &
+  fi
   wait $!
   status=$?
+  kill -KILL -1 2>/dev/null
   read_oom_kills
   printf '\036%s exit %s %s\036' "$nonce" "$status" "$oom_kills"
   printf '\036%s\036' "$nonce" >&2

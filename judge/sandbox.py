@@ -17,8 +17,13 @@ Decisions:
 - The connection is attached before the container starts and kept for its whole life; the
   files travel with the first step (tar after the request line; the engine's archive upload
   refuses a read-only root). The launcher's marks carry a fresh random nonce per step, so a
-  program cannot end its step early by printing a mark, and its stdin is a file, never the
-  launcher's stdin. What a program could still do with the same uid (kill the launcher,
+  program cannot end its step early by printing a mark, and its stdin is never the
+  launcher's stdin.
+- Each step's input travels with that step's request and reaches the program as a pipe
+  (never a file in the sandbox): a test's program cannot list or read another test's input,
+  which is not in the sandbox until that test runs; expected outputs never enter it at all.
+  When a step's program ends, the launcher kills every other process of the sandbox user,
+  so nothing left behind by one test watches the next one's input arrive. What a program could still do with the same uid (kill the launcher,
   read the nonce from its memory) ends or shortens its own run and grants nothing it could
   not do by exiting: the deadline, the output caps and the comparison stay on this side.
 - The deadline is enforced here: a thread reads the stream into two capped buffers while the
@@ -30,9 +35,10 @@ Decisions:
   cgroup's `oom_kill` counter went up during the step, or the container itself was
   OOM-killed (the stream ended without marks).
 - A background child that inherited stdout does not hold the step up: the step ends when the
-  launcher reaps the program it started; the child lives on until the sandbox is destroyed.
-  What it writes later is read as part of the next step (as if that step's program wrote
-  it; both are the same user's code), or dropped after the last step.
+  launcher reaps the program it started, and the launcher then kills the child; what it
+  wrote before belongs to the step. What a program keeps in files (/work, /tmp) stays for
+  the next test of the same submission (compile once, SPEC 9): it can remember inputs it was
+  given, but never see one before its own test runs.
 - The container has no working directory of its own (the launcher `cd`s to `/work`): with
   one, the engine creates `/work` in the root first and the tmpfs inherits its 0755
   root-owned mode.
@@ -172,13 +178,13 @@ class Sandbox:
         self,
         argv: list[str] | tuple[str, ...],
         timeout_s: float,
-        stdin_file: str | None = None,
+        stdin: bytes = b"",
         files: bytes | None = None,
     ) -> StepResult:
         """Run one step with a wall-clock deadline and capped output streams.
 
         `files` (a tar from `judge/files.py`) is unpacked into /work first, by the same
-        request; raises `UnpackError` when that fails.
+        request; raises `UnpackError` when that fails. `stdin` is this step's input only.
         """
         if self.killed:
             raise SandboxError("the sandbox was already stopped")
@@ -187,7 +193,7 @@ class Sandbox:
         reader = StepReader(self._frames, nonce, cap)
         started = time.monotonic()
         reader.start()
-        sender = _Sender(self._socket, _request(nonce, argv, stdin_file, files or b""))
+        sender = _Sender(self._socket, _request(nonce, argv, stdin, files or b""))
         finished = reader.done.wait(timeout_s)
         duration_ms = int((time.monotonic() - started) * 1000)
         if not finished or reader.overflow:
@@ -263,12 +269,13 @@ class _Sender:
             self.error = error
 
 
-def _request(nonce: str, argv: list[str] | tuple[str, ...], stdin_file: str | None, files: bytes) -> bytes:
-    """The launcher's request: a line of shell words, then the tar of `files` (if any)."""
-    words = [nonce, str(len(files)), stdin_file or "/dev/null", *argv]
+def _request(nonce: str, argv: list[str] | tuple[str, ...], stdin: bytes, files: bytes) -> bytes:
+    """The launcher's request: a line of shell words, then the tar of `files` (if any), then
+    the program's input."""
+    words = [nonce, str(len(files)), str(len(stdin)), *argv]
     if any("\n" in word for word in words):  # the request is one line
         raise SandboxError("a step's command cannot contain a newline")
-    return (" ".join(shlex.quote(word) for word in words) + "\n").encode("utf-8") + files
+    return (" ".join(shlex.quote(word) for word in words) + "\n").encode("utf-8") + files + stdin
 
 
 def _shut(sock: socket.socket) -> None:

@@ -3,7 +3,8 @@
 Each call uses one fresh sandbox (`judge/sandbox.py`), optionally taken from the pool
 (`judge/pool.py`): compile step once, then one run step per test, the files travelling with
 the first step (one request fewer), and the sandbox is destroyed in a `finally` whatever
-happens. A pooled sandbox that cannot take the files (it died meanwhile) is swapped for a
+happens. Each test's input (stdin, or the SQL setup script) travels with its own step only,
+so no test can read another's; expected outputs stay here. A pooled sandbox that cannot take the files (it died meanwhile) is swapped for a
 fresh one; nothing of the user's ran in it. Verdicts:
 - `compile_error`: the compile step exited non-zero (its stderr is kept);
 - `memory_limit`: a step died of SIGKILL and the cgroup OOM counter went up;
@@ -32,7 +33,7 @@ import docker
 
 from cancellation import NEVER, CancelToken
 from judge.compare import compare_sql, compare_stdout
-from judge.files import SubmissionError, build_archive, check_files
+from judge.files import MAX_JUDGE_BYTES, SubmissionError, build_archive, check_files
 from judge.languages import LANGUAGES, SQL_RUNNER, Language
 from judge.models import Limits, RunRequest, SqlCase, Status, TestCase, TestResult, Verdict
 from judge.pool import ContainerPool
@@ -117,17 +118,17 @@ class Judge:
         language = _language(request.language)
         user_files = _checked(language, request.files)
         stdin = request.stdin.encode("utf-8", "replace")
-        judge_files = {"stdin": stdin} if language.name != "sql" else {"setup.sql": stdin}
+        _check_input_size(len(stdin))
         limits = request.limits
-        archive = build_archive(user_files, _with_runner(language, judge_files))
-        argv, stdin_file = _run_step(language, "stdin", "setup.sql")
+        archive = build_archive(user_files, _with_runner(language, {}))
+        argv = _run_argv(language)
         try:
-            with self._sandbox(language, limits, archive, (argv, stdin_file), cancel) as (box, step):
+            with self._sandbox(language, limits, archive, (argv, stdin), cancel) as (box, step):
                 if language.compile is not None:
                     failed = _compile_failure(step)
                     if failed is not None:
                         return failed
-                    step = box.run_step(argv, limits.wall_s, stdin_file)
+                    step = box.run_step(argv, limits.wall_s, stdin)
         except SandboxError as error:
             cancel.raise_if_cancelled()
             return _internal(error)
@@ -147,20 +148,16 @@ class Judge:
         user_files = _checked(language, files)
         _check_cases(language, cases)
         limits = limits or self.limits
-        judge_files: dict[str, bytes] = {}
-        for index, case in enumerate(cases):
-            if isinstance(case, SqlCase):
-                judge_files[f"setup_{index}.sql"] = case.setup_sql.encode("utf-8", "replace")
-            else:
-                judge_files[f"stdin_{index}"] = case.stdin.encode("utf-8", "replace")
+        inputs = [_case_input(case) for case in cases]
+        _check_input_size(sum(map(len, inputs)))
         results: list[TestResult] = []
         first_failure: tuple[Status, StepResult] | None = None
         last: StepResult | None = None
         total_ms = 0
-        archive = build_archive(user_files, _with_runner(language, judge_files))
+        archive = build_archive(user_files, _with_runner(language, {}))
+        argv = _run_argv(language)
         try:
-            first_step = _run_step(language, "stdin_0", "setup_0.sql")
-            with self._sandbox(language, limits, archive, first_step, cancel) as (box, first):
+            with self._sandbox(language, limits, archive, (argv, inputs[0]), cancel) as (box, first):
                 if language.compile is not None:
                     failed = _compile_failure(first)
                     if failed is not None:
@@ -174,8 +171,7 @@ class Judge:
                         results.append(TestResult(name=case.name, passed=False, message=_not_run_message(first_failure)))
                         continue
                     else:
-                        argv, stdin_file = _run_step(language, f"stdin_{index}", f"setup_{index}.sql")
-                        step = box.run_step(argv, limits.wall_s, stdin_file)
+                        step = box.run_step(argv, limits.wall_s, inputs[index])
                     total_ms += step.duration_ms
                     last = step
                     status = _status(step)
@@ -200,27 +196,27 @@ class Judge:
 
     @contextmanager
     def _sandbox(
-        self, language: Language, limits: Limits, archive: bytes, run_step: tuple[list[str], str | None],
+        self, language: Language, limits: Limits, archive: bytes, run_step: tuple[list[str], bytes],
         cancel: CancelToken = NEVER,
     ) -> Iterator[tuple[Sandbox, StepResult]]:
         """A sandbox and its first step, which unpacked `archive` into /work and then ran.
 
-        The first step is the compile step, or else `run_step` (argv, stdin file). The sandbox
-        is destroyed (or handed to the pool thread) at exit.
+        The first step is the compile step (no input), or else `run_step` (argv, the first
+        input). The sandbox is destroyed (or handed to the pool thread) at exit.
         """
         if self.client is None:
             raise SandboxError(f"judge unavailable: {self._reason}")
         if language.compile is not None:
-            argv, timeout_s, stdin_file = list(language.compile), limits.compile_wall_s, None
+            argv, timeout_s, stdin = list(language.compile), limits.compile_wall_s, b""
         else:
-            (argv, stdin_file), timeout_s = run_step, limits.wall_s
+            (argv, stdin), timeout_s = run_step, limits.wall_s
         cancel.raise_if_cancelled()
         box = self._pool.take(language.image, limits, POOL_WAIT_S) if self._pool else None
         step: StepResult | None = None
         forget = cancel.on_cancel(box.kill) if box is not None else None
         if box is not None:
             try:
-                step = box.run_step(argv, timeout_s, stdin_file, files=archive)
+                step = box.run_step(argv, timeout_s, stdin, files=archive)
             except UnpackError:  # a pooled container that died meanwhile: start a fresh one
                 self._release(box)
                 box = None
@@ -233,7 +229,7 @@ class Judge:
             box = Sandbox.start(self.client, language.image, limits, owner=self.owner)
             forget = cancel.on_cancel(box.kill)
             try:
-                step = box.run_step(argv, timeout_s, stdin_file, files=archive)
+                step = box.run_step(argv, timeout_s, stdin, files=archive)
             except BaseException:
                 forget()
                 self._release(box)
@@ -291,11 +287,20 @@ def _with_runner(language: Language, judge_files: dict[str, bytes]) -> dict[str,
     return judge_files
 
 
-def _run_step(language: Language, stdin_name: str, setup_name: str) -> tuple[list[str], str | None]:
-    """(argv, stdin file) of the run step; SQL passes its setup script as an argument."""
-    if language.name == "sql":
-        return [*language.run, f".judge/{setup_name}"], None
-    return list(language.run), f".judge/{stdin_name}"
+def _run_argv(language: Language) -> list[str]:
+    """The run step's command; the SQL runner reads its setup script from stdin (`-`)."""
+    return [*language.run, "-"] if language.name == "sql" else list(language.run)
+
+
+def _case_input(case: TestCase | SqlCase) -> bytes:
+    """What one test's program reads on stdin: its input, or the SQL setup script."""
+    text = case.setup_sql if isinstance(case, SqlCase) else case.stdin
+    return text.encode("utf-8", "replace")
+
+
+def _check_input_size(total: int) -> None:
+    if total > MAX_JUDGE_BYTES:
+        raise SubmissionError(f"the test input totals more than {MAX_JUDGE_BYTES} bytes")
 
 
 def _status(step: StepResult) -> Status:

@@ -1,7 +1,8 @@
 """Runs inside the judge's python image (shipped in the archive, not imported by the app).
 
-usage: python3 sql_runner.py QUERY_FILE [SETUP_FILE]
-Opens a fresh in-memory SQLite database, runs SETUP_FILE as a script, then each statement of
+usage: python3 sql_runner.py QUERY_FILE [SETUP_FILE | -]
+Opens a fresh in-memory SQLite database, runs SETUP_FILE (`-`: stdin, how the judge passes
+each test's setup, so no test's setup is a file another test could read) as a script, then each statement of
 QUERY_FILE, and prints one JSON document for the last statement that returned rows:
 {"columns": [...], "rows": [[...], ...]}. A failing statement prints {"error": "..."} and
 exits 1. The backend parses this document; nothing else is printed on stdout.
@@ -34,7 +35,9 @@ def main(argv):
     with open(argv[1], encoding="utf-8") as handle:
         query = handle.read()
     setup = ""
-    if len(argv) > 2:
+    if len(argv) > 2 and argv[2] == "-":
+        setup = sys.stdin.read()
+    elif len(argv) > 2:
         with open(argv[2], encoding="utf-8") as handle:
             setup = handle.read()
     db = sqlite3.connect(":memory:")
