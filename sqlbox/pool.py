@@ -52,6 +52,7 @@ log = logging.getLogger("sqlbox")
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from sqlbox.worker import main; main(sys.argv[2:])"
+WORKER_ENV = {"LC_ALL": "C.UTF-8"}  # nothing of the server's environment (API keys) reaches a worker
 KILL_GRACE_S = 0.25  # after the deadline, for the worker's own TIMEOUT answer to arrive
 SETUP_TIMEOUT_S = 5.0  # trusted set-up: start-up, views, a task's setup script
 DEFAULT_MAX_WORKERS = 4
@@ -76,7 +77,7 @@ class Worker:
     def start(cls, memory_mb: int) -> Worker:
         process = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", BOOT, str(ROOT), str(memory_mb)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, env=WORKER_ENV,
         )
         return cls(process)
 

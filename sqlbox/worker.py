@@ -21,6 +21,7 @@ import os
 import resource
 import select
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -51,7 +52,7 @@ def _limit_cpu(budget_s: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
 
 
-def run_job(data: dict[str, Any], started: Any) -> dict[str, Any]:
+def run_job(data: dict[str, Any], started: Callable[[], None]) -> dict[str, Any]:
     """One job to one reply; every failure is a value."""
     try:
         job = job_from_dict(data)

@@ -207,3 +207,11 @@ def test_exact_fetch_refuses_what_it_cannot_return_whole() -> None:
     with pytest.raises(OverBudget) as too_big:
         fetch_exact(cursor_of(rows), 20, 200)
     assert too_big.value.reason == "bytes"
+
+
+def test_a_worker_gets_none_of_the_servers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_API_KEY", "sk-secret")
+    with SqlBox() as own:
+        select(own, "SELECT 1")
+        environ = Path(f"/proc/{own.worker_pids()[0]}/environ").read_bytes()
+    assert b"sk-secret" not in environ and b"LLM_API_KEY" not in environ

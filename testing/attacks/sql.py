@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -65,9 +66,9 @@ def _outcome(response: requests.Response, stored_bytes: int = 0) -> Outcome:
     return Outcome(response.status_code, len(response.content), str(note), stored_bytes)
 
 
-def _two_at_once(run: object, target: Target) -> Outcome:
+def _two_at_once(run: Callable[[Target], Outcome], target: Target) -> Outcome:
     with ThreadPoolExecutor(2) as pool:
-        outcomes = list(pool.map(lambda _: run(target), range(2)))  # type: ignore[operator]
+        outcomes = list(pool.map(lambda _: run(target), range(2)))
     worst = max(outcomes, key=lambda outcome: outcome.body_bytes)
     return Outcome(worst.status, worst.body_bytes, " + ".join(o.note for o in outcomes), worst.stored_bytes)
 
