@@ -28,7 +28,7 @@ from api import judge as judge_api
 from api import instructor
 from api import headers as security_headers
 from api import rate_limits
-from api.bodies import BoundedJSONProvider
+from api import bodies
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
 from api.health import ProviderProbe
@@ -139,7 +139,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         SESSION_COOKIE_SAMESITE="Strict",
         PERMANENT_SESSION_LIFETIME=timedelta(days=30),
     )
-    app.json = BoundedJSONProvider(app)  # every JSON body read within depth, size and Unicode limits
+    bodies.install(app)  # every body read within size, depth and Unicode limits (api/bodies.py)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     database = Database(settings.database_path)
     database.migrate()

@@ -6,13 +6,19 @@ request the app's JSON provider as its JSON module, and `create_app` installs
 `BoundedJSONProvider`. A body nested too deep, holding too many values or a lone surrogate
 answers 400 `invalid_json` with what to fix, even for callers that pass `silent=True`; a
 body that is merely not JSON stays a `ValueError`, so each endpoint keeps its own answer.
+
+Size: a body is read whole before it is parsed (Werkzeug's `get_data`), and a 40 MB body of
+one JSON string cost the server 114 MB on its way to a 400. Only `POST /chat` takes large
+bodies (up to four 10 MiB images as data URLs or multipart files), so every other endpoint
+reads at most `MAX_BODY_BYTES` (a bigger one answers 413 `payload_too_large` before it is
+read); the app's `MAX_CONTENT_LENGTH` stays the limit of the endpoints in `LARGE_BODIES`.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from flask import request
+from flask import Flask, current_app, request
 from flask.json.provider import DefaultJSONProvider
 from pydantic import BaseModel, ValidationError
 
@@ -20,6 +26,10 @@ from api.bounded_json import MALFORMED, Decoded, decode
 from api.errors import ApiError, validation_error
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+
+# /run takes 1 MiB of files and 1 MiB of stdin; JSON escapes (`\u4e2d`) can double that
+MAX_BODY_BYTES = 8 * 1024 * 1024
+LARGE_BODIES = frozenset({"chat.chat"})  # endpoints that take images
 
 
 class BoundedJSONProvider(DefaultJSONProvider):
@@ -33,6 +43,24 @@ class BoundedJSONProvider(DefaultJSONProvider):
         if outcome.code == MALFORMED:
             raise ValueError(outcome.message)  # Werkzeug's usual path for a body that is not JSON
         raise ApiError(400, "invalid_json", outcome.message)
+
+
+def install(app: Flask) -> None:
+    """Every request body of `app` read within the limits above."""
+    app.json = BoundedJSONProvider(app)
+    app.before_request(limit_body_size)
+
+
+def limit_body_size() -> None:
+    """`before_request`: the body limit of this request's endpoint (Flask 3.1 takes it per request)."""
+    if request.endpoint in LARGE_BODIES:
+        return
+    app_limit = current_app.config.get("MAX_CONTENT_LENGTH")
+    limit = MAX_BODY_BYTES if app_limit is None else min(app_limit, MAX_BODY_BYTES)
+    request.max_content_length = limit  # also bounds a body sent without Content-Length
+    if request.content_length is not None and request.content_length > limit:
+        raise ApiError(413, "payload_too_large",
+                       f"the body has {request.content_length} bytes; this endpoint takes at most {limit // 1024 // 1024} MiB")
 
 
 def json_object(*, optional: bool = False, hint: str = "") -> dict[str, Any]:

@@ -682,3 +682,17 @@ def test_form_fields_never_hold_a_surrogate(client, auth, fake_llm):
     assert response.status_code == 200, response.get_data(as_text=True)
     content = response.get_json()["messages"][0]["content"]
     assert content.startswith("hi ") and not any(0xD800 <= ord(char) <= 0xDFFF for char in content)
+
+
+def test_only_chat_takes_large_bodies(client, auth, fake_llm):
+    """A body is read whole before it is parsed: past 8 MiB only `/chat` (images) reads it."""
+    from api.bodies import MAX_BODY_BYTES
+
+    big = '{"name": "' + "a" * MAX_BODY_BYTES + '"}'
+    for method, path in [("POST", "/sessions"), ("PATCH", "/api/profile"), ("POST", "/tools/remember"),
+                         ("POST", "/api/ai/tool-result"), ("POST", "/run")]:
+        response = client.open(path, method=method, data=big, headers={**auth, "Content-Type": "application/json"})
+        assert_error(response, 413, "payload_too_large")
+    chat_body = '{"message": "' + "a" * MAX_BODY_BYTES + '"}'
+    response = client.post("/chat", data=chat_body, headers={**auth, "Content-Type": "application/json"})
+    assert_error(response, 400, "invalid_request")  # read and validated: the message is too long

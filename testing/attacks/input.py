@@ -4,7 +4,8 @@ Issue 11, classes 4 and 7. A model's over-long reply and a tool's huge output mu
 capped (SPEC 12: a tool result at most 64 KiB of contract text, its structured `meta` output at
 most 256 KiB; an answer at most `MAX_ANSWER_CHARS`), so they are not replayed whole into every
 later context; a request body nested thousands of levels deep, or holding a lone surrogate,
-must answer a clear 400 on every endpoint, never a 500.
+must answer a clear 400 on every endpoint, never a 500; a body bigger than an endpoint takes
+is refused before it is read.
 """
 
 from __future__ import annotations
@@ -87,6 +88,14 @@ def lone_surrogate_run(target: Target) -> Outcome:
     return Outcome(response.status_code, len(response.content), _code(response))
 
 
+def huge_body(target: Target) -> Outcome:
+    """A 40 MB JSON string to an endpoint that takes a name of 200 characters."""
+    body = json.dumps({"name": "a" * 40_000_000})
+    response = requests.post(f"{target.server.base}/sessions", data=body, timeout=120,
+                             headers={**target.headers(), "Content-Type": "application/json"})
+    return Outcome(response.status_code, len(response.content), _code(response))
+
+
 def _code(response: requests.Response) -> str:
     try:
         return str(response.json()["error"]["code"])
@@ -98,6 +107,7 @@ ATTACKS: list[Attack] = [
     Attack("model: 2 MB first command line, replayed", long_command_line, deadline_s=10),
     Attack("tool: 6 MB memory_sql output stored", huge_tool_output, deadline_s=5),
     Attack("body: JSON nested 10,000 deep, every endpoint", deep_json_everywhere, deadline_s=5),
+    Attack("body: 40 MB JSON string to POST /sessions", huge_body, deadline_s=5),
     Attack("body: lone surrogate in a /run file", lone_surrogate_run, deadline_s=5,
            env={"JUDGE_ENABLED": "1", "JUDGE_POOL_SIZE": "0"}),
 ]
