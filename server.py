@@ -5,9 +5,14 @@ pool (`TURN_WORKERS`, `api/turns.py`); event streams and waits for a turn's end 
 from the event loop (`serving/asgi.py`), so thousands of idle streams leave every other
 request as fast as before (SPEC 7a.6). Connections are bounded: a request must arrive
 within `HEADER_TIMEOUT_S`, an idle kept-alive connection is closed after `KEEPALIVE_S`,
-and past `MAX_CONNECTIONS` new requests answer 503. On SIGTERM the server stops accepting,
-lets requests in flight finish (streams up to `GRACEFUL_TIMEOUT_S`), and the turn workers
-finish their turns (and store their messages) before the process exits.
+and past `MAX_CONNECTIONS` new requests answer 503. On SIGTERM (or SIGINT) the server stops
+accepting, lets requests in flight finish (streams up to `GRACEFUL_TIMEOUT_S`), closes the
+app's services (the judge's pool of containers: nothing is left on the engine), and the turn
+workers finish their turns (and store their messages) before the process exits with 0.
+
+uvicorn re-raises the stop signal once it has shut down, with the handler that was in place
+before it started: the default one would kill the process there, before any clean-up or
+`atexit` hook. So `serve` puts a handler in place first that only notes the signal.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from __future__ import annotations
 import gc
 import logging
 import resource
+import signal
+from types import FrameType
 
 import uvicorn
 from flask import Flask
@@ -64,4 +71,29 @@ def serve(app: Flask, settings: Settings) -> None:
     server = uvicorn.Server(uvicorn_config(app, settings))
     gc.collect()
     gc.freeze()  # start-up objects (modules, the app, the registry) leave every later full collection
-    server.run()
+    stops: list[int] = []
+    previous = {sig: signal.signal(sig, _noting(stops)) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.run()
+    finally:
+        close_services(app)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stops:
+        log.info("stopped by %s", signal.Signals(stops[0]).name)
+
+
+def close_services(app: Flask) -> None:
+    """Release what the app holds outside this process: the judge's containers."""
+    judge = app.extensions.get("judge")
+    if judge is not None:
+        judge.close()
+
+
+def _noting(stops: list[int]):  # type: ignore[no-untyped-def]
+    """A signal handler that only records the signal (uvicorn calls it after its own shutdown)."""
+
+    def note(signum: int, _: FrameType | None) -> None:
+        stops.append(signum)
+
+    return note

@@ -15,11 +15,12 @@ Two workers, because the engine starts two containers in about the time of one (
 back-to-back runs find a ready sandbox more often; removal goes first once `_MAX_TRASH`
 used sandboxes wait, so they never pile up.
 
-A process that forks after creating the pool (gunicorn builds the app in its master, then
-forks the worker) keeps no pool thread in the child, and the child's copy of the ready
-sandboxes is also the parent's: the child forgets them (the parent still owns them) and
-starts its own workers, so a container is never handed out by two processes. Each process
-closes its pool at exit (gunicorn's master and worker both leave through `sys.exit`).
+The server is one process (uvicorn, `server.py`) with one `Judge` and so one pool; it closes
+the pool when it stops (SIGTERM or SIGINT), and `atexit` closes it for any other process
+that exits normally. A process that forks after creating a pool keeps no pool thread in the
+child, and the child's copy of the ready sandboxes is also the parent's: the child forgets
+them (the parent still owns them) and starts its own workers, so a container is never
+handed out by two processes.
 """
 
 from __future__ import annotations
