@@ -1,4 +1,4 @@
-"""The pool after a fork: the child (a gunicorn worker) gets its own workers and containers.
+"""The pool after a fork: the child gets its own workers and containers, never the parent's.
 
 Marked `docker`: skipped without an engine unless JUDGE_REQUIRED=1, where they fail.
 """
