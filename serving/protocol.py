@@ -34,6 +34,8 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
     _in_head = True  # the bytes arriving belong to a request's head
     _head_bytes = 0
     _header_count = 0
+    _heads_ended = 0  # heads completed while parsing the current chunk
+    _field_bytes = 0
     _refused = False  # a 431 was sent: nothing more on this connection is parsed or served
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -45,10 +47,14 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
             return
         if not self._receiving and self._deadline is None:
             self._arm()  # the first byte of the next request on a kept-alive connection
+        was_in_head, self._heads_ended = self._in_head, 0
         super().data_received(data)
-        if self._in_head and not self._refused:
-            # Counted after parsing: a chunk that completed the head (and carried body bytes)
-            # has already reset the count. So a head may overshoot by one read (256 KiB) at most.
+        # Two counts, each never more than the true size of the head (so a body never counts):
+        # the fields the parser has handed over (`_field_bytes`, which sees a head that ends
+        # within this chunk), and the chunks that were head from their first byte to their last
+        # (`_head_bytes`, which sees a header that never ends). An endless head is cut within
+        # one read (256 KiB) past the cap.
+        if was_in_head and self._in_head and not self._heads_ended and not self._refused:
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._refuse_head(f"the request head is larger than {MAX_HEAD_BYTES} bytes")
@@ -57,16 +63,28 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         self._receiving = True
         super().on_message_begin()
 
+    def on_url(self, url: bytes) -> None:
+        self._count_field(len(url))
+        if not self._refused:
+            super().on_url(url)
+
     def on_header(self, name: bytes, value: bytes) -> None:
         self._header_count += 1
         if self._header_count > MAX_HEADERS:
             self._refuse_head(f"more than {MAX_HEADERS} header fields")
+        self._count_field(len(name) + len(value) + 4)  # ": " and CRLF
         if not self._refused:
             super().on_header(name, value)
 
+    def _count_field(self, size: int) -> None:
+        self._field_bytes += size
+        if self._field_bytes > MAX_HEAD_BYTES:
+            self._refuse_head(f"the request head is larger than {MAX_HEAD_BYTES} bytes")
+
     # The parser finishes the chunk it was fed after a refusal: its callbacks do nothing then.
     def on_headers_complete(self) -> None:
-        self._in_head, self._head_bytes, self._header_count = False, 0, 0
+        self._in_head, self._head_bytes, self._field_bytes, self._header_count = False, 0, 0, 0
+        self._heads_ended += 1
         if not self._refused:
             super().on_headers_complete()
 

@@ -50,3 +50,14 @@ def test_heads_within_the_caps_are_served_and_those_past_them_get_431(target: Ta
     assert too_big.status_code == 431 and "larger than 65536 bytes" in too_big.text
     body = requests.post(f"{base}/chat", data=b"x" * 500_000, headers=target.headers(), timeout=10)
     assert body.status_code == 400  # a big body is not a big head: it reaches the app (not JSON)
+
+
+def test_a_large_body_is_not_counted_as_head(target: Target):
+    """A body of any size (within MAX_REQUEST_BYTES) reaches the app: one sent in a single
+    write, one whose head and first body bytes share a read, and one after a kept-alive request."""
+    session = requests.Session()
+    for size in (300_000, 65_000, 900_000):
+        answer = session.post(f"{target.server.base}/chat", data=b'{"message": "' + b"x" * size + b'"}',
+                              headers={**target.headers(), "Content-Type": "application/json"}, timeout=30)
+        assert answer.status_code != 431, answer.text
+        assert answer.status_code in (200, 400, 413), answer.text
