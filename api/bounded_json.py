@@ -7,15 +7,15 @@ spell a lone surrogate (`"\\ud800"`): valid JSON, but not text, and it crashed t
 place that encoded it (a file for the judge, SQLite). So the limits are checked before and
 right after parsing, here, for every body:
 
-1. The body must be UTF-8 (RFC 8259 section 8.1).
-2. A structural pre-scan on the raw bytes, at C speed (regular expressions and
+1. A structural pre-scan on the raw bytes, at C speed (regular expressions and
    `bytes.translate`, no Python loop per byte): string literals are dropped; the separators
    and brackets left bound the number of values, and the depth is bounded by removing the
    innermost `[]`/`{}` pairs `max_depth` times. Nothing is parsed before both hold, so the
    parser never recurses deeper than `max_depth` nor builds more than `max_items` values.
+2. The body must be UTF-8 (RFC 8259 section 8.1).
 3. `json.loads` on the decoded text.
 4. Every string (keys too) is checked for surrogate code points, which only `\\u` escapes
-   can produce; the walk is iterative and bounded by step 2's limits.
+   can produce; the walk is iterative and bounded by step 1's limits.
 
 Errors are values (`Rejected` with a code and a message that says what to fix); the caller
 decides how to answer.
