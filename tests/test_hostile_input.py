@@ -2,7 +2,7 @@
 classes 4 and 7).
 
 A model's 2 MB line and a tool's 6 MB output are stored capped (SPEC 12) and replayed capped;
-a body nested 10,000 levels deep on every JSON endpoint and a lone surrogate in a `/run` file
+a body nested 100,000 levels deep on every JSON endpoint and a lone surrogate in a `/run` file
 answer a clear 400, and a 40 MB body to an endpoint that takes a short name a 413 before it is
 read. Meanwhile the server's process tree grows by less than 100 MB and spends at
 most the attack's deadline + 2 s of CPU, and another user keeps being served.
@@ -33,7 +33,7 @@ ANSWER_BYTES = 2 * ANSWER_STORED + 8_000  # the turn's JSON holds the answer twi
 EXPECTED: dict[str, tuple[int, str | None, int]] = {
     "model: 2 MB first command line, replayed": (200, None, ANSWER_STORED),
     "tool: 6 MB memory_sql output stored": (200, None, TOOL_STORED),
-    "body: JSON nested 10,000 deep, every endpoint": (400, "invalid_json", 0),
+    "body: JSON nested 100,000 deep, every endpoint": (400, "invalid_json", 0),
     "body: 40 MB JSON string to POST /sessions": (413, "payload_too_large", 0),
     "body: lone surrogate in a /run file": (400, "invalid_json", 0),
 }

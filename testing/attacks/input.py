@@ -18,10 +18,7 @@ from testing.attacks import Attack, Outcome, Target
 from testing.fake_llm import StreamReply, split_reply
 
 MB = 1024 * 1024
-# Levels of nesting in the deep bodies: 10,000 keeps each body under 64 KiB, so that the
-# request reaches Flask even when head and body arrive in one read (serving/protocol.py counts
-# such a read as head bytes and answers 431 past 64 KiB).
-DEEP = 10_000
+DEEP = 100_000  # levels of nesting in the deep bodies (200-600 KB each)
 BODY_ENDPOINTS = (  # every endpoint that reads a JSON body (the unit test walks the whole url_map)
     ("POST", "/chat"), ("POST", "/sessions"), ("POST", "/api/ai/tool-result"), ("POST", "/run"),
     ("POST", "/submit"), ("POST", "/activities/generate"), ("PATCH", "/api/profile"), ("POST", "/api/login"),
@@ -67,7 +64,7 @@ def huge_tool_output(target: Target) -> Outcome:
 
 
 def deep_json_everywhere(target: Target) -> Outcome:
-    """A body nested 10,000 levels deep (arrays, then objects) to every JSON endpoint."""
+    """A body nested 100,000 levels deep (arrays, then objects) to every JSON endpoint."""
     bodies = ("[" * DEEP + "]" * DEEP, '{"a":' * DEEP + "1" + "}" * DEEP)
     worst: requests.Response | None = None
     for method, path in BODY_ENDPOINTS:
@@ -106,7 +103,7 @@ def _code(response: requests.Response) -> str:
 ATTACKS: list[Attack] = [
     Attack("model: 2 MB first command line, replayed", long_command_line, deadline_s=10),
     Attack("tool: 6 MB memory_sql output stored", huge_tool_output, deadline_s=5),
-    Attack("body: JSON nested 10,000 deep, every endpoint", deep_json_everywhere, deadline_s=5),
+    Attack("body: JSON nested 100,000 deep, every endpoint", deep_json_everywhere, deadline_s=5),
     Attack("body: 40 MB JSON string to POST /sessions", huge_body, deadline_s=5),
     Attack("body: lone surrogate in a /run file", lone_surrogate_run, deadline_s=5,
            env={"JUDGE_ENABLED": "1", "JUDGE_POOL_SIZE": "0"}),
