@@ -1,7 +1,8 @@
 """Faults from outside against the real server (issue 11, class 9): see `testing/attacks/faults.py`.
 
-One server for the module, its database on a 16 MB tmpfs of its own (so it can be filled for
-real) and every fault made from outside: `chattr +i`, a filler file, a hung fake model. While
+One server for the database faults, its database on a 16 MB tmpfs of its own (so it can be
+filled for real), another for the hung model (a 1 s provider deadline); every fault is made
+from outside: `chattr +i`, a filler file, a hung fake model. While
 a fault lasts, turns may fail, but only with a clear 503 or 502; once it ends, service
 resumes without a restart. Another user's reads answer throughout.
 """
@@ -9,7 +10,6 @@ resumes without a restart. Another user's reads answer throughout.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
@@ -18,8 +18,9 @@ from testing.attacks import Target, hostile_target
 from testing.attacks.faults import (
     AFTER_TURNS,
     BREAKER_FAILURES,
-    ENV,
+    DATABASE_ENV,
     LLM_TIMEOUT_S,
+    MODEL_ENV,
     DatabaseWindow,
     database_read_only_for_a_moment,
     full_disk,
@@ -38,7 +39,13 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     require_fault_support()
     tmp = tmp_path_factory.mktemp("faults")
     with small_filesystem(tmp / "db", 16) as mount, \
-            hostile_target(tmp, {**ENV, "DATABASE_PATH": str(mount / "app.db")}) as target:
+            hostile_target(tmp, {**DATABASE_ENV, "DATABASE_PATH": str(mount / "app.db")}) as target:
+        yield target
+
+
+@pytest.fixture(scope="module")
+def model_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    with hostile_target(tmp_path_factory.mktemp("model"), MODEL_ENV) as target:
         yield target
 
 
@@ -80,13 +87,14 @@ def test_a_full_disk_is_reported_and_service_resumes_once_there_is_room(target: 
     check_window(target, window, "full", memory, target.server.cpu_s() - cpu, bystander)
 
 
-def test_a_hung_model_fails_fast_once_its_circuit_opens_and_recovers(target: Target) -> None:
+def test_a_hung_model_fails_fast_once_its_circuit_opens_and_recovers(model_target: Target) -> None:
+    target = model_target
     cpu = target.server.cpu_s()
     with PeakMemory(target.server) as memory, bystander_reads(target) as bystander:
         report = hung_model(target)
     first, *rest = report.hung
     assert (first.status, first.code) == (502, "provider_unavailable")
-    assert first.seconds < BREAKER_FAILURES * LLM_TIMEOUT_S + 1  # the turn's two attempts reached the threshold
+    assert first.seconds < BREAKER_FAILURES * LLM_TIMEOUT_S + 2  # the turn's two attempts reached the threshold
     for turn in rest:
         assert (turn.status, turn.code) == (502, "provider_unavailable") and turn.seconds < FAST_S, turn
         assert turn.body_bytes < 2000

@@ -27,11 +27,12 @@ import requests
 from testing.attacks import Attack, Outcome, Target
 from testing.disk_faults import database_files, filled, read_only
 
+DATABASE_ENV = {"RATE_LIMITS": "turns=off,sessions=off"}  # many turns at once; limits are another class
 LLM_TIMEOUT_S = 1.0
 BREAKER_FAILURES = 2
 BREAKER_COOLDOWN_S = 3.0
-ENV = {
-    "RATE_LIMITS": "turns=off,sessions=off",  # the faults send many turns; limits are another class
+MODEL_ENV = {  # a server of its own: a 1 s deadline would fail the database faults' busy turns
+    **DATABASE_ENV,
     "LLM_TIMEOUT_S": str(LLM_TIMEOUT_S),
     "PROVIDER_BREAKER_FAILURES": str(BREAKER_FAILURES),
     "PROVIDER_BREAKER_COOLDOWN_S": str(BREAKER_COOLDOWN_S),
@@ -143,7 +144,7 @@ def hung_model(target: Target, turns: int = 5) -> HungModel:
 
 ATTACKS = [
     Attack("faults: database read-only for a moment (turns meanwhile and after)",
-           lambda target: database_read_only_for_a_moment(target).outcome(), deadline_s=30, env=ENV),
+           lambda target: database_read_only_for_a_moment(target).outcome(), deadline_s=30, env=DATABASE_ENV),
     Attack("faults: model hung (5 turns)", lambda target: hung_model(target).outcome(),
-           deadline_s=4 * LLM_TIMEOUT_S + BREAKER_COOLDOWN_S, env=ENV),
+           deadline_s=4 * LLM_TIMEOUT_S + BREAKER_COOLDOWN_S, env=MODEL_ENV),
 ]
