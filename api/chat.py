@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError, not_found, validation_error
-from api.live import stream_seat, wants_event_stream
 from api.sessions import new_session
 from api.turns import answer_turn, runner, turn_payload
 from events.turns import TurnLease
@@ -100,8 +99,6 @@ def chat():  # type: ignore[no-untyped-def]
     services: TurnServices = current_app.extensions["turn_services"]
     conn = get_db()
     user = current_user()
-    if wants_event_stream():
-        stream_seat()  # 429 before the turn starts when the user already holds every stream they may
     if chat_request.session_id is None:
         session = new_session(" ".join(chat_request.message.split())[:SESSION_NAME_CHARS])
     else:

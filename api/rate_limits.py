@@ -3,7 +3,8 @@
 One table says which endpoint costs what, so every limited route is listed here:
 
 - `turns`: `POST /chat` (a retry too: it calls the model again) and `POST /api/ai/tool-result`
-  (a widget's answer runs the model's next pass); direct calls of the tools that reach a
+  (a widget's answer runs the model's next pass); asked for as a stream by a user who already
+  holds `MAX_STREAMS_PER_USER` streams, either is refused first (429, no turn spent); direct calls of the tools that reach a
   model or the web (`POST /tools/<name>`, `TOOL_LIMITS`).
 - `runs`: `POST /run`, `POST /submit`, and direct calls of `run_code` and the task `submit`.
 - `generate`: `POST /activities/generate`.
@@ -21,6 +22,7 @@ from __future__ import annotations
 from flask import Flask, current_app, request
 
 from api.auth import current_user, require_user
+from api.live import stream_seat, wants_event_stream
 from api.refusal import refuse_unless
 from ratelimit import RateLimiter, StreamSlots
 
@@ -55,6 +57,8 @@ def charge_endpoint() -> None:
     limit = limit_for(request.endpoint, request.view_args)
     if limit is not None:
         require_user()  # the app's hooks run before the blueprint's; 401 comes first
+        if limit == "turns" and wants_event_stream():
+            stream_seat()  # a turn to be streamed to a user holding every stream they may: 429, nothing spent
         charge(limit)
 
 

@@ -231,6 +231,25 @@ def test_a_streamed_chat_at_the_cap_is_refused_before_its_turn_starts(limited: F
         response.close()
 
 
+def test_a_streamed_widget_answer_at_the_cap_is_refused_before_it_is_applied(limited: Flask, fake_llm):
+    client, alice = limited.test_client(), new_token(limited, "alice")
+    fake_llm.queue("/ask_text goal What do you want to build?", "A web scraper it is.")
+    pending = client.post("/chat", json={"message": "plan"}, headers=auth(alice)).get_json()["messages"][1]
+    meta, session = pending["meta"], pending["session_id"]
+    held = [client.get(f"/sessions/{session}/trace", headers=auth(alice), buffered=False) for _ in range(2)]
+    body = {"conversationId": session, "toolCallId": meta["tool_call_id"], "toolName": "ask_text",
+            "targetField": "goal", "value": "a scraper", "inputMethod": "text"}
+    refused = client.post("/api/ai/tool-result", json=body, headers={**auth(alice), "Accept": "text/event-stream"})
+    assert_refused(refused, "streams")
+    assert client.get(f"/sessions/{session}", headers=auth(alice)).get_json()["active_turn"] is None
+    assert [m["role"] for m in client.get(f"/sessions/{session}/messages", headers=auth(alice)).get_json()[
+        "messages"]] == ["user", "ui_tools"]  # the answer was not applied: the call is still pending
+    for response in reversed(held):
+        response.close()
+    answered = client.post("/api/ai/tool-result", json=body, headers=auth(alice))
+    assert answered.status_code == 200, answered.get_json()
+
+
 def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
