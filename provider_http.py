@@ -91,10 +91,11 @@ def _status_failure(status: int) -> FailureKind:
 
 
 def _json(raw: bytes | str) -> tuple[Any, bool]:
-    """``(value, True)`` when ``raw`` is JSON, ``(None, False)`` otherwise."""
+    """``(value, True)`` when ``raw`` is JSON, ``(None, False)`` otherwise (nested too deeply
+    for the parser's recursion included: a reply is never that deep)."""
     try:
         return json.loads(raw), True
-    except ValueError:
+    except (ValueError, RecursionError):
         return None, False
 
 

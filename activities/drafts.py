@@ -59,6 +59,8 @@ def parse_draft(reply: str, language: str) -> tuple[ProblemDraft, list[TestCase]
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise DraftRejected("invalid_json", f"the reply is not one JSON object ({error.msg} at line {error.lineno})") from error
+    except RecursionError as error:
+        raise DraftRejected("invalid_json", "the reply is nested too deeply to be a problem draft") from error
     if not isinstance(data, dict):
         raise DraftRejected("invalid_json", "the reply must be one JSON object")
     try:

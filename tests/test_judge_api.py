@@ -235,3 +235,11 @@ def test_stop_during_run_code_kills_the_container_and_ends_the_turn(judge_app, j
     # ends the turn far sooner. (A behavioural bound with seconds of margin, not a speed target.)
     assert stopped_after < 3.0
     assert leftover_containers(judge_app.extensions["judge"]) == []
+
+
+def test_a_draft_nested_too_deeply_is_rejected_with_a_reason():
+    from activities.drafts import DraftRejected, parse_draft
+
+    with pytest.raises(DraftRejected) as rejected:
+        parse_draft('{"title": ' + "[" * 100_000 + "]" * 100_000 + "}", "python")
+    assert rejected.value.code == "invalid_json" and "nested too deeply" in str(rejected.value)

@@ -215,6 +215,7 @@ FAILURES: list[tuple[str, dict[str, Any], FailureKind, int | None]] = [
     ("404", resp(404, json={"error": "model not found"}), FailureKind.CLIENT_ERROR, 404),
     ("not-json", resp(body="<html>hi</html>"), FailureKind.MALFORMED, 200),
     ("json-list", resp(json=[1, 2]), FailureKind.MALFORMED, 200),
+    ("json-too-deep", resp(body="[" * 100_000 + "]" * 100_000), FailureKind.MALFORMED, 200),
     ("unexpected-shape", resp(json={"foo": "bar"}), FailureKind.MALFORMED, 200),
     ("200-with-error", resp(json={"error": {"message": "upstream died", "code": 502}}),
      FailureKind.UPSTREAM_ERROR, 200),
