@@ -12,8 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from commands.detect import MAX_COMMAND_NAME
+from pipeline.reply_cap import clip_answer
 from providers import ChatMessage
 from storage.messages import Message
+from tools.contract import MAX_COMMAND_CHARS, TRUNCATION_NOTE
+from tools.result_caps import MAX_CONTRACT_BYTES
 
 TOOL_ROLE_SUFFIX = "_tools"
 UI_PENDING = "ui_pending"  # meta.kind of a widget waiting for the user's answer
@@ -34,13 +38,18 @@ def as_provider_messages(message: Message, images: tuple[str, ...] = ()) -> list
     if message.role == "user":
         return [ChatMessage(role="user", content=message.content, images=images)]
     if message.role == "assistant":
-        return [ChatMessage(role="assistant", content=message.content)]
+        return [ChatMessage(role="assistant", content=clip_answer(message.content))]
     if is_tool_role(message.role):
+        # Stored rows are capped when written (SPEC 12); rows written before the caps are
+        # capped here, so one old oversized result cannot fill every later context.
         meta = message.meta or {}
-        command_line = str(meta.get("command_line") or f"/{meta.get('command', 'tool')}")
-        command_name = str(meta.get("command") or message.role.removesuffix(TOOL_ROLE_SUFFIX))
+        command_line = str(meta.get("command_line") or f"/{meta.get('command', 'tool')}")[:MAX_COMMAND_CHARS]
+        command_name = str(meta.get("command") or message.role.removesuffix(TOOL_ROLE_SUFFIX))[:MAX_COMMAND_NAME]
+        content = message.content
+        if len(content) > MAX_CONTRACT_BYTES:
+            content = content[:MAX_CONTRACT_BYTES] + f"\n> {TRUNCATION_NOTE}"
         call = ChatMessage(role="assistant", content=command_line)
-        result = ChatMessage(role="user", content=f"{tool_result_framing(command_name)}\n{message.content}")
+        result = ChatMessage(role="user", content=f"{tool_result_framing(command_name)}\n{content}")
         kind = meta.get("kind")
         if kind == UI_PENDING:
             return [call]  # the widget is the model's question; its answer is a later message

@@ -458,3 +458,24 @@ def test_a_command_in_the_last_pass_leaves_a_capped_answer(client, auth, fake_ll
     answer = body["messages"][-1]
     assert answer["role"] == "assistant" and answer["content"].endswith(ANSWER_CUT_NOTE)
     assert len(answer["content"]) == MAX_ANSWER_CHARS + len(ANSWER_CUT_NOTE)
+
+
+def test_rows_stored_before_the_caps_are_replayed_capped(app, client, auth, fake_llm):
+    """A session may hold rows written before SPEC 12's caps (a 100 MB tool result, a 2 MB
+    command line, a huge answer): they reach the next context capped, not whole."""
+    from storage.messages import add_message
+
+    fake_llm.queue("first")
+    first = chat(client, auth, "hi").get_json()
+    session_id, user_id = first["session_id"], first["messages"][0]
+    with app.extensions["database"].connection() as conn:
+        user = conn.execute("SELECT user_id FROM chat_messages WHERE id = ?", (user_id["id"],)).fetchone()[0]
+        add_message(conn, session_id=session_id, user_id=user, role="memory_tools", content="> row\n" * 2_000_000,
+                    meta={"command": "x" * 100_000, "command_line": "/memory_sql " + "y" * 2_000_000, "ok": True})
+        add_message(conn, session_id=session_id, user_id=user, role="assistant", content="z" * 3_000_000)
+    fake_llm.queue("ok")
+    chat(client, auth, "and now?", session_id=session_id)
+    sent = fake_llm.requests[-1]["messages"]
+    assert len(json.dumps(sent)) < 2 * MAX_ANSWER_CHARS
+    assert sent[-2]["content"].endswith(ANSWER_CUT_NOTE)
+    assert any(m["content"].endswith("[output truncated: the result was longer than 64 KiB]") for m in sent)
