@@ -485,3 +485,51 @@ def test_concurrent_writers(database: Database, conn: sqlite3.Connection, alice:
         own = [int(m.content.split("m")[1]) for m in messages if m.content.startswith(f"t{n} ")]
         assert own == list(range(50))
     assert len(fts_ids(conn, "m0")) == 8
+
+
+def test_deleting_a_long_session_writes_in_short_batches(database: Database, conn: sqlite3.Connection, alice: int,
+                                                         bob: int):
+    """SPEC 12: a write transaction holds the lock for at most 100 ms. A session's messages
+    are deleted DELETE_BATCH at a time, each statement its own transaction, with the lock
+    left free between them: another connection's write gets in while a long session is
+    being deleted, instead of waiting for the whole of it."""
+    from storage.sessions import DELETE_BATCH
+
+    class Recording:  # the connection delete_session is given, recording its deletes
+        def __init__(self) -> None:
+            self.deletes: list[tuple[int, bool]] = []
+
+        def execute(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
+            cursor = conn.execute(sql, params)
+            if sql.startswith("DELETE FROM chat_messages"):
+                self.deletes.append((cursor.rowcount, conn.in_transaction))
+            return cursor
+
+    long = create_session(conn, alice, "long")
+    other = create_session(conn, bob, "other")
+    with transaction(conn):
+        for n in range(DELETE_BATCH * 8 + 7):
+            add_message(conn, session_id=long.id, user_id=alice, role="user", content=f"message {n} about tea")
+        add_message(conn, session_id=other.id, user_id=bob, role="user", content="about tea too")
+    recording = Recording()
+    meanwhile: list[int] = []
+    finished = threading.Event()
+
+    def write_meanwhile() -> None:  # bob writes while alice's session is being deleted
+        with database.connection() as writer:
+            while not recording.deletes and not finished.is_set():
+                time.sleep(0.001)
+            add_message(writer, session_id=other.id, user_id=bob, role="user", content="written meanwhile")
+            meanwhile.append(len(recording.deletes))
+
+    thread = threading.Thread(target=write_meanwhile)
+    thread.start()
+    assert delete_session(recording, alice, long.id)  # type: ignore[arg-type]
+    finished.set()
+    thread.join()
+    assert recording.deletes == [(DELETE_BATCH, False)] * 8 + [(7, False)]
+    assert meanwhile and meanwhile[0] < 9, "the other writer waited for the whole deletion"
+    assert get_session(conn, alice, long.id) is None
+    assert conn.execute("SELECT count(*) FROM chat_messages WHERE session_id = ?", (long.id,)).fetchone()[0] == 0
+    assert [m.content for m in recent_messages(conn, other.id, 10)] == ["about tea too", "written meanwhile"]
+    assert not delete_session(conn, bob, long.id)
