@@ -121,7 +121,7 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         self._disarm()
         message = reason.encode("ascii")
         self.transport.write(b"".join([
-            STATUS_LINE[431], b"content-type: text/plain; charset=utf-8\r\n",
+            STATUS_LINE[431], b"content-type: text/plain; charset=utf-8\r\nx-content-type-options: nosniff\r\n",
             b"content-length: ", str(len(message)).encode("ascii"), b"\r\n", b"connection: close\r\n\r\n",
             message]))
         self.transport.close()
