@@ -43,7 +43,7 @@ from judge.service import Judge
 from pipeline.prompt import build_system_prompt, load_persona
 from pipeline.turn import TurnServices
 from providers import FallbackChain, build_chain
-from sqlbox.pool import SqlBox
+from bounded.pool import WorkerPool
 from storage.db import Database
 from storage.file_modes import owner_only_from_now, restrict, server_paths
 from storage.messages import Message
@@ -149,7 +149,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     judge, judge_status = build_judge(settings)
     app.extensions["judge"] = judge
     app.extensions["judge_status"] = judge_status
-    sql_box = app.extensions["sqlbox"] = SqlBox()  # worker processes for untrusted SQL, started on first use
+    # worker processes for untrusted work (SQL, regexes, pages), at most SANDBOX_WORKERS, started on first use
+    bounded_pool = app.extensions["bounded"] = WorkerPool(settings.sandbox_workers)
     app.extensions["provider_probe"] = ProviderProbe(chat_chain)
     live = Live(
         bus=EventBus(IdClock(Path(settings.data_dir) / "event-ids"), heartbeat_s=settings.sse_heartbeat_s),
@@ -167,8 +168,8 @@ def create_app(settings: Settings | None = None) -> Flask:
         vision=vision_chain,
         system_prompt=build_system_prompt(registry, load_persona(settings.system_prompt_file)),
         load_images=image_loader(settings.data_dir),
-        # /image_analyze runs the vision provider; /memory_sql runs in the SQL box's workers
-        tool_extras={"vision": vision_chain, "judge": judge, "sqlbox": sql_box},
+        # /image_analyze runs the vision provider; /memory_sql, /search_files, /open_url and task checks the pool's workers
+        tool_extras={"vision": vision_chain, "judge": judge, "bounded": bounded_pool},
     )
     init_database(app)
     register_error_handlers(app)

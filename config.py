@@ -133,6 +133,7 @@ class Settings(BaseModel):
     fallback_api_keys: dict[str, str] = Field(default_factory=dict)
     provider_breaker_failures: int = Field(default=3, ge=0, le=1000)  # consecutive timeouts that open a circuit; 0: off
     provider_breaker_cooldown_s: float = Field(default=30.0, gt=0, le=3600)  # an open circuit fails fast this long
+    sandbox_workers: int = Field(default=4, ge=1, le=256)  # worker processes for untrusted work, all kinds and users
 
     def breaker_policy(self) -> BreakerPolicy | None:
         """Each provider's circuit breaker (provider_breaker.py), or None when turned off."""

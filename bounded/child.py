@@ -1,15 +1,23 @@
-"""The child process of `bounded.worker`: limit itself, run one job, answer in JSON, exit.
+"""A worker process: load its kind's modules, limit itself, then run jobs one at a time.
 
-Protocol (frames are a 4-byte big-endian length and that many bytes):
-  stdin:  one header frame (JSON: `function` "module:name", `args`, `memory_bytes`,
-          `cpu_s`, `output_bytes`), then any number of input frames until end of file;
-  stdout: one JSON answer, `{"ok": true, "value": ...}` or
-          `{"ok": false, "kind": "memory" | "crashed" | "too_large", "detail": "..."}`.
+Started by `bounded.worker.Worker.start` as `python -I [-S] -c BOOT ROOT SPEC` with an empty
+environment (no API keys reach it); SPEC is the JSON of its kind (`jobs.Kind.spec`). It:
 
-The job's module is imported BEFORE the memory limit is set (it is our code, and its import
-cost is the same for every input); the limit then allows `memory_bytes` of address space
-on top of what the process already maps, so the budget is what the untrusted input may
-cost. The function is called as `function(args, frames)` and returns a JSON value.
+1. imports the kind's modules and runs its warm-up (our code, whose cost is the same for
+   every input), and only THEN sets `RLIMIT_AS` to what it maps now plus `memory_mb` (plus
+   `HEADROOM_BYTES` above a soft limit, to answer after a MemoryError): the budget is what
+   a job may add, and an import never counts against it;
+2. per job, reads a header, sets the soft `RLIMIT_CPU` a few seconds past the job's budget
+   (a backstop behind the server's kill at the wall deadline: even a worker the server
+   failed to kill stops itself with SIGXCPU), and calls `function(args, inputs)`, where
+   `inputs` (`Inputs`) iterates the job's input frames as the job asks for them;
+3. answers in JSON, refusing an answer over the job's `output_bytes` (`too_large`); every
+   failure of the job is a value (`memory`, `crashed`), never a dead pipe;
+4. retires (answers, then exits) after a MemoryError, once its resident size grew past
+   `retire_growth_mb`, or after `max_jobs` jobs, so a reused worker is always small and
+   fresh; otherwise it skips what is left of the job's input and waits for the next one;
+5. exits at end of stdin (the server is gone: a worker dies with its server) or after
+   `IDLE_EXIT_S` without a job (a pool dropped without `close()`).
 """
 
 from __future__ import annotations
@@ -18,80 +26,166 @@ import importlib
 import json
 import os
 import resource
-import struct
+import select
 import sys
-from collections.abc import Iterator
-from typing import IO
+import time
+from collections.abc import Callable
+from typing import IO, Any
 
-HEADROOM_BYTES = 16 * 1024 * 1024  # kept back to write the answer after a MemoryError
+from bounded.protocol import MAX_HEADER_BYTES, decode, encode, frame, read_frame, skip_frames, write_message
+
+HEADROOM_BYTES = 16 * 1024 * 1024  # above the soft address-space limit: room to answer after a MemoryError
 EXIT_NO_MEMORY = 3  # not even the answer could be written
+IDLE_EXIT_S = 1200  # twice bounded.pool.IDLE_REUSE_S, so the two never race
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def read_frame(stream: IO[bytes]) -> bytes | None:
-    head = stream.read(4)
-    if len(head) < 4:
-        return None
-    (length,) = struct.unpack(">I", head)
-    data = stream.read(length)
-    if len(data) < length:
-        return None
-    return data
+class Inputs:
+    """What a job gets besides its args: its input frames (read from stdin one at a time as the
+    job iterates them), the time it has left, and `started()` for a job with a set-up phase."""
+
+    def __init__(self, stdin: IO[bytes], stdout: IO[bytes], budget_s: float) -> None:
+        self._stdin, self._stdout = stdin, stdout
+        self._budget_s = budget_s  # the header's `seconds_left`: what the server will wait from now (or from started())
+        self._deadline = time.monotonic() + budget_s
+        self.finished = False
+
+    def seconds_left(self) -> float:
+        """Before the server kills this job (its wait for a worker is already taken off)."""
+        return max(0.0, self._deadline - time.monotonic())
+
+    def __iter__(self) -> Inputs:
+        return self
+
+    def __next__(self) -> bytes:
+        if not self.finished:
+            data = read_frame(self._stdin)
+            if data is not None:
+                return data
+            self.finished = True
+        raise StopIteration
+
+    def started(self) -> None:
+        """The trusted set-up is done and the untrusted part starts: the server's wall clock starts now."""
+        write_message(self._stdout, {"phase": "started"})
+        self._deadline = time.monotonic() + self._budget_s
+
+    def skip_rest(self) -> None:
+        if not self.finished:
+            skip_frames(self._stdin)
+            self.finished = True
 
 
-def frames(stream: IO[bytes]) -> Iterator[bytes]:
-    while (frame := read_frame(stream)) is not None:
-        yield frame
+def _statm() -> tuple[int, int]:
+    """(virtual size, resident size) of this process, bytes."""
+    with open("/proc/self/statm", encoding="ascii") as handle:
+        size, resident = handle.read().split()[:2]
+    return int(size) * _PAGE, int(resident) * _PAGE
 
 
-def address_space_bytes() -> int:
-    """What this process maps now (VmSize), from /proc."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("VmSize missing from /proc/self/status")
+def load(modules: list[str], warm_up: str | None) -> None:
+    for name in modules:
+        importlib.import_module(name)
+    if warm_up:
+        lookup(warm_up, modules)()
 
 
-def limit(memory_bytes: int, cpu_s: int) -> None:
+def limit_memory(memory_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
-    ceiling = address_space_bytes() + memory_bytes
+    ceiling = _statm()[0] + memory_bytes
     resource.setrlimit(resource.RLIMIT_AS, (ceiling, ceiling + HEADROOM_BYTES))
 
 
-def answer(header: dict, stdin: IO[bytes]) -> dict:
-    module, _, name = str(header["function"]).partition(":")
-    function = getattr(importlib.import_module(module), name)
-    limit(int(header["memory_bytes"]), int(header["cpu_s"]))
+def use_headroom() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+
+
+def limit_cpu(budget_s: float) -> None:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    soft = int(usage.ru_utime + usage.ru_stime + budget_s) + 1
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+
+
+def lookup(name: str, modules: list[str]) -> Callable[..., Any]:
+    """`module:function`, only from the modules this worker loaded before its limits."""
+    module, _, attribute = name.partition(":")
+    if module not in modules:
+        raise LookupError(f"{module} is not loaded in this worker")
+    return getattr(sys.modules[module], attribute)
+
+
+def _failure(kind: str, detail: str) -> dict[str, Any]:
+    return {"ok": False, "kind": kind, "detail": detail[:500]}
+
+
+def run_job(header: dict[str, Any], inputs: Inputs, modules: list[str]) -> tuple[dict[str, Any], bool]:
+    """(answer, whether the job ran out of memory); never raises for what the job did."""
     try:
-        return {"ok": True, "value": function(header["args"], frames(stdin))}
+        return {"ok": True, "value": lookup(str(header["function"]), modules)(header["args"], inputs)}, False
     except MemoryError:
-        return {"ok": False, "kind": "memory", "detail": "the job ran out of its memory budget"}
+        return _failure("memory", "the job ran out of its memory budget"), True
     except RecursionError:
-        return {"ok": False, "kind": "memory", "detail": "the input is nested too deeply"}
+        return _failure("memory", "the input is nested too deeply"), False
     except Exception as error:  # noqa: BLE001 - any failure of the job is reported as a value
-        return {"ok": False, "kind": "crashed", "detail": f"{type(error).__name__}: {error}"[:500]}
+        return _failure("crashed", f"{type(error).__name__}: {error}"), False
 
 
-def main() -> None:
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    raw = read_frame(stdin)
-    if raw is None:
-        os._exit(2)
-    header = json.loads(raw)
-    result = answer(header, stdin)
-    try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))  # the headroom, to answer
-        data = json.dumps(result).encode("ascii")  # escapes keep lone surrogates valid JSON
-        if len(data) > int(header["output_bytes"]):
-            data = json.dumps({"ok": False, "kind": "too_large", "detail": f"the answer is {len(data)} bytes"}).encode()
+def answer_bytes(answer: dict[str, Any], output_bytes: int) -> bytes:
+    body = encode(answer)
+    if len(body) > output_bytes:
+        body = encode({**_failure("too_large", f"the answer is {len(body)} bytes, over {output_bytes}"),
+                       "retire": answer.get("retire", False)})
+    return frame(body)
+
+
+def serve(spec: dict[str, Any], stdin: IO[bytes], stdout: IO[bytes]) -> None:
+    modules = list(spec["modules"])
+    base_resident = _statm()[1]
+    idle = select.poll()
+    idle.register(stdin.fileno(), select.POLLIN)
+    served = 0
+    while True:
+        if not idle.poll(IDLE_EXIT_S * 1000):
+            return  # nobody has asked for a long time: a forgotten worker
+        raw = read_frame(stdin, MAX_HEADER_BYTES)
+        if raw is None:
+            return  # the server closed the pipe
+        header = decode(raw)
+        served += 1
+        limit_cpu(float(header["cpu_s"]))
+        inputs = Inputs(stdin, stdout, float(header["seconds_left"]))
+        answer, out_of_memory = run_job(header, inputs, modules)
+        if out_of_memory:
+            use_headroom()
+        grown = _statm()[1] - base_resident > int(spec["retire_growth_mb"]) * 1024 * 1024
+        answer["retire"] = retire = out_of_memory or grown or served >= int(spec["max_jobs"])
+        try:
+            data = answer_bytes(answer, int(header["output_bytes"]))
+        except MemoryError:
+            use_headroom()
+            data = frame(encode({**_failure("memory", "the answer did not fit in the memory budget"), "retire": True}))
+            retire = True
         stdout.write(data)
         stdout.flush()
+        if retire:
+            return
+        inputs.skip_rest()
+
+
+def main(argv: list[str]) -> None:
+    spec = json.loads(argv[0])
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but frames may reach the server's pipe
+    load(list(spec["modules"]), spec.get("warm_up"))
+    limit_memory(int(spec["memory_mb"]) * 1024 * 1024)
+    try:
+        serve(spec, stdin, stdout)
     except MemoryError:
         os._exit(EXIT_NO_MEMORY)
+    except OSError:
+        pass  # the server is gone (a broken pipe)
+    except ValueError:
+        os._exit(2)  # a frame that breaks the protocol
     os._exit(0)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""`/open_url`'s page parsing, run in a `bounded.worker` child (imports lxml; trafilatura on demand).
+"""`/open_url`'s page parsing, run in a page worker (`kinds.PAGES`: lxml and trafilatura, warmed up once).
 
 Two passes over one page, cheapest first:
 
@@ -14,15 +14,19 @@ Two passes over one page, cheapest first:
    for it, the streaming pass's text is the answer.
 
 Input: one frame, the page's bytes. Answer: `{"title", "text", "total_chars", "elements", "method"}`.
+`warm_up` runs one small page through both passes when the worker starts, before its memory
+limit, so the imports trafilatura makes on its first call are not paid by a job's budget.
 """
 
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from typing import Any
 
+import trafilatura
 from lxml import etree
+
+from bounded.child import Inputs
 
 NOISE_TAGS = frozenset({"script", "style", "noscript", "template", "svg", "iframe", "nav", "footer", "header", "form",
                         "head", "select", "button", "object", "math"})
@@ -128,8 +132,6 @@ def main_content(html: str, url: str, budget_s: float) -> str:
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, budget_s)
     try:
-        import trafilatura
-
         return (trafilatura.extract(html, url=url, include_comments=False, include_tables=True,
                                     favor_recall=True, deduplicate=True) or "").strip()
     except (_OutOfTime, MemoryError, RecursionError, Exception):  # noqa: BLE001 - the streamed text stands in
@@ -146,14 +148,33 @@ def decode(body: bytes, charset: str | None) -> str:
         return body.decode("utf-8", errors="replace")
 
 
-def extract(args: dict[str, Any], frames: Iterator[bytes]) -> dict[str, Any]:
-    html = decode(b"".join(frames), args.get("charset"))
+def extract(args: dict[str, Any], inputs: Inputs) -> dict[str, Any]:
+    """The job: trafilatura gets `rich_budget_s`, but at most half of the time this job has left
+    (it may have waited for a worker), so the streamed text is always answered in time."""
+    html = decode(b"".join(inputs), args.get("charset"))
+    return page_text(html, args, min(float(args["rich_budget_s"]), inputs.seconds_left() / 2))
+
+
+def page_text(html: str, args: dict[str, Any], rich_budget_s: float) -> dict[str, Any]:
     max_chars, max_title_chars = int(args["max_chars"]), int(args["max_title_chars"])
     streamed = stream_text(html, max_chars, max_title_chars)
     text, total, method = streamed.text(), streamed.total, "stream"
-    if streamed.elements <= int(args["rich_max_elements"]):
-        rich = main_content(html, str(args["url"]), float(args["rich_budget_s"]))
+    if streamed.elements <= int(args["rich_max_elements"]) and rich_budget_s > 0:
+        rich = main_content(html, str(args["url"]), rich_budget_s)
         if rich:
             text, total, method = rich[:max_chars], len(rich), "trafilatura"
     return {"title": streamed.title_text(), "text": text, "total_chars": max(total, len(text)),
             "elements": streamed.elements, "method": method}
+
+
+WARM_UP_PAGES = (  # an article, and a page so short that trafilatura tries its fallbacks (jusText's stop lists)
+    "<html><head><title>warm</title></head><body><article><h1>Warm up</h1>"
+    + "<p>A paragraph of ordinary text, long enough for the extractor to keep it.</p>" * 5 + "</article></body></html>",
+    "<html><head><title>T</title></head><body><p>hello world</p></body></html>",
+)
+
+
+def warm_up() -> None:
+    for page in WARM_UP_PAGES:
+        page_text(page, {"url": "http://localhost/", "max_chars": 1000, "max_title_chars": 100,
+                         "rich_max_elements": 100}, 5.0)

@@ -1,10 +1,11 @@
-"""`/search_files`' matching, run in a `bounded.worker` child (imports only `regex`).
+"""`/search_files`' matching, run in a search worker (`kinds.SEARCH`: imports only `regex`).
 
 Both halves of a regex's cost happen here, inside the child's memory budget and deadline:
 compiling (the `regex` package expands a counted repetition into copies of its body, so
 `(?:(?:x{999}){999}){9}` asks for gigabytes at compile time) and matching (backtracking,
 also bounded per line by the engine's own `timeout`, which names the line that hung). The
-compiled pattern lives only as long as this child: nothing is cached in the server.
+compiled pattern lives only as long as this job: nothing is cached in the server, and the
+`regex` module's cache is not used (`cache_pattern=False`), so a reused worker keeps none either.
 
 Input frames: one per text file, `path NUL text` (UTF-8). Answer: `{"matches": [[path, line,
 text]], "truncated", "files_searched"}` or `{"error": "invalid" | "line_timeout", ...}`.
@@ -32,7 +33,7 @@ def search(args: dict[str, Any], frames: Iterator[bytes]) -> dict[str, Any]:
     max_matches, line_chars = int(args["max_matches"]), int(args["line_chars"])
     line_timeout_s = float(args["line_timeout_s"])
     try:
-        compiled = regex.compile(args["pattern"])
+        compiled = regex.compile(args["pattern"], cache_pattern=False)
     except regex.error as error:
         return {"error": "invalid", "detail": str(error)}
     except OverflowError as error:

@@ -1,185 +1,255 @@
-"""Run one job on untrusted input in a fresh child process with hard limits.
+"""The server's side of one worker process: start it, run one job on it, kill it.
 
-Why a process, and a fresh one: the limits must hold inside the engine (a regex compile, a
-parser building its tree), where no Python-level check runs. A child has its own address
+Why a process: the limits must hold inside the engine (a regex compile, a parser building
+its tree, one SQLite call), where no Python-level check runs. A worker has its own address
 space, capped with `RLIMIT_AS`, and can be killed at any instant; a thread can be neither.
-Forking the server would copy a multi-threaded process (locks held by other threads,
-open database connections), so the child is a new interpreter (`python -I`) that imports
-only the job's module, with an empty environment (no API keys reach it).
+Forking the server would copy a multi-threaded process (locks held by other threads, open
+database connections), so a worker is a new interpreter (`python -I`, `bounded.child`).
 
-`run(job, limits, cancel)` returns `Done(value)` or `JobFailed(kind, detail)`, never
-raises for what the job or its input did:
-  * `timeout`: killed at `limits.wall_s` (or stopped by `RLIMIT_CPU`, a backstop);
-  * `memory`: the job passed its address-space budget (`MemoryError` in the child, or the
-    child could not even answer);
-  * `too_large`: the answer was larger than `limits.output_bytes`;
-  * `cancelled`: the turn's cancel token fired (the child is killed at once);
-  * `crashed`: anything else (an exception in the job, a signal).
-
-The input is streamed: `Job.frames` is consumed lazily on a writer thread while the
-caller's thread reads the answer, so neither side can block the other, and the caller
-never holds all of a large input at once.
+`Worker.run(job, limits, cancel, since)` sends the job's header, streams its input frames
+on a writer thread (so neither side can block the other and the caller never holds a large
+input whole; a small job without input is written at once, as the pipe's buffer holds it),
+and waits for the answer with `poll` (never `select`: the server's
+descriptors go past 1024). It kills the worker `KILL_GRACE_S` past the job's deadline (the
+job's own timeout answer, which can say more, wins within that grace), when the cancel
+token fires, or when the answer is over its size; it never raises for what the job or its
+input did, except that an exception of the caller's own input iterator is re-raised.
 """
 
 from __future__ import annotations
 
-import json
-import math
+import os
+import select
 import signal
-import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from cancellation import NEVER, CancelToken
+from bounded.child import EXIT_NO_MEMORY
+from bounded.jobs import Done, Failure, Job, JobFailed, Kind, Limits
+from bounded.protocol import END_FRAME, HEADER, ProtocolError, decode, encode, frame
+from cancellation import CancelToken
 
 ROOT = Path(__file__).resolve().parent.parent
-BOOT = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from bounded.child import main; main()"
-CHILD_ENV = {"LC_ALL": "C.UTF-8"}
-MB = 1024 * 1024
-EXIT_NO_MEMORY = 3  # bounded.child.EXIT_NO_MEMORY
+BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from bounded.child import main; main(sys.argv[2:])"
+WORKER_ENV = {"LC_ALL": "C.UTF-8"}  # nothing of the server's environment (API keys) reaches a worker
+KILL_GRACE_S = 0.25  # past the deadline, for the job's own timeout answer to arrive
+FRAME_SLACK_BYTES = 1024  # an answer's frame is its JSON plus the retire flag
+INLINE_HEADER_BYTES = 32 * 1024  # a job without input and a header this small is written without a thread
 
 
-class Failure(StrEnum):
-    TIMEOUT = "timeout"
-    MEMORY = "memory"
-    TOO_LARGE = "too_large"
-    CANCELLED = "cancelled"
-    CRASHED = "crashed"
+class WorkerGone(Exception):
+    """The worker closed its pipe (it died or was killed) or broke the protocol."""
 
 
-@dataclass(frozen=True)
-class Limits:
-    wall_s: float  # the child is killed this long after it starts
-    memory_mb: int  # address space the job may add once its module is imported
-    output_bytes: int = MB  # the largest JSON answer read back
+class _Feeder(threading.Thread):
+    """Writes the header, each input frame as the iterator yields it, then END.
+
+    Stops early (still writing END) once `stop` is set: the job answered and the worker is
+    skipping the rest. A failure of the caller's iterator is kept in `error`; a closed pipe
+    (the worker is gone) just ends the thread."""
+
+    def __init__(self, stdin: IO[bytes], header: bytes, frames: Iterable[bytes]) -> None:
+        super().__init__(name="bounded-feed", daemon=True)
+        self._stdin, self._header, self._frames = stdin, header, frames
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._write(frame(self._header))
+            items = iter(self._frames)
+            while not self.stop.is_set():
+                try:
+                    data = next(items)
+                except StopIteration:
+                    break
+                except BaseException as error:  # the caller's input failed: re-raised to the caller
+                    self.error = error
+                    break
+                self._write(frame(data))
+            self._write(END_FRAME)
+        except (OSError, ValueError):
+            pass  # the worker is gone (a broken pipe, or a pipe closed by a kill)
+
+    def _write(self, data: bytes) -> None:
+        self._stdin.write(data)
+        self._stdin.flush()
+
+
+@dataclass(eq=False)  # identity: workers live in sets
+class Worker:
+    kind: Kind
+    process: subprocess.Popen[bytes]
+    idle_since: float = 0.0  # time.monotonic() when it was last given back
+    reusable: bool = False  # the last job answered and the worker stays (no kill, no retire)
+    killed_for: Failure | None = None  # why we killed it (the first reason wins)
+    _buffer: bytearray = field(default_factory=bytearray)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def start(cls, kind: Kind) -> Worker:
+        """Raises OSError when no process can start (process or descriptor limits)."""
+        flags = ["-I"] if kind.site_packages else ["-I", "-S"]
+        process = subprocess.Popen(
+            [sys.executable, *flags, "-c", BOOT, str(ROOT), kind.spec()], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=WORKER_ENV, cwd=ROOT, close_fds=True,
+        )
+        return cls(kind, process)
 
     @property
-    def cpu_s(self) -> int:
-        """RLIMIT_CPU: a backstop behind the wall-clock kill (whole seconds, at least 1)."""
-        return max(1, math.ceil(self.wall_s) + 1)
+    def pid(self) -> int:
+        return self.process.pid
 
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
 
-@dataclass(frozen=True)
-class Job:
-    function: str  # "module:name" of a function `(args, frames) -> JSON value`
-    args: dict[str, Any] = field(default_factory=dict)  # JSON-serialisable
-    frames: Iterable[bytes] = ()  # input streamed to the child after the header
-
-
-@dataclass(frozen=True)
-class Done:
-    value: Any
-
-
-@dataclass(frozen=True)
-class JobFailed:
-    kind: Failure
-    detail: str
-
-
-def _frame(data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + data
-
-
-@dataclass
-class _Kill:
-    """Why the child was killed by us (the first reason wins)."""
-
-    process: subprocess.Popen[bytes]
-    reason: Failure | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __call__(self, reason: Failure) -> None:
-        with self.lock:
-            if self.reason is None and self.process.poll() is None:
-                self.reason = reason
+    def kill(self, reason: Failure | None = None) -> None:
+        """SIGKILL and reap; safe to call twice and from another thread (a cancel, a close)."""
+        with self._lock:
+            if self.killed_for is None and self.process.poll() is None:
+                self.killed_for = reason
+            try:
                 self.process.kill()
+            except OSError:
+                pass
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
 
+    # ------------------------------------------------------------------ one job
 
-def _feed(process: subprocess.Popen[bytes], header: bytes, frames: Iterable[bytes], errors: list[BaseException]) -> None:
-    """Writer thread: the header, then every frame, then end of file; stops when the child is gone."""
-    stdin = process.stdin
-    assert stdin is not None
-    try:
-        stdin.write(_frame(header))
-        for frame in frames:
-            stdin.write(_frame(frame))
-    except (BrokenPipeError, ConnectionResetError, ValueError):
-        pass  # the child stopped reading (it finished early, failed, or was killed)
-    except BaseException as error:  # the caller's input failed: reported to the caller
-        errors.append(error)
-    finally:
+    def run(self, job: Job, limits: Limits, cancel: CancelToken, since: float) -> Done | JobFailed:
+        """Run `job`; `since` is when the caller asked (its wait for this worker counts)."""
+        assert self.process.stdin is not None
+        self.reusable = False
+        left = limits.wall_s if limits.setup_s > 0 else max(0.0, since + limits.wall_s - time.monotonic())
+        header = encode({"function": job.function, "args": job.args, "cpu_s": limits.cpu_s,
+                         "output_bytes": limits.output_bytes, "seconds_left": left})
+        remove = cancel.on_cancel(lambda: self.kill(Failure.CANCELLED))
+        feeder: _Feeder | None = None
         try:
-            stdin.close()
-        except OSError:
-            pass
+            if job.frames == () and len(header) <= INLINE_HEADER_BYTES:
+                self._send_inline(header)  # fits in the pipe's buffer: no thread needed
+            else:
+                feeder = _Feeder(self.process.stdin, header, job.frames)
+                feeder.start()
+            outcome = self._await(limits, since)
+        finally:
+            remove()
+            if feeder is not None:
+                feeder.stop.set()
+                feeder.join()
+        if feeder is not None and feeder.error is not None:
+            raise feeder.error
+        return outcome
 
+    def _send_inline(self, header: bytes) -> None:
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(frame(header) + END_FRAME)
+            self.process.stdin.flush()
+        except (OSError, ValueError):
+            pass  # the worker is gone: `_await` reads why
 
-def _interpret(returncode: int, raw: bytes, limits: Limits) -> Done | JobFailed:
-    if returncode == EXIT_NO_MEMORY:
-        return JobFailed(Failure.MEMORY, "the job ran out of its memory budget")
-    if returncode == -signal.SIGXCPU:
-        return JobFailed(Failure.TIMEOUT, f"the job used more than {limits.cpu_s} s of CPU")
-    if returncode != 0:
+    def _await(self, limits: Limits, since: float) -> Done | JobFailed:
+        setting_up = limits.setup_s > 0
+        until = time.monotonic() + limits.setup_s if setting_up else since + limits.wall_s + KILL_GRACE_S
+        while True:
+            try:
+                message = self._receive(until, limits.output_bytes + FRAME_SLACK_BYTES)
+            except WorkerGone:
+                return self._ended(limits)
+            if message is None:  # its time is up
+                self.kill(Failure.UNAVAILABLE if setting_up else Failure.TIMEOUT)
+                return self._ended(limits)
+            if message.get("phase") == "started" and setting_up:
+                setting_up, until = False, time.monotonic() + limits.wall_s + KILL_GRACE_S
+                continue
+            return self._answer(message)
+
+    def _answer(self, message: dict[str, Any]) -> Done | JobFailed:
+        self.reusable = message.get("retire") is False
+        if message.get("ok") is True:
+            return Done(message.get("value"))
+        try:
+            kind = Failure(message.get("kind"))
+        except ValueError:
+            kind = Failure.CRASHED
+        return JobFailed(kind, str(message.get("detail", ""))[:500])
+
+    def _ended(self, limits: Limits) -> JobFailed:
+        """Why the worker is gone: our kill's reason, or its exit status."""
+        self.reusable = False
+        returncode = self.process.wait()
+        reason = self.killed_for
+        if reason is Failure.TIMEOUT:
+            return JobFailed(reason, f"the job ran past {limits.wall_s:g} s")
+        if reason is Failure.UNAVAILABLE:
+            return JobFailed(reason, f"the worker did not finish the job's set-up within {limits.setup_s:g} s")
+        if reason is Failure.TOO_LARGE:
+            return JobFailed(reason, f"the answer is larger than {limits.output_bytes} bytes")
+        if reason is Failure.CANCELLED:
+            return JobFailed(reason, "stopped")
+        if reason is Failure.CLOSED:
+            return JobFailed(reason, "the worker pool is shut down")
+        if reason is Failure.CRASHED:
+            return JobFailed(reason, "the worker's answer broke the protocol")
+        if returncode == EXIT_NO_MEMORY:
+            return JobFailed(Failure.MEMORY, "the job ran out of its memory budget")
+        if returncode == -signal.SIGXCPU:
+            return JobFailed(Failure.TIMEOUT, f"the job used more than {limits.cpu_s} s of CPU")
         return JobFailed(Failure.CRASHED, f"the worker exited with status {returncode}")
-    try:
-        answer = json.loads(raw)
-    except ValueError:
-        return JobFailed(Failure.CRASHED, "the worker's answer is not JSON")
-    if not isinstance(answer, dict):
-        return JobFailed(Failure.CRASHED, "the worker's answer is not an object")
-    if answer.get("ok") is True:
-        return Done(answer.get("value"))
-    try:
-        kind = Failure(answer.get("kind"))
-    except ValueError:
-        kind = Failure.CRASHED
-    return JobFailed(kind, str(answer.get("detail", ""))[:500])
 
+    def _receive(self, until: float, limit: int) -> dict[str, Any] | None:
+        """The next message, or None when `until` (a monotonic time) passes first."""
+        assert self.process.stdout is not None
+        try:
+            fd = self.process.stdout.fileno()
+        except ValueError:  # closed by a kill on another thread
+            raise WorkerGone("the pipe is closed") from None
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while True:
+            message = self._take_message(limit)
+            if message is not None:
+                return message
+            left = until - time.monotonic()
+            if left <= 0:
+                return None
+            if not poller.poll(max(1, int(left * 1000))):
+                continue
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError as error:
+                raise WorkerGone(str(error)) from None
+            if not chunk:
+                raise WorkerGone("the worker closed its pipe")
+            self._buffer += chunk
 
-def run(job: Job, limits: Limits, cancel: CancelToken = NEVER) -> Done | JobFailed:
-    """Run `job` in a new limited child; see the module docstring for the outcomes."""
-    header = json.dumps({"function": job.function, "args": job.args, "memory_bytes": limits.memory_mb * MB,
-                         "cpu_s": limits.cpu_s, "output_bytes": limits.output_bytes}).encode()
-    process = subprocess.Popen(
-        [sys.executable, "-I", "-c", BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, env=CHILD_ENV, cwd=ROOT, close_fds=True,
-    )
-    kill = _Kill(process)
-    timer = threading.Timer(limits.wall_s, kill, (Failure.TIMEOUT,))
-    timer.daemon = True
-    timer.start()
-    remove = cancel.on_cancel(lambda: kill(Failure.CANCELLED))
-    errors: list[BaseException] = []
-    writer = threading.Thread(target=_feed, args=(process, header, job.frames, errors), daemon=True,
-                              name="bounded-feed")
-    writer.start()
-    try:
-        assert process.stdout is not None
-        raw = process.stdout.read(limits.output_bytes + 1)
-        if len(raw) > limits.output_bytes:
-            kill(Failure.TOO_LARGE)
-        process.wait()
-    finally:
-        timer.cancel()
-        remove()
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        process.stdout.close()  # type: ignore[union-attr]
-        writer.join()
-    if errors:
-        raise errors[0]
-    if kill.reason is Failure.TOO_LARGE:
-        return JobFailed(Failure.TOO_LARGE, f"the answer is larger than {limits.output_bytes} bytes")
-    if kill.reason is not None:
-        detail = "stopped" if kill.reason is Failure.CANCELLED else f"the job ran past {limits.wall_s:g} s"
-        return JobFailed(kill.reason, detail)
-    return _interpret(process.returncode, raw, limits)
-
+    def _take_message(self, limit: int) -> dict[str, Any] | None:
+        if len(self._buffer) < HEADER.size:
+            return None
+        (size,) = HEADER.unpack_from(self._buffer)
+        if size > limit:
+            self.kill(Failure.TOO_LARGE)
+            raise WorkerGone(f"an answer of {size} bytes")
+        if len(self._buffer) < HEADER.size + size:
+            return None
+        body = bytes(self._buffer[HEADER.size:HEADER.size + size])
+        del self._buffer[:HEADER.size + size]
+        try:
+            return decode(body)
+        except (ProtocolError, ValueError) as error:
+            self.kill(Failure.CRASHED)
+            raise WorkerGone(f"an unreadable answer: {error}") from None

@@ -1,9 +1,9 @@
 """Grade one answer against a task's acceptance criteria, by criterion type.
 
 - `code_test`: the answer is the program's entry file; the judge runs every case (Docker).
-- `sql_result`: the answer is one SELECT, run in a worker of the SQL box (`sqlbox/`, never
-  in the server process) on a fresh in-memory SQLite database that the criterion's
-  `setup_sql` builds. SQLite's authorizer allows reads only (no ATTACH, no PRAGMA, no
+- `sql_result`: the answer is one SELECT, run in a SQL worker of the app's worker pool
+  (`bounded/sql.py`, never in the server process) on a fresh in-memory SQLite database
+  that the criterion's `setup_sql` builds. SQLite's authorizer allows reads only (no ATTACH, no PRAGMA, no
   writes), SQLite's size and heap limits bound what one call can build, the worker is
   killed at `SQL_TIMEOUT_S`, and the result is fetched within a row cap and a byte budget;
   it is compared with `judge.compare.compare_sql`.
@@ -26,8 +26,9 @@ from judge.compare import compare_sql
 from judge.files import SubmissionError
 from judge.languages import LANGUAGES
 from judge.models import SqlCase
-from sqlbox.pool import SqlBox
-from sqlbox.protocol import SelectJob, SqlError
+from bounded.pool import WorkerPool, pool_or_own
+from bounded.sql import run_select as run_select_job
+from bounded.sql_values import SelectJob, SqlError
 from tasks.spec import CodeTestCriterion, Criterion, ManualCriterion, SqlResultCriterion, TextMatchCriterion
 
 SQL_TIMEOUT_S = 1.0
@@ -67,17 +68,17 @@ def outcome(results: list[CheckResult]) -> Outcome:
 
 
 def run_checks(criteria: list[Criterion], answer: str, judge: Any, remaining: Callable[[float], float],
-               sql_box: SqlBox | None = None) -> list[CheckResult]:
+               pool: WorkerPool | None = None) -> list[CheckResult]:
     """One result per criterion, in order; `remaining(cap)` bounds each step by the call's deadline.
 
-    `sql_box` runs the `sql_result` checks (the app's warm workers); without one, a one-off
+    `pool` runs the `sql_result` checks (the app's warm workers); without one, a one-off
     worker runs each."""
     results = []
     for criterion in criteria:
         if isinstance(criterion, CodeTestCriterion):
             passed, message = check_code(criterion, answer, judge)
         elif isinstance(criterion, SqlResultCriterion):
-            passed, message = check_sql(criterion, answer, remaining(SQL_TIMEOUT_S), sql_box)
+            passed, message = check_sql(criterion, answer, remaining(SQL_TIMEOUT_S), pool)
         elif isinstance(criterion, TextMatchCriterion):
             passed, message = check_text(criterion, answer, remaining(REGEX_TIMEOUT_S))
         else:
@@ -112,23 +113,20 @@ def check_code(criterion: CodeTestCriterion, answer: str, judge: Any) -> tuple[b
 
 
 def check_sql(criterion: SqlResultCriterion, answer: str, timeout_s: float,
-              box: SqlBox | None = None) -> tuple[bool, str]:
+              pool: WorkerPool | None = None) -> tuple[bool, str]:
     case = SqlCase(name=criterion.id, setup_sql=criterion.setup_sql, expected_columns=criterion.expected_columns,
                    expected_rows=criterion.expected_rows, ordered=criterion.ordered)
-    return compare_sql(case, json.dumps(run_select(criterion.setup_sql, answer, timeout_s, box)))
+    return compare_sql(case, json.dumps(run_select(criterion.setup_sql, answer, timeout_s, pool)))
 
 
-def run_select(setup_sql: str, query: str, timeout_s: float, box: SqlBox | None = None) -> dict[str, Any]:
+def run_select(setup_sql: str, query: str, timeout_s: float, pool: WorkerPool | None = None) -> dict[str, Any]:
     """`{"columns", "rows"}` of one read-only statement on a fresh database, or `{"error"}`.
 
     Raises JudgeUnavailable when the statement could not be run at all (the setup script
     failed, no worker could start): that is not the learner's answer failing."""
     job = SelectJob(setup_sql=setup_sql, sql=query, deadline_s=timeout_s, max_rows=SQL_MAX_ROWS)
-    if box is None:
-        with SqlBox(max_workers=1, idle_workers=0) as own:
-            answer = own.run_select(job)
-    else:
-        answer = box.run_select(job)
+    with pool_or_own(pool) as used:
+        answer = run_select_job(used, job)
     if isinstance(answer, SqlError):
         if answer.code == "UNAVAILABLE":
             raise JudgeUnavailable(f"the SQL checker is unavailable ({answer.message})")

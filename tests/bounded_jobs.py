@@ -1,4 +1,4 @@
-"""Jobs for `test_bounded_worker.py`, run in `bounded.worker`'s child process."""
+"""Jobs for `test_bounded_worker.py`, run in a `bounded.child` worker of the test kinds."""
 
 from __future__ import annotations
 
@@ -48,3 +48,30 @@ def environment(args: dict[str, Any], frames: Iterator[bytes]) -> dict[str, str]
 
 def lone_surrogate(args: dict[str, Any], frames: Iterator[bytes]) -> str:
     return "a\ud800b"
+
+
+def pid(args: dict[str, Any], frames: Iterator[bytes]) -> int:
+    return os.getpid()
+
+
+_KEPT: list[bytearray] = []  # what `keep` holds on to, so the worker's resident size grows between jobs
+
+
+def keep(args: dict[str, Any], frames: Iterator[bytes]) -> int:
+    _KEPT.append(bytearray(b"\x01") * (int(args["mb"]) * 1024 * 1024))
+    return os.getpid()
+
+
+def hold(args: dict[str, Any], frames: Iterator[bytes]) -> int:
+    """Touch `mb` of memory (resident, not just mapped) and keep it for `seconds`."""
+    block = bytearray(b"\x01") * (int(args["mb"]) * 1024 * 1024)
+    time.sleep(float(args["seconds"]))
+    return len(block) // (1024 * 1024)
+
+
+def set_up_then_sleep(args: dict[str, Any], frames: Any) -> str:
+    """A job with a trusted set-up phase: `setup_s` before it says it started, then `seconds`."""
+    time.sleep(float(args["setup_s"]))
+    frames.started()
+    time.sleep(float(args["seconds"]))
+    return "done"

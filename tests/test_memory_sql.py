@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlbox.pool import SqlBox
-from sqlbox.protocol import Change
+from bounded.pool import WorkerPool
+from bounded.sql_values import Change
 from storage.db import Database, utc_now
 from testing.attacks.sql import BLOB_ROWS, LOOPING_UPDATE, SLOW_CALL, WIDE_COLUMNS
 from tools.base import ErrorCode, ToolContext, ToolFailure
@@ -487,9 +487,9 @@ def test_a_memory_changed_meanwhile_is_not_overwritten(db: Database, ids: dict[s
 
 
 def test_the_handler_uses_the_apps_warm_workers(db: Database, ids: dict[str, list[int]]) -> None:
-    with SqlBox() as box, db.connection() as conn:
+    with WorkerPool() as box, db.connection() as conn:
         ctx = ToolContext(conn=conn, database=db, settings=None, user_id=ALICE,  # type: ignore[arg-type]
-                          extras={"sqlbox": box})
+                          extras={"bounded": box})
         for _ in range(3):
             assert memory_sql_handler(MemorySqlInput(sql="SELECT count(*) FROM memories"), ctx).rows == [[3]]
         assert len(box.worker_pids()) == 1

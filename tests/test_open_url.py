@@ -9,12 +9,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import resource
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from bounded.jobs import Job, Kind, Limits
+from bounded.kinds import PAGES
+from bounded.pool import WorkerPool
 from config import Settings
 from testing.fake_web import FakeWebServer, Page
 from tests.conftest import new_token
@@ -43,9 +47,9 @@ LINK_LIST = """<html><head><title>Links</title></head><body>
 <ul><li><a href="/a">Alpha</a></li><li><a href="/b">Beta</a></li></ul></body></html>"""
 
 
-def make_ctx(*, allow_private: bool = True) -> ToolContext:
+def make_ctx(*, allow_private: bool = True, extras: dict[str, Any] | None = None) -> ToolContext:
     return ToolContext(conn=None, database=None, settings=Settings(allow_private_fetch=allow_private),  # type: ignore[arg-type]
-                       user_id=1)
+                       user_id=1, extras=extras or {})
 
 
 def open_url(url: str, *, timeout_s: float | None = None, **ctx_args: Any) -> ToolResult:
@@ -157,6 +161,29 @@ def test_hostile_pages_are_parsed_in_bounded_time_and_memory(web: FakeWebServer,
     assert result.ok, result.message
     assert len(result.output["text"]) <= MAX_CHARS and result.output["text"]
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 30_000  # KB
+
+
+def test_pages_are_parsed_by_the_apps_warm_worker_and_a_full_pool_is_a_clear_busy_error(web: FakeWebServer) -> None:
+    """With the app's pool in `ctx.extras["bounded"]`, lxml and trafilatura are imported once
+    per worker, not per page; when other work holds every worker the parse waits at most its
+    own deadline, then tells the model to try again (not that the page is at fault)."""
+    web.routes["/curiosity"] = Page(ARTICLE)
+    with WorkerPool(1) as pool:
+        ctx = dataclasses.replace(make_ctx(), extras={"bounded": pool})
+        first = run_tool(OPEN_URL_TOOL, {"url": web.url("/curiosity")}, ctx)
+        started = time.monotonic()
+        again = run_tool(OPEN_URL_TOOL, {"url": web.url("/curiosity")}, ctx)
+        assert first.ok and again.ok and again.output == first.output
+        assert time.monotonic() - started < 0.3  # a warm worker: no 0.4 s import of trafilatura
+        assert len(pool.worker_pids(PAGES)) == 1
+        hold = Kind("test", ("tests.bounded_jobs",), memory_mb=64, site_packages=False)
+        holder = threading.Thread(target=pool.run, args=(hold, Job("tests.bounded_jobs:sleep", {"seconds": 2.0}),
+                                                         Limits(wall_s=3.0)))
+        holder.start()
+        time.sleep(0.3)
+        busy = open_url(web.url("/curiosity"), timeout_s=1.0, extras={"bounded": pool})
+        assert busy.error_code == "TIMEOUT" and "busy" in busy.message and "try again" in busy.message
+        holder.join()
 
 
 def test_every_field_is_capped(web: FakeWebServer) -> None:

@@ -11,7 +11,7 @@ import pytest
 import time
 
 from judge.models import TestResult, Verdict
-from sqlbox.pool import SqlBox
+from bounded.pool import WorkerPool
 from tasks.checks import JudgeUnavailable, check_sql, check_text, run_checks, run_select
 from tasks.importer import read_task_file
 from tasks.spec import SqlResultCriterion, TextMatchCriterion
@@ -61,13 +61,33 @@ def test_sql_result_slow_function_call_is_stopped_at_the_deadline():
     assert not ok and "longer than 0.5 s" in text and time.monotonic() - started < 2
 
 
-def test_sql_result_runs_in_the_given_box_and_a_broken_setup_is_no_attempt():
-    with SqlBox() as box:
-        results = run_checks([DOGS], SQL_ANSWER, None, lambda cap: cap, sql_box=box)
-        assert results[0].passed and len(box.worker_pids()) == 1
+def test_sql_result_runs_in_the_given_pool_and_a_broken_setup_is_no_attempt():
+    with WorkerPool() as pool:
+        results = run_checks([DOGS], SQL_ANSWER, None, lambda cap: cap, pool=pool)
+        assert results[0].passed and len(pool.worker_pids()) == 1
         broken = DOGS.model_copy(update={"setup_sql": "CREATE TABLE pets ("})
         with pytest.raises(JudgeUnavailable, match="SQL checker is unavailable"):
-            run_checks([broken], SQL_ANSWER, None, lambda cap: cap, sql_box=box)
+            run_checks([broken], SQL_ANSWER, None, lambda cap: cap, pool=pool)
+
+
+def test_the_submit_tool_grades_sql_in_the_apps_warm_workers(tmp_path):
+    """`submit` passes the app's pool (`ctx.extras["bounded"]`) down to the checks: no one-off worker per call."""
+    from dataclasses import replace
+
+    from tests.task_support import TOOLS
+    from tools.runner import run_tool
+
+    room = Classroom(tmp_path)
+    room.close_task("basics", "yes")
+    room.ok("start_task", task_id="sql_query")
+    with WorkerPool() as pool:
+        ctx = replace(room.ctx(room.alice), extras={"judge": None, "bounded": pool})
+        wrong = run_tool(TOOLS["submit"], {"task_id": "sql_query", "answer": "SELECT name FROM pets"}, ctx)
+        assert wrong.ok and wrong.output["result"] == "failed"
+        pids = pool.worker_pids()
+        right = run_tool(TOOLS["submit"], {"task_id": "sql_query", "answer": SQL_ANSWER}, ctx)
+        assert right.ok and right.output["result"] == "passed"
+        assert len(pids) == 1 and pool.worker_pids() == pids  # the same warm worker graded both
 
 
 def test_sql_result_row_cap():

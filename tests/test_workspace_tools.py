@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import resource
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,10 +13,16 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from bounded.jobs import Job, Kind, Limits
+from bounded.kinds import SEARCH
+from bounded.pool import WorkerPool
 from tests.workspace_support import TOOLS, Workspaces
+from tools.runner import run_tool
 from tools.workspace import fs
 from tools.workspace import find_tools
 from tools.workspace.find_tools import MAX_MATCHES, split_trailing_glob
+
+HOLD = Kind("test", ("tests.bounded_jobs",), memory_mb=64, site_packages=False)  # other work holding a worker
 
 
 @pytest.fixture
@@ -343,6 +350,28 @@ def test_search_streams_many_files_and_reports_binary_ones(ws: Workspaces) -> No
     result = ws.ok("search_files", pattern=r"^line 2\d$")
     assert result.output["truncated"] is True and len(result.output["matches"]) == MAX_MATCHES
     assert ws.ok("search_files", pattern="line 7$").output["binary_skipped"] == 1
+
+
+def test_searches_reuse_the_apps_warm_worker_and_a_full_pool_is_a_clear_busy_error(ws: Workspaces) -> None:
+    """With the app's pool in `ctx.extras["bounded"]` every search runs in the same warm worker
+    (no process start, no import of `regex` per call); when other work holds every worker the
+    search waits at most its own deadline, then tells the model to try again."""
+    ws.ok("write_file", path="a.txt", content="needle\n")
+    with WorkerPool(1) as pool:
+        ctx = dataclasses.replace(ws.ctx(), extras={"bounded": pool})
+        for _ in range(3):
+            assert run_tool(TOOLS["search_files"], {"pattern": "needle"}, ctx).output["matches"]
+        assert len(pool.worker_pids(SEARCH)) == 1
+        holder = threading.Thread(target=pool.run, args=(HOLD, Job("tests.bounded_jobs:sleep", {"seconds": 2.0}),
+                                                         Limits(wall_s=3.0)))
+        holder.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        quick = dataclasses.replace(TOOLS["search_files"], timeout_s=0.5)
+        result = run_tool(quick, {"pattern": "needle"}, ctx)
+        assert time.monotonic() - started < 1.5
+        assert result.error_code == "TIMEOUT" and "busy" in result.message and "try again" in result.message
+        holder.join()
 
 
 # isolation ---------------------------------------------------------------------------------

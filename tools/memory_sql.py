@@ -1,9 +1,9 @@
 """`/memory_sql`: read-only SQL over the user's own data, plus `UPDATE memories` (SPEC 6a).
 
-The model's statement never runs in the server process: a worker of the app's SQL box
-(`sqlbox/`) runs it on a read-only connection, under SQLite's authorizer (the allow-list of
-SPEC 6a, `sqlbox/memory_engine.py`), SQLite's size and heap limits, and a deadline the server
-enforces by killing the worker (one slow function call cannot outlive it). The worker sends
+The model's statement never runs in the server process: a SQL worker of the app's worker
+pool (`bounded/sql.py`) runs it on a read-only connection, under SQLite's authorizer (the
+allow-list of SPEC 6a, `bounded/sql_memory.py`), SQLite's size and heap limits, and a
+deadline the server enforces by killing the worker (one slow function call cannot outlive it). The worker sends
 back at most `max_rows` rows within a byte budget, cells already cut to size.
 
 An UPDATE comes back as the list of changes it would make (at most `max_update_rows`, else it
@@ -22,8 +22,9 @@ from typing import Any, Literal
 from pydantic import Field
 
 from cancellation import NEVER, CancelToken
-from sqlbox.pool import SqlBox
-from sqlbox.protocol import Change, MemoryAnswer, MemoryJob, SqlError
+from bounded.pool import WorkerPool, pool_or_own
+from bounded.sql import run_memory
+from bounded.sql_values import Change, MemoryAnswer, MemoryJob, SqlError
 from storage.db import Database, transaction, utc_now
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 
@@ -80,12 +81,12 @@ def _render_cell(value: Any) -> str:
 
 def run_memory_sql(
     database: Database, user_id: int, sql: str, *, deadline_s: float = 1.0, max_rows: int = 200,
-    max_update_rows: int = 50, box: SqlBox | None = None, conn: sqlite3.Connection | None = None,
+    max_update_rows: int = 50, pool: WorkerPool | None = None, conn: sqlite3.Connection | None = None,
     cancel: CancelToken = NEVER,
 ) -> MemorySqlOutput:
-    """Run one model-written statement against this user's views, in a worker of `box`.
+    """Run one model-written statement against this user's views, in a SQL worker of `pool`.
 
-    Without a box (CLI, tests) a one-off worker runs it. An UPDATE's changes are written on
+    Without a pool (CLI, tests) a one-off worker runs it. An UPDATE's changes are written on
     `conn` (or a connection of its own). Raises ToolFailure: VALIDATION_FAILED (syntax,
     several statements, bad values, values or results too large), PERMISSION_DENIED
     (anything outside the allow-list, and an UPDATE matching more than `max_update_rows`
@@ -95,11 +96,8 @@ def run_memory_sql(
         raise TypeError(f"user_id must be an int, got {type(user_id).__name__}")  # it is formatted into SQL
     job = MemoryJob(database_path=database.path, user_id=user_id, sql=sql, deadline_s=deadline_s,
                     max_rows=max_rows, max_update_rows=max_update_rows)
-    if box is None:
-        with SqlBox(max_workers=1, idle_workers=0) as own:
-            answer = own.run_memory(job, cancel)
-    else:
-        answer = box.run_memory(job, cancel)
+    with pool_or_own(pool) as used:
+        answer = run_memory(used, job, cancel)
     if isinstance(answer, SqlError):
         raise ToolFailure(_CODES.get(answer.code, ErrorCode.INTERNAL_ERROR), answer.message)
     if answer.kind == "update":
@@ -141,8 +139,8 @@ def _output(answer: MemoryAnswer) -> MemorySqlOutput:
 
 
 def memory_sql_handler(data: MemorySqlInput, ctx: ToolContext) -> MemorySqlOutput:
-    box = ctx.extras.get("sqlbox")
-    return run_memory_sql(ctx.database, ctx.user_id, data.sql, box=box if isinstance(box, SqlBox) else None,
+    pool = ctx.extras.get("bounded")
+    return run_memory_sql(ctx.database, ctx.user_id, data.sql, pool=pool if isinstance(pool, WorkerPool) else None,
                           conn=ctx.conn, cancel=ctx.cancel)
 
 

@@ -1,8 +1,9 @@
 """`/open_url <url>`: one page's readable text, fetched through `tools/safe_http.py`.
 
-HTML is parsed where its time and memory are bounded: in a `bounded.worker` child
-(`bounded/html_text.py`) with `PARSE_MEMORY_MB` of address space, killed after
-`PARSE_WALL_S`. There a streaming pass (lxml events, no tree) takes the title and the text
+HTML is parsed where its time and memory are bounded: in a page worker of the app's worker
+pool (`bounded/html_text.py`, `kinds.PAGES`, lxml and trafilatura imported once per worker)
+with `PARSE_MEMORY_MB` of address space, killed after `PARSE_WALL_S` (waiting for a free
+worker included). There a streaming pass (lxml events, no tree) takes the title and the text
 outside scripts, menus and footers; pages of at most `RICH_MAX_ELEMENTS` elements then go
 through trafilatura for the main content (menus and footers dropped), whose text wins when it
 finds any. Before, a 2 MB page of tiny tags cost 17 s of CPU and 630 MB in the server.
@@ -19,7 +20,9 @@ from urllib.parse import urlsplit
 
 from pydantic import Field
 
-from bounded.worker import Done, Failure, Job, Limits, run
+from bounded.jobs import Done, Failure, Job, Limits
+from bounded.kinds import PAGES
+from bounded.pool import pool_or_own
 from cancellation import Cancelled
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 from tools.safe_http import FetchResult, safe_get
@@ -29,7 +32,7 @@ MAX_TITLE_CHARS = 300
 MAX_URL_CHARS = 2048
 MAX_PRETTY_JSON_BYTES = 256 * 1024  # larger JSON is shown as sent (pretty-printing costs memory per value)
 PARSE_WALL_S = 10.0  # the parser's deadline (also at most the tool's)
-PARSE_MEMORY_MB = 64  # address space parsing one page may add in the worker
+PARSE_MEMORY_MB = PAGES.memory_mb  # address space parsing one page may add in the worker
 PARSE_ANSWER_BYTES = 256 * 1024  # MAX_CHARS + MAX_TITLE_CHARS, JSON-escaped, fit
 RICH_MAX_ELEMENTS = 20_000  # pages with more elements get the streamed text only
 RICH_BUDGET_S = 5.0  # trafilatura's share of PARSE_WALL_S
@@ -73,13 +76,17 @@ def html_text(page: FetchResult, ctx: ToolContext) -> tuple[str | None, str, int
               {"url": page.url, "charset": page.charset, "max_chars": MAX_CHARS, "max_title_chars": MAX_TITLE_CHARS + 1,
                "rich_max_elements": RICH_MAX_ELEMENTS, "rich_budget_s": min(RICH_BUDGET_S, wall_s / 2)},
               (page.body,))
-    outcome = run(job, Limits(wall_s=wall_s, memory_mb=PARSE_MEMORY_MB, output_bytes=PARSE_ANSWER_BYTES), ctx.cancel)
+    with pool_or_own(ctx.extras.get("bounded")) as pool:
+        outcome = pool.run(PAGES, job, Limits(wall_s=wall_s, output_bytes=PARSE_ANSWER_BYTES), ctx.cancel)
     if isinstance(outcome, Done):
         value = outcome.value
         title = value.get("title")
         return (capped(title, MAX_TITLE_CHARS) if title else None), str(value["text"])[:MAX_CHARS], int(value["total_chars"])
     if outcome.kind is Failure.CANCELLED:
         raise Cancelled()
+    if outcome.busy:
+        raise ToolFailure(ErrorCode.TIMEOUT, f"the server is busy with other work: {outcome.waited_s:.0f} of the "
+                                             f"{wall_s:.0f} s for parsing went waiting for a free worker; try again in a moment.")
     why = {Failure.MEMORY: f"needs more than {PARSE_MEMORY_MB} MB to parse",
            Failure.TIMEOUT: f"took longer than {wall_s:.0f} s to parse"}.get(outcome.kind, "could not be parsed")
     raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"{capped(page.url, 200)} {why} (too large or too complex); try another page.")

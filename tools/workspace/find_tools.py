@@ -16,9 +16,10 @@ in the regex, wrap the regex in parentheses: `/search_files (TODO *.py)`.
 Regexes use the `regex` package, but never in the server process: compiling a pattern can
 cost gigabytes (`regex` expands counted repetitions, so `(?:(?:x{999}){999}){9}` is 2.6 GB
 and 11 s of compiling) and matching can backtrack for ever. So the pattern is compiled and
-run in a `bounded.worker` child (`bounded/regex_search.py`) with `SEARCH_MEMORY_MB` of
-address space and `SEARCH_WALL_S` (at most the tool's deadline), killed past either; the
-files are streamed to it one at a time. Inside, each line also has the engine's own
+run in a search worker of the app's worker pool (`bounded/regex_search.py`, `kinds.SEARCH`)
+with `SEARCH_MEMORY_MB` of address space and `SEARCH_WALL_S` (at most the tool's deadline,
+waiting for a free worker included), killed past either; the files are streamed to it one
+at a time. Inside, each line also has the engine's own
 `timeout`, so a catastrophic pattern such as `(a|a)+$` ends with a TIMEOUT error naming the
 line. Nothing compiled is cached between calls.
 """
@@ -33,7 +34,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bounded.worker import Done, Failure, Job, Limits, run
+from bounded.jobs import Done, Failure, Job, JobFailed, Limits
+from bounded.kinds import SEARCH
+from bounded.pool import pool_or_own
 from cancellation import Cancelled
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 from tools.workspace.fs import MAX_FILES, MAX_TOTAL_BYTES, decode_text, read_bytes, walk_workspace
@@ -46,7 +49,7 @@ MAX_MATCH_LINE_CHARS = 300
 MAX_PATTERN_CHARS = 1_000
 REGEX_TIMEOUT_S = 1.0  # one regex call (one line), inside the worker
 SEARCH_WALL_S = 10.0  # the worker's deadline: compiling and every file (also at most the tool's deadline)
-SEARCH_MEMORY_MB = 64  # address space compiling and matching may add in the worker
+SEARCH_MEMORY_MB = SEARCH.memory_mb  # address space compiling and matching may add in the worker
 SEARCH_ANSWER_BYTES = 512 * 1024  # MAX_MATCHES lines of MAX_MATCH_LINE_CHARS, JSON-escaped, fit
 _GLOB_TOKEN = re.compile(r"^[\w\-./\[\]*?]+$")
 
@@ -196,7 +199,14 @@ def _text_frames(root: Path, paths: list[str], tally: _Tally, check_time: Callab
         yield path.encode() + b"\0" + text.encode()
 
 
-def _failure(pattern: str, kind: Failure, wall_s: float) -> Exception:
+def _failure(pattern: str, failed: JobFailed, wall_s: float) -> Exception:
+    kind = failed.kind
+    if failed.busy:
+        return ToolFailure(
+            ErrorCode.TIMEOUT,
+            f"the server is busy with other work: {failed.waited_s:.0f} of the {wall_s:.0f} s for this search went waiting "
+            "for a free worker; try again in a moment.",
+        )
     if kind is Failure.CANCELLED:
         return Cancelled()
     if kind is Failure.MEMORY:
@@ -226,9 +236,10 @@ def search_files(data: SearchFilesInput, ctx: ToolContext) -> SearchFilesOutput:
          "line_timeout_s": min(REGEX_TIMEOUT_S, wall_s)},
         _text_frames(root, paths, tally, ctx.remaining),
     )
-    outcome = run(job, Limits(wall_s=wall_s, memory_mb=SEARCH_MEMORY_MB, output_bytes=SEARCH_ANSWER_BYTES), ctx.cancel)
+    with pool_or_own(ctx.extras.get("bounded")) as pool:
+        outcome = pool.run(SEARCH, job, Limits(wall_s=wall_s, output_bytes=SEARCH_ANSWER_BYTES), ctx.cancel)
     if not isinstance(outcome, Done):
-        raise _failure(data.pattern, outcome.kind, wall_s)
+        raise _failure(data.pattern, outcome, wall_s)
     answer: dict[str, Any] = outcome.value
     if answer.get("error") == "invalid":
         raise _invalid(data.pattern, str(answer.get("detail", ""))[:300])

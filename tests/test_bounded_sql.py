@@ -1,14 +1,13 @@
-"""The SQL box: limits that hold inside one SQLite call, workers that are killed, reused and
-never left behind. Real worker processes throughout (no stand-ins)."""
+"""The SQL kind of the worker pool (`bounded/sql*.py`): limits that hold inside one SQLite
+call, workers that are killed, reused and never left behind, and every failure in the words
+the SQL tools use. Real worker processes throughout (no stand-ins); the pool's own rules for
+every kind (the cap, dying with the server, no environment) are in test_bounded_worker.py."""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -16,18 +15,19 @@ from pathlib import Path
 import pytest
 
 from cancellation import Cancelled, CancelToken
-from sqlbox.fetch import OverBudget, fetch_exact, fetch_preview
-from sqlbox.memory_engine import open_read_only
-from sqlbox.pool import ROOT, SqlBox
-from sqlbox.protocol import MemoryJob, SelectAnswer, SelectJob, SqlError
+from bounded.pool import WorkerPool
+from bounded.sql import run_memory, run_select
+from bounded.sql_fetch import OverBudget, fetch_exact, fetch_preview
+from bounded.sql_memory import open_read_only
+from bounded.sql_values import MemoryJob, SelectAnswer, SelectJob, SqlError
 from storage.db import Database
 from testing.attacks.sql import BLOB_ROWS, GROWING_CTE, SLOW_CALL
 
 SETUP = "CREATE TABLE t (x INTEGER, s TEXT); INSERT INTO t VALUES (1, 'a'), (2, 'b');"
 
 
-def select(box: SqlBox, sql: str, deadline_s: float = 1.0, setup: str = SETUP) -> SelectAnswer | SqlError:
-    return box.run_select(SelectJob(setup_sql=setup, sql=sql, deadline_s=deadline_s, max_rows=1000))
+def select(pool: WorkerPool, sql: str, deadline_s: float = 1.0, setup: str = SETUP) -> SelectAnswer | SqlError:
+    return run_select(pool, SelectJob(setup_sql=setup, sql=sql, deadline_s=deadline_s, max_rows=1000))
 
 
 def alive(pid: int) -> bool:
@@ -48,11 +48,11 @@ def wait_gone(pids: list[int], timeout_s: float = 5.0) -> list[int]:
 
 @pytest.fixture(scope="module")
 def box():
-    with SqlBox() as shared:
+    with WorkerPool() as shared:
         yield shared
 
 
-def test_an_ordinary_query_reuses_a_warm_worker(box: SqlBox) -> None:
+def test_an_ordinary_query_reuses_a_warm_worker(box: WorkerPool) -> None:
     assert select(box, "SELECT x, s FROM t ORDER BY x") == SelectAnswer(columns=["x", "s"], rows=[[1, "a"], [2, "b"]])
     pids = box.worker_pids()
     started = time.perf_counter()
@@ -72,14 +72,14 @@ def test_an_ordinary_query_reuses_a_warm_worker(box: SqlBox) -> None:
     ("SELECT 1" + " + 1" * 300, "VALIDATION_FAILED", "depth 200"),
     ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r", "TIMEOUT", "1 s"),
 ])
-def test_engine_limits(box: SqlBox, sql: str, code: str, words: str) -> None:
+def test_engine_limits(box: WorkerPool, sql: str, code: str, words: str) -> None:
     started = time.monotonic()
     answer = select(box, sql)
     assert isinstance(answer, SqlError) and answer.code == code and words in answer.message, answer
     assert time.monotonic() - started < 2.5
 
 
-def test_one_slow_function_call_is_killed_at_the_deadline(box: SqlBox) -> None:
+def test_one_slow_function_call_is_killed_at_the_deadline(box: WorkerPool) -> None:
     select(box, "SELECT 1")
     before = box.worker_pids()
     started = time.monotonic()
@@ -91,7 +91,7 @@ def test_one_slow_function_call_is_killed_at_the_deadline(box: SqlBox) -> None:
     assert isinstance(select(box, "SELECT 1"), SelectAnswer)  # and a new one serves the next job
 
 
-def test_a_worker_has_hard_limits(box: SqlBox) -> None:
+def test_a_worker_has_hard_limits(box: WorkerPool) -> None:
     select(box, "SELECT 1")
     limits = Path(f"/proc/{box.worker_pids()[0]}/limits").read_text()
     address_space = next(line for line in limits.splitlines() if line.startswith("Max address space"))
@@ -102,17 +102,17 @@ def test_a_worker_has_hard_limits(box: SqlBox) -> None:
 
 def test_cancel_kills_the_worker_at_once() -> None:
     token = CancelToken()
-    with SqlBox() as own:
+    with WorkerPool() as own:
         threading.Timer(0.3, token.cancel).start()
         started = time.monotonic()
         with pytest.raises(Cancelled):
-            own.run_select(SelectJob(setup_sql="", sql=SLOW_CALL, deadline_s=5.0, max_rows=10), token)
+            run_select(own, SelectJob(setup_sql="", sql=SLOW_CALL, deadline_s=5.0, max_rows=10), token)
         assert time.monotonic() - started < 1.5
         assert own.worker_pids() == []
 
 
 def test_jobs_wait_for_a_free_worker_within_their_deadline() -> None:
-    with SqlBox(max_workers=1) as own:
+    with WorkerPool(1) as own:
         slow = threading.Thread(target=select, args=(own, SLOW_CALL, 1.0))
         slow.start()
         time.sleep(0.3)
@@ -123,7 +123,7 @@ def test_jobs_wait_for_a_free_worker_within_their_deadline() -> None:
 
 
 def test_close_kills_every_worker() -> None:
-    own = SqlBox()
+    own = WorkerPool()
     threads = [threading.Thread(target=select, args=(own, SLOW_CALL, 3.0)) for _ in range(2)]
     for thread in threads:
         thread.start()
@@ -138,26 +138,7 @@ def test_close_kills_every_worker() -> None:
     assert select(own, "SELECT 1") == SqlError("UNAVAILABLE", "the SQL engine is shut down.")
 
 
-def test_workers_exit_when_their_server_dies(tmp_path: Path) -> None:
-    """A server killed with SIGKILL runs no clean-up: its workers see end-of-file and exit."""
-    program = (
-        "import sys, time; sys.path.insert(0, sys.argv[1])\n"
-        "from sqlbox.pool import SqlBox\nfrom sqlbox.protocol import SelectJob\n"
-        "box = SqlBox()\nbox.run_select(SelectJob(setup_sql='', sql='SELECT 1', deadline_s=1, max_rows=1))\n"
-        "print(box.worker_pids()[0], flush=True)\ntime.sleep(60)\n"
-    )
-    server = subprocess.Popen([sys.executable, "-c", program, str(ROOT)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout is not None
-        worker = int(server.stdout.readline())
-        assert alive(worker)
-    finally:
-        server.send_signal(signal.SIGKILL)
-        server.wait()
-    assert wait_gone([worker]) == []
-
-
-def test_a_task_setup_that_fails_is_not_the_answers_fault(box: SqlBox) -> None:
+def test_a_task_setup_that_fails_is_not_the_answers_fault(box: WorkerPool) -> None:
     answer = select(box, "SELECT 1", setup="CREATE TABLE broken (")
     assert isinstance(answer, SqlError) and answer.code == "UNAVAILABLE" and "OperationalError" in answer.message
 
@@ -169,10 +150,10 @@ def test_memory_jobs_read_the_database_file_read_only(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         conn.execute("DELETE FROM users")
     conn.close()
-    with SqlBox() as own:
+    with WorkerPool() as own:
         job = MemoryJob(database_path=database.path, user_id=1, sql="SELECT count(*) FROM memories", deadline_s=1,
                         max_rows=10, max_update_rows=5)
-        assert own.run_memory(job).rows == [[0]]  # type: ignore[union-attr]
+        assert run_memory(own, job).rows == [[0]]  # type: ignore[union-attr]
 
 
 # fetching within a budget -----------------------------------------------------------------
@@ -207,11 +188,3 @@ def test_exact_fetch_refuses_what_it_cannot_return_whole() -> None:
     with pytest.raises(OverBudget) as too_big:
         fetch_exact(cursor_of(rows), 20, 200)
     assert too_big.value.reason == "bytes"
-
-
-def test_a_worker_gets_none_of_the_servers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LLM_API_KEY", "sk-secret")
-    with SqlBox() as own:
-        select(own, "SELECT 1")
-        environ = Path(f"/proc/{own.worker_pids()[0]}/environ").read_bytes()
-    assert b"sk-secret" not in environ and b"LLM_API_KEY" not in environ

@@ -1,23 +1,15 @@
-"""What goes over the pipe between the server and a worker: jobs, answers, errors, frames.
+"""The SQL kind's values: jobs, answers and errors, on both sides of the pipe (stdlib only).
 
-A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. The server sends
-one job; the worker answers with `{"phase": "query"}` when the trusted set-up is done and the
-untrusted statement starts (the server's deadline clock starts there), then with one reply:
-`{"ok": true, "answer": …}` or `{"ok": false, "error": {"code", "message"}}`, plus `"retire":
-true` when the worker is about to exit (it grew too large to be reused).
-
-Everything here is plain frozen dataclasses and the standard library: the worker imports it.
+A job travels as the `args` of a `bounded.jobs.Job` (`job_to_dict`); the worker's answer is
+the job's JSON value, `{"ok": true, "answer": …}` or `{"ok": false, "error": {"code",
+"message"}}` (`bounded/sql_jobs.py`), turned back into these values by `bounded/sql.py`.
 """
 
 from __future__ import annotations
 
-import json
-import struct
 from dataclasses import asdict, dataclass, field
-from typing import Any, BinaryIO, Literal
+from typing import Any, Literal
 
-HEADER = struct.Struct(">I")
-MAX_JOB_BYTES = 16 * 1024 * 1024  # a task's setup script can be a few MB (task files are at most 5 MB)
 MAX_REPLY_BYTES = 4 * 1024 * 1024  # answers are budgeted far below this; more means a broken worker
 
 ErrorCode = Literal["VALIDATION_FAILED", "PERMISSION_DENIED", "TIMEOUT", "TOO_LARGE", "UNAVAILABLE"]
@@ -114,34 +106,3 @@ def memory_answer_from_dict(data: dict[str, Any]) -> MemoryAnswer:
 
 def select_answer_from_dict(data: dict[str, Any]) -> SelectAnswer:
     return SelectAnswer(**data)
-
-
-def encode(message: dict[str, Any]) -> bytes:
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
-    return HEADER.pack(len(body)) + body
-
-
-def decode(body: bytes) -> dict[str, Any]:
-    value = json.loads(body.decode("utf-8", "surrogatepass"))
-    if not isinstance(value, dict):
-        raise ValueError("a frame must hold a JSON object")
-    return value
-
-
-def read_frame(stream: BinaryIO, limit: int) -> dict[str, Any] | None:
-    """One frame from a blocking stream (the worker's stdin); None at end of file."""
-    header = stream.read(HEADER.size)
-    if len(header) < HEADER.size:
-        return None
-    (size,) = HEADER.unpack(header)
-    if size > limit:
-        raise ValueError(f"frame of {size} bytes is over the {limit} byte limit")
-    body = stream.read(size)
-    if len(body) < size:
-        return None
-    return decode(body)
-
-
-def write_frame(stream: BinaryIO, message: dict[str, Any]) -> None:
-    stream.write(encode(message))
-    stream.flush()

@@ -6,7 +6,7 @@ reaches: `LENGTH` caps any one string or blob (no megabyte `zeroblob()`/`printf(
 the dedupe index of a recursive `UNION`, materialised blobs; `temp_store = MEMORY` keeps
 temporary tables under that limit instead of in files on disk). Together they bound the
 memory of one row as Python fetches it: at most `heap_bytes` in SQLite plus as much again
-in Python objects. The worker process has a hard address-space limit on top (`worker.py`).
+in Python objects. The worker process has a hard address-space limit on top (`bounded.child`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The instructor's `setup_sql` (validated at import) builds a fresh in-memory database; the
 learner's statement then runs under an authorizer that allows reads only (no writes, no
-PRAGMA, no ATTACH), SQLite's limits (`limits.py`), a progress-handler deadline, and an exact
+PRAGMA, no ATTACH), SQLite's limits (`sql_limits.py`), a progress-handler deadline, and an exact
 fetch within a row cap and a byte budget. Messages say what went wrong, never the expected
 rows.
 """
@@ -13,9 +13,9 @@ import sqlite3
 import time
 from collections.abc import Callable
 
-from sqlbox.fetch import OverBudget, fetch_exact
-from sqlbox.limits import MB, EngineLimits, apply_heap_limit, apply_statement_limits
-from sqlbox.protocol import SelectAnswer, SelectJob, SqlError, timeout_error
+from bounded.sql_fetch import OverBudget, fetch_exact
+from bounded.sql_limits import MB, EngineLimits, apply_heap_limit, apply_statement_limits
+from bounded.sql_values import SelectAnswer, SelectJob, SqlError, timeout_error
 
 LIMITS = EngineLimits(value_bytes=1 * MB)
 ANSWER_BUDGET_BYTES = 1 * MB  # expected results are small tables; a larger one cannot be right

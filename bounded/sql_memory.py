@@ -21,7 +21,7 @@ it runs outside any write lock, and the FTS5 sync triggers never meet the author
 Phases: (1) `EXPLAIN <sql>` compiles the statement under the authorizer without running it
 and classifies it (SELECT or UPDATE memories; anything with neither, such as REINDEX or
 VACUUM, which raise no authorizer event, is refused); (2) the same text runs under the same
-authorizer, SQLite's limits (`limits.py`), a progress-handler deadline and a byte budget.
+authorizer, SQLite's limits (`sql_limits.py`), a progress-handler deadline and a byte budget.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
-from sqlbox.fetch import fetch_preview
-from sqlbox.limits import MB, EngineLimits, apply_heap_limit, apply_statement_limits
-from sqlbox.protocol import Change, MemoryAnswer, MemoryJob, SqlError, timeout_error
+from bounded.sql_fetch import fetch_preview
+from bounded.sql_limits import MB, EngineLimits, apply_heap_limit, apply_statement_limits
+from bounded.sql_values import Change, MemoryAnswer, MemoryJob, SqlError, timeout_error
 
 VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
     "messages": ("id", "session_id", "role", "content", "created_at"),
