@@ -8,6 +8,7 @@ process, as an operator would see it: the RSS and CPU time of the server's proce
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import socket
 import subprocess
@@ -15,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from multiprocessing.connection import Connection
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,7 +119,9 @@ class ServerUnderTest:
     def create_user(self, name: str, role: str = "user") -> str:
         """A new user through the CLI, as an operator makes one; returns its token."""
         result = subprocess.run([sys.executable, "app.py", "create-user", name, "--role", role], cwd=ROOT,
-                                env=self.env, capture_output=True, text=True, timeout=60, check=True)
+                                env=self.env, capture_output=True, text=True, timeout=60)
+        if result.returncode != 0:
+            raise RuntimeError(f"create-user {name} failed ({result.returncode}): {result.stderr[-2000:]}")
         return result.stdout.strip().splitlines()[-1]
 
     def rss_kb(self) -> int:
@@ -241,3 +245,43 @@ class Bystander:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def _watch_from_outside(url: str, pause_s: float, timeout_s: float, control: Connection) -> None:
+    """The loop of a `ProcessBystander`, in its own process: GET `url` until told to stop."""
+    latencies: list[float] = []
+    failures: list[str] = []
+    http = requests.Session()
+    control.send("ready")
+    while not control.poll(pause_s):
+        start = time.perf_counter()
+        try:
+            response = http.get(url, timeout=timeout_s)
+            if response.status_code >= 500:
+                failures.append(f"{response.status_code}: {response.text[:200]}")
+        except requests.RequestException as error:
+            failures.append(repr(error))
+        latencies.append((time.perf_counter() - start) * 1000)
+    control.send((latencies, failures))
+
+
+@dataclass
+class ProcessBystander(Bystander):
+    """A `Bystander` of `GET /health` in a process of its own: what it measures is the
+    server's latency, not the attacking client's (a client building a 40 MB body in the same
+    process holds the GIL its bystander thread needs)."""
+
+    def __enter__(self) -> ProcessBystander:
+        self._control, child = multiprocessing.get_context("spawn").Pipe()
+        self._process = multiprocessing.get_context("spawn").Process(
+            target=_watch_from_outside, args=(f"{self.server.base}/health", self.pause_s, self.timeout_s, child),
+            daemon=True)
+        self._process.start()
+        if self._control.recv() != "ready":
+            raise RuntimeError("the bystander process did not start")
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._control.send("stop")
+        self.latencies_ms, self.failures = self._control.recv()
+        self._process.join(timeout=10)

@@ -54,6 +54,7 @@ class Attack:
     run: Callable[[Target], Outcome]
     deadline_s: float  # the product's own deadline for this work (CPU past it counts against the target)
     env: Mapping[str, str] = field(default_factory=dict)  # server settings this attack needs
+    unhealthy_ok: bool = False  # the fault makes `/health` answer 503 meanwhile, as it should
 
 
 @contextmanager

@@ -144,7 +144,8 @@ def hung_model(target: Target, turns: int = 5) -> HungModel:
 
 ATTACKS = [
     Attack("faults: database read-only for a moment (turns meanwhile and after)",
-           lambda target: database_read_only_for_a_moment(target).outcome(), deadline_s=30, env=DATABASE_ENV),
+           lambda target: database_read_only_for_a_moment(target).outcome(), deadline_s=30, env=DATABASE_ENV,
+           unhealthy_ok=True),
     Attack("faults: model hung (5 turns)", lambda target: hung_model(target).outcome(),
-           deadline_s=4 * LLM_TIMEOUT_S + BREAKER_COOLDOWN_S, env=MODEL_ENV),
+           deadline_s=4 * LLM_TIMEOUT_S + BREAKER_COOLDOWN_S, env=MODEL_ENV, unhealthy_ok=True),
 ]
