@@ -39,10 +39,15 @@ IDLE_REUSE_S = 600  # an idle worker older than this is replaced (it exits by it
 CANCEL_POLL_S = 0.1  # how often a job waiting for a slot looks at its cancel token
 
 
-def _kill_all(workers: set[Worker]) -> None:
-    for worker in list(workers):
+def _kill_all(lock: threading.Lock, workers: set[Worker], idle: list[Worker]) -> None:
+    """Kill every worker; reap the idle ones here (a busy one is reaped by the thread running its job)."""
+    with lock:
+        every, idle_ones = list(workers), list(idle)
+        idle.clear()
+    for worker in every:
         worker.kill(Failure.CLOSED)
-    workers.clear()
+    for worker in idle_ones:
+        worker.reap()
 
 
 class WorkerPool:
@@ -59,7 +64,7 @@ class WorkerPool:
         self._live: set[Worker] = set()  # every worker process, busy or idle
         self._starting = 0  # workers being started (counted against the cap)
         self._closed = False
-        self._finalizer = weakref.finalize(self, _kill_all, self._live)
+        self._finalizer = weakref.finalize(self, _kill_all, self._lock, self._live, self._idle)
 
     # ------------------------------------------------------------------ public
 
@@ -92,7 +97,6 @@ class WorkerPool:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            self._idle.clear()
         self._finalizer()
 
     def __enter__(self) -> WorkerPool:
@@ -159,7 +163,7 @@ class WorkerPool:
         self._forget(worker)
 
     def _forget(self, worker: Worker) -> None:
-        worker.kill()
+        worker.reap()
         with self._lock:
             self._live.discard(worker)
 

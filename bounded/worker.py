@@ -9,8 +9,8 @@ database connections), so a worker is a new interpreter (`python -I`, `bounded.c
 `Worker.run(job, limits, cancel, since)` sends the job's header, streams its input frames
 on a writer thread (so neither side can block the other and the caller never holds a large
 input whole; a small job without input is written at once, as the pipe's buffer holds it),
-and waits for the answer with `poll` (never `select`: the server's
-descriptors go past 1024). It kills the worker `KILL_GRACE_S` past the job's deadline (the
+and waits for the answer with `poll` (never `select`: the server's descriptors go past
+1024). It kills the worker `KILL_GRACE_S` past the job's deadline (the
 job's own timeout answer, which can say more, wins within that grace), when the cancel
 token fires, or when the answer is over its size; it never raises for what the job or its
 input did, except that an exception of the caller's own input iterator is re-raised.
@@ -111,7 +111,10 @@ class Worker:
         return self.process.poll() is None
 
     def kill(self, reason: Failure | None = None) -> None:
-        """SIGKILL and reap; safe to call twice and from another thread (a cancel, a close)."""
+        """SIGKILL, noting why (the first reason wins); safe from any thread (a cancel, a close).
+
+        It only signals: the pipes are closed by `reap`, on the thread that owns the worker,
+        so a descriptor the owner is polling is never closed (and reused) under it."""
         with self._lock:
             if self.killed_for is None and self.process.poll() is None:
                 self.killed_for = reason
@@ -119,6 +122,10 @@ class Worker:
                 self.process.kill()
             except OSError:
                 pass
+
+    def reap(self) -> None:
+        """Kill, wait for the exit, close the pipes: by the worker's owner (or for an idle worker)."""
+        self.kill()
         self.process.wait()
         for pipe in (self.process.stdin, self.process.stdout):
             try:
@@ -214,10 +221,7 @@ class Worker:
     def _receive(self, until: float, limit: int) -> dict[str, Any] | None:
         """The next message, or None when `until` (a monotonic time) passes first."""
         assert self.process.stdout is not None
-        try:
-            fd = self.process.stdout.fileno()
-        except ValueError:  # closed by a kill on another thread
-            raise WorkerGone("the pipe is closed") from None
+        fd = self.process.stdout.fileno()
         poller = select.poll()
         poller.register(fd, select.POLLIN)
         while True:

@@ -269,7 +269,8 @@ def test_many_concurrent_jobs_stay_within_the_cap_and_nobody_waits_for_ever() ->
         stop.set()
         sampler.join()
     outcomes = [outcome for outcome, _ in results]
-    assert all(outcome == Done(56) or (isinstance(outcome, JobFailed) and outcome.kind in (Failure.BUSY, Failure.TIMEOUT))
+    ended_in_time = (Failure.BUSY, Failure.TIMEOUT)
+    assert all(outcome == Done(56) or (isinstance(outcome, JobFailed) and outcome.kind in ended_in_time)
                for outcome in outcomes), outcomes
     assert outcomes.count(Done(56)) >= 4
     assert max(took for _, took in results) < limits.wall_s + 1.0  # waiting counts against the deadline

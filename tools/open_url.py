@@ -86,7 +86,8 @@ def html_text(page: FetchResult, ctx: ToolContext) -> tuple[str | None, str, int
         raise Cancelled()
     if outcome.busy:
         raise ToolFailure(ErrorCode.TIMEOUT, f"the server is busy with other work: {outcome.waited_s:.0f} of the "
-                                             f"{wall_s:.0f} s for parsing went waiting for a free worker; try again in a moment.")
+                                             f"{wall_s:.0f} s for parsing went waiting for a free worker; "
+                                             "try again in a moment.")
     why = {Failure.MEMORY: f"needs more than {PARSE_MEMORY_MB} MB to parse",
            Failure.TIMEOUT: f"took longer than {wall_s:.0f} s to parse"}.get(outcome.kind, "could not be parsed")
     raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"{capped(page.url, 200)} {why} (too large or too complex); try another page.")
