@@ -247,9 +247,9 @@ def serve() -> None:
     settings = cli_settings()
     restrict(server_paths(settings.data_dir, settings.database_path, settings.auth_token_file))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from server import serve as serve_with_gunicorn
+    from server import serve as serve_with_uvicorn
 
-    serve_with_gunicorn(create_app(settings), settings)
+    serve_with_uvicorn(create_app(settings), settings)
 
 
 if __name__ == "__main__":

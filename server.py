@@ -84,10 +84,12 @@ def serve(app: Flask, settings: Settings) -> None:
 
 
 def close_services(app: Flask) -> None:
-    """Release what the app holds outside this process: the judge's containers."""
-    judge = app.extensions.get("judge")
-    if judge is not None:
-        judge.close()
+    """Release what the app holds outside this process: the judge's containers and the
+    worker processes of untrusted work (`bounded/`)."""
+    for name in ("judge", "bounded"):
+        service = app.extensions.get(name)
+        if service is not None:
+            service.close()
 
 
 def _noting(stops: list[int]):  # type: ignore[no-untyped-def]
