@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -98,6 +99,21 @@ def writable(path: str) -> bool:
     return path == ":memory:" or os.access(path, os.W_OK)
 
 
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    """`PRAGMA journal_mode = WAL`, retried while another process holds the file: switching a
+    fresh file to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY at once there,
+    without its busy handler (seen with six servers starting at once on one new database)."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if not str(getattr(error, "sqlite_errorname", "")).startswith("SQLITE_BUSY") or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 class Database:
     """Factory of configured connections to one SQLite file."""
 
@@ -135,7 +151,7 @@ class Database:
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA journal_mode = WAL")
+        _enable_wal(conn)
         conn.execute("PRAGMA synchronous = NORMAL")
         return conn
 
