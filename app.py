@@ -18,6 +18,7 @@ import secrets
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import NoReturn
 
 import click
 from flask import Flask
@@ -42,7 +43,7 @@ from judge.reaper import reap
 from judge.service import Judge
 from pipeline.prompt import build_system_prompt, load_persona
 from pipeline.turn import TurnServices
-from providers import FallbackChain, build_chain
+from providers import FallbackChain, ProviderError, build_chain
 from bounded.pool import WorkerPool
 from storage.db import Database
 from storage.file_modes import owner_only_from_now, restrict, server_paths
@@ -50,6 +51,7 @@ from storage.messages import Message
 from storage.uploads import StoredImage, load_data_url
 from storage.users import DuplicateUserError, count_users, create_user
 from tasks.importer import TaskFileError, import_task_file
+from startup import log_startup_report
 from tools.catalog import build_registry
 
 MAX_REQUEST_BYTES = 48 * 1024 * 1024
@@ -244,12 +246,27 @@ admin_cli.register(cli, cli_settings)
 
 
 def serve() -> None:
-    settings = cli_settings()
+    """Start the server and log what a newcomer needs (`startup.py`); a configuration mistake
+    (a bad setting, a missing SCRIPTED_REPLIES file) is one line on stderr and exit code 2."""
+    try:
+        settings = load_settings()
+    except ConfigError as error:
+        start_failed(error)
     restrict(server_paths(settings.data_dir, settings.database_path, settings.auth_token_file))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from server import serve as serve_with_uvicorn
 
-    serve_with_uvicorn(create_app(settings), settings)
+    try:
+        app = create_app(settings)
+    except (ConfigError, ProviderError) as error:
+        start_failed(error)
+    log_startup_report(app, settings)
+    serve_with_uvicorn(app, settings)
+
+
+def start_failed(error: Exception) -> NoReturn:
+    click.echo(f"Error: {error}", err=True)
+    raise click.exceptions.Exit(2)
 
 
 if __name__ == "__main__":

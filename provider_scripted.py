@@ -93,7 +93,7 @@ class ScriptedProvider(Provider):
                     try:
                         pattern = re.compile(rule.user, re.IGNORECASE)
                     except re.error as exc:
-                        raise ProviderError(f"bad regex {rule.user!r} in script: {exc}") from exc
+                        raise ProviderError(f"SCRIPTED_REPLIES has a bad regex {rule.user!r}: {exc}") from exc
                 self._patterns.append((pattern, rule))
         self._cursor = 0
         self._lock = threading.Lock()
@@ -166,16 +166,35 @@ def quoted_result(result: str) -> str:
 
 
 def load_script(path: str | None) -> list[str | None] | RuleScript:
-    """Read and validate a reply script once; any problem is a developer error."""
+    """Read and validate a reply script once; any problem is a developer error of one line
+    (`python app.py` prints it and exits with 2, no traceback)."""
     if not path:
-        raise ProviderError("the scripted provider needs SCRIPTED_REPLIES (a JSON file path)")
+        raise ProviderError("LLM_PROVIDER=scripted needs SCRIPTED_REPLIES, the path of a JSON reply file "
+                            "(see examples/scripted_demo.json)")
     try:
         raw = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProviderError(f"cannot read scripted replies {path!r}: {exc}") from exc
+    except FileNotFoundError as exc:
+        raise ProviderError(f"SCRIPTED_REPLIES file {path!r} does not exist") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ProviderError(f"SCRIPTED_REPLIES file {path!r} cannot be read: {reason}") from exc
     try:
         return _SCRIPT.validate_json(raw)
     except ValidationError as exc:
-        raise ProviderError(f"invalid scripted replies {path!r}: {exc}") from exc
+        raise ProviderError(f"SCRIPTED_REPLIES file {path!r} is invalid: {first_problem(exc)}") from exc
 
 
+def first_problem(error: ValidationError) -> str:
+    """A validation error in one line: where the first problem is, what it is, and how many more.
+
+    A script is a list of replies or a rule object, so pydantic reports every union branch;
+    the branch that got furthest (the longest location) is the one the author meant.
+    """
+    problems = error.errors(include_url=False)
+    if problems[0]["type"] == "json_invalid":
+        return f"not JSON ({problems[0].get('ctx', {}).get('error', problems[0]['msg'])})"
+    deepest = max(problems, key=lambda problem: len(problem["loc"]))
+    where = ".".join(str(part) for part in deepest["loc"][1:]) or "top level"
+    message = " ".join(str(deepest["msg"]).split())
+    more = f" ({len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{message} at {where}{more}; expected a JSON list of replies or {{\"rules\": [...], \"default\": ...}}"

@@ -2,7 +2,8 @@
 
 The database is write-probed on a new connection each time (`storage/health.py`): its
 `state` is `ok`, `read_only`, `full`, `locked` or `unavailable`, and anything but `ok`
-answers 503. Providers are probed with a cheap authenticated GET (their model list), at
+answers 503. A provider that does not answer carries a `hint`: what an operator can do
+(`provider_hints.py`). Providers are probed with a cheap authenticated GET (their model list), at
 most once per `PROBE_TTL_S`, so a load balancer polling `/health` does not hammer a paid API.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify
 
 from api.database import database as app_database
+from provider_hints import fix_hint, probe_failure
 from providers import FallbackChain, ProbeResult
 from storage.health import probe_database
 
@@ -49,6 +51,9 @@ class ProviderProbe:
             {"name": provider.name, "model": provider.model, "ok": result.ok, "detail": result.detail}
             for provider, result in zip(self.chain.providers, results)
         ]
+        for entry in entries:
+            if not entry["ok"]:
+                entry["hint"] = fix_hint(entry["name"], entry["model"], probe_failure(entry["detail"]))
         usable = [entry["ok"] for entry in entries]
         for index, state in enumerate(self.chain.breaker_states() or ()):
             entries[index]["breaker"] = state.to_dict()

@@ -53,10 +53,7 @@ def failure_outcome(error: Exception, session_id: str) -> TurnOutcome:
     if isinstance(error, TurnFailed) and error.user_message_id is not None:
         extra["user_message_id"] = error.user_message_id
     if isinstance(error, ProviderUnavailable):
-        detail = error.completion
-        kind = detail.failure.value if detail.failure else "no answer"
-        failure = ApiError(502, "provider_unavailable", f"the model provider did not answer ({detail.provider}: "
-                           f"{kind}); your message was kept, retry later", extra=extra)
+        failure = ApiError(502, "provider_unavailable", error.public_message, extra=extra)
     elif isinstance(error, StorageUnavailable):
         failure = ApiError(503, "storage_unavailable", "the database refused a write (it is locked, full or "
                            "read-only); what was stored before is kept, retry later", extra=extra)

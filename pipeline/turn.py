@@ -33,6 +33,7 @@ from pipeline.context import UI_PENDING, UI_RESULT, ImageLoader, build_context, 
 from pipeline.reply_gate import Decision
 from pipeline.passes import provider_pass
 from pipeline.reply_cap import MAX_REPLY_CHARS, clip_answer
+from provider_hints import fix_hint
 from providers import Completion, FallbackChain
 from storage.db import Database
 from storage.messages import Message, add_message, recent_messages
@@ -62,6 +63,15 @@ class ProviderUnavailable(TurnFailed):
     def __init__(self, user_message_id: int | None, completion: Completion) -> None:
         super().__init__(f"provider {completion.provider} failed: {completion.failure}", user_message_id)
         self.completion = completion
+
+    @property
+    def public_message(self) -> str:
+        """What the user reads: what failed and what an operator can do about it, never a key
+        or a URL (`provider_hints.py`; the same hint as the start-up log and `/health`)."""
+        detail = self.completion
+        kind = detail.failure.value if detail.failure else "no answer"
+        return (f"the model provider did not answer ({detail.provider}: {kind}); your message was kept, retry "
+                f"later. To fix it, an operator can {fix_hint(detail.provider, detail.model, detail.failure)}")
 
 
 class StorageUnavailable(TurnFailed):

@@ -10,6 +10,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from provider_hints import fix_hint
 from storage.health import PROBE_BUSY_MS
 from testing.disk_faults import database_files, filled, read_only, require_fault_support, small_filesystem
 from testing.fake_llm import FakeLLMServer
@@ -32,11 +33,29 @@ def test_health_degraded_when_provider_is_unreachable(make_app):
     body = response.get_json()
     assert body["status"] == "degraded"
     closed = {"state": "closed", "failures": 0, "retry_at": None}
+    hint = fix_hint("openai", "test-model")
     assert body["provider"] == {
-        "name": "openai", "model": "test-model", "ok": False, "detail": "connection failed", "breaker": closed,
+        "name": "openai", "model": "test-model", "ok": False, "detail": "connection failed", "hint": hint,
+        "breaker": closed,
         "chain": [{"name": "openai", "model": "test-model", "ok": False, "detail": "connection failed",
-                   "breaker": closed}],
+                   "hint": hint, "breaker": closed}],
     }
+    assert hint.startswith("check that openai answers at LLM_BASE_URL and knows the model 'test-model' (LLM_MODEL)")
+    assert "make demo" in hint and "LLM_PROVIDER" in hint
+
+
+def test_an_unreachable_ollama_hints_at_starting_it_and_pulling_the_model(make_app):
+    body = make_app(llm_provider="ollama", llm_base_url="http://127.0.0.1:1", llm_model="qwen2.5:0.5b") \
+        .test_client().get("/health").get_json()
+    assert body["provider"]["hint"] == (
+        "start Ollama (`ollama serve`) and pull the model (`ollama pull qwen2.5:0.5b`), or set LLM_PROVIDER, "
+        "LLM_BASE_URL and LLM_MODEL to a model server that answers, or run `make demo` (scripted replies, no model "
+        "needed)")
+
+
+def test_a_healthy_provider_has_no_hint(client, fake_llm):
+    provider = client.get("/health").get_json()["provider"]
+    assert provider["ok"] is True and "hint" not in provider and "hint" not in provider["chain"][0]
 
 
 def test_health_reports_a_rejected_key(make_app):
@@ -44,6 +63,7 @@ def test_health_reports_a_rejected_key(make_app):
         app = make_app(llm_provider="openrouter", llm_base_url=server.openai_base_url)
         body = app.test_client().get("/health").get_json()
     assert body["provider"]["ok"] is False and body["provider"]["detail"] == "no API key configured"
+    assert body["provider"]["hint"].startswith("give openrouter a valid API key (LLM_API_KEY)")
 
 
 def test_probe_is_cached(client, fake_llm):

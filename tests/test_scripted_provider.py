@@ -204,24 +204,47 @@ def test_demo_script_drives_the_tool_commands() -> None:
 @pytest.mark.parametrize(
     ("content", "match"),
     [
-        ("not json", "invalid scripted replies"),
-        ('{"replies": []}', "invalid scripted replies"),
-        ("[1, 2]", "invalid scripted replies"),
-        ('{"rules": [{"user": "x"}], "default": "d"}', "invalid scripted replies"),
+        ("not json", "is invalid"),
+        ('{"replies": []}', "is invalid"),
+        ("[1, 2]", "is invalid"),
+        ('{"rules": [{"user": "x"}], "default": "d"}', "is invalid"),
         ('{"rules": [{"user": "x", "reply": "y", "extra": 1}], "default": "d"}',
-         "invalid scripted replies"),
-        ('{"rules": []}', "invalid scripted replies"),
+         "is invalid"),
+        ('{"rules": []}', "is invalid"),
         ('{"rules": [{"user": "(", "reply": "y"}], "default": "d"}', "bad regex"),
     ],
 )
 def test_bad_script_file(tmp_path: Path, content: str, match: str) -> None:
     path = tmp_path / "bad.json"
     path.write_text(content, encoding="utf-8")
-    with pytest.raises(ProviderError, match=match):
+    with pytest.raises(ProviderError, match=match) as caught:
         ScriptedProvider(ProviderConfig(provider="scripted", scripted_replies=str(path)))
+    assert "\n" not in str(caught.value)  # `python app.py` prints it as one line
 
 
-@pytest.mark.parametrize("path", [None, "", "/nonexistent/replies.json"])
-def test_missing_script_file(path: str | None) -> None:
-    with pytest.raises(ProviderError):
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        (None, "LLM_PROVIDER=scripted needs SCRIPTED_REPLIES"),
+        ("", "LLM_PROVIDER=scripted needs SCRIPTED_REPLIES"),
+        ("/nonexistent/replies.json", "SCRIPTED_REPLIES file '/nonexistent/replies.json' does not exist"),
+    ],
+)
+def test_missing_script_file(path: str | None, message: str) -> None:
+    with pytest.raises(ProviderError) as caught:
         ScriptedProvider(ProviderConfig(provider="scripted", scripted_replies=path))
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+def test_unreadable_script_file_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ProviderError) as caught:
+        ScriptedProvider(ProviderConfig(provider="scripted", scripted_replies=str(tmp_path)))  # a directory
+    assert str(caught.value) == f"SCRIPTED_REPLIES file {str(tmp_path)!r} cannot be read: Is a directory"
+
+
+def test_invalid_script_names_the_first_problem(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text('{"rules": [{"user": "x"}], "default": "d"}', encoding="utf-8")
+    with pytest.raises(ProviderError) as caught:
+        ScriptedProvider(ProviderConfig(provider="scripted", scripted_replies=str(path)))
+    assert "Field required at rules.0" in str(caught.value)
