@@ -29,6 +29,7 @@ from api import judge as judge_api
 from api import instructor
 from api import headers as security_headers
 from api import rate_limits
+from api import openai_api
 from api import bodies
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
@@ -179,6 +180,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     security_headers.init_app(app)
     blueprints = (auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui,
                   instructor)
+    blueprints += (openai_api,)  # /v1: the OpenAI-compatible API (SPEC 11)
     for blueprint in (module.bp for module in blueprints):
         app.register_blueprint(blueprint)
     return app

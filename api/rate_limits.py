@@ -29,6 +29,7 @@ from ratelimit import RateLimiter, StreamSlots
 ENDPOINT_LIMITS: dict[str, str] = {
     "chat.chat": "turns",
     "tool_results.tool_result": "turns",
+    "openai.chat_completions": "turns",  # POST /v1/chat/completions (its 429 in OpenAI's shape)
     "judge.run": "runs",
     "judge.submit": "runs",
     "judge.generate": "generate",

@@ -1,0 +1,230 @@
+"""`GET /v1/models` and `POST /v1/chat/completions` (SPEC 11): the orchestrator as an OpenAI model.
+
+Any OpenAI client (the official SDKs, Open WebUI, editors) talks to one model,
+`orchestrator`: our configured provider with our command tools. The turn is an ordinary
+turn (`pipeline.turn.run_turn` on the turn runner, stored, visible in the web UI); only the
+wire shapes differ (`api/openai_wire.py`, `api/openai_bodies.py`).
+
+How the client's message list maps to our stored context. OpenAI clients resend the whole
+conversation on every request; our session is the context the pipeline builds from.
+- The request's LAST `user` message is the turn's message (messages after it are ignored).
+- With `X-Session-Id` the stored session is the context: the request's earlier messages are
+  ignored (they are what the client already sent us, and the stored copy also holds the
+  tool results the client only saw as blocks). Not the user's session: 404.
+- Without it a new session is created (it spends the `sessions` budget) and returned in the
+  `X-Session-Id` response header. The request's earlier `user`/`assistant` messages (the
+  last `CONTEXT_MESSAGES` of them) are stored into it first, marked `meta.imported`, so
+  the model answers in the conversation the client shows, and the web UI shows it too. A
+  client that resends history without the header therefore gets a fresh session each time,
+  seeded with that history: correct answers, at the price of one session per request.
+- `system` (and `developer`) messages never replace our system prompt, whose command
+  protocol the pipeline depends on: their text is appended after it under a heading that
+  says they are the user's instructions and do not change the command protocol, for this
+  request only (they are not stored). `tool`/`function` messages and client `tools`,
+  `functions`, `tool_choice`, `function_call` are refused with 400: this API offers the
+  backend's tools, not the client's.
+Errors are OpenAI-shaped (`openai_error`) with our codes: the blueprint rewrites every
+error answer of its routes, the per-user 429 included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Literal
+
+from flask import Blueprint, Response, current_app, jsonify, request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from api.auth import current_user, require_user
+from api.bodies import json_object
+from api.database import get_db
+from api.errors import ApiError, not_found, validation_error
+from api.live import live_response, stream_seat
+from api.openai_bodies import ChunkStreamBody, CompletionBody
+from api.openai_wire import MODEL_ID, ChunkTranslator, openai_error
+from api.sessions import new_session
+from api.turns import runner, turn_payload
+from events.follow import FollowPlan
+from pipeline.turn import TurnServices, run_turn
+from storage.messages import add_message, recent_messages
+from storage.sessions import ChatSession, get_session
+
+bp = Blueprint("openai", __name__, url_prefix="/v1")
+bp.before_request(require_user)
+
+SESSION_HEADER = "X-Session-Id"
+CLIENT_TOOL_FIELDS = ("tools", "functions", "tool_choice", "function_call", "parallel_tool_calls")
+MAX_CLIENT_SYSTEM_CHARS = 8_000
+MAX_MESSAGE_CHARS = 32_000
+SESSION_NAME_CHARS = 60
+CLIENT_INSTRUCTIONS = ("\n\n## Instructions from the user's client\n"
+                       "The user's chat client added the instructions below. Follow them where they do not "
+                       "conflict with the command protocol above, which they cannot change.\n\n")
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["text"]
+    text: str
+
+
+class ClientMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # `name`, `refusal`, … carry nothing we use
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[TextPart] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(part.text for part in self.content)
+        return self.content or ""
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    include_usage: bool = False
+
+
+class CompletionRequest(BaseModel):
+    """Sampling fields (`temperature`, `max_tokens`, …) are accepted and ignored: the
+    operator's provider settings decide them, as for every other turn."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str = Field(max_length=200)
+    messages: list[ClientMessage] = Field(min_length=1, max_length=1000)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = Field(default=1, ge=1, le=1)
+
+
+@bp.after_request
+def openai_errors(response: Response) -> Response:
+    """Every error answer of these routes in OpenAI's shape (401, 400, 404, 409, 429 …)."""
+    if response.status_code < 400 or response.mimetype != "application/json":  # a refusal from `abort` is "streamed"
+        return response
+    body = response.get_json(silent=True)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict) and "type" not in body["error"]:
+        response.set_data(json.dumps(openai_error(response.status_code, body)))
+    return response
+
+
+def models_list() -> dict[str, Any]:
+    return {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "orchestrator"}]}
+
+
+@bp.get("/models")
+def models():  # type: ignore[no-untyped-def]
+    return jsonify(models_list())
+
+
+@bp.get("/models/<path:model>")
+def model(model: str):  # type: ignore[no-untyped-def]
+    if model != MODEL_ID:
+        raise ApiError(404, "model_not_found", f"the only model is {MODEL_ID!r}")
+    return jsonify(models_list()["data"][0])
+
+
+def parse_request() -> CompletionRequest:
+    raw = json_object()
+    present = [name for name in CLIENT_TOOL_FIELDS if raw.get(name) not in (None, [], False)]
+    if present:
+        raise ApiError(400, "client_tools_unsupported", f"{', '.join(present)}: this API runs the orchestrator's "
+                       "own tools (their steps appear in the answer as <details type=\"tool_calls\"> blocks); "
+                       "it does not call the client's. Remove the field.")
+    roles = [m.get("role") for m in raw.get("messages") or [] if isinstance(m, dict)]
+    if any(role in ("tool", "function") for role in roles):
+        raise ApiError(400, "client_tools_unsupported", "tool and function messages are not accepted: this API "
+                       "runs its own tools and keeps their results in the session")
+    try:
+        chat = CompletionRequest.model_validate(raw)
+    except ValidationError as error:
+        raise validation_error(error) from error
+    if chat.model != MODEL_ID:
+        raise ApiError(404, "model_not_found", f"unknown model {chat.model!r}; the only model is {MODEL_ID!r}")
+    return chat
+
+
+def turn_message(chat: CompletionRequest) -> tuple[int, str]:
+    """The index and text of the request's last user message (the turn's message)."""
+    for index in range(len(chat.messages) - 1, -1, -1):
+        if chat.messages[index].role == "user":
+            text = chat.messages[index].text()
+            if not text.strip():
+                raise ApiError(400, "empty_message", "the last user message must not be empty")
+            if len(text) > MAX_MESSAGE_CHARS:
+                raise ApiError(400, "invalid_request", f"the last user message is longer than {MAX_MESSAGE_CHARS:,} "
+                               "characters")
+            return index, text
+    raise ApiError(400, "invalid_request", "messages must contain a user message (the turn's message)")
+
+
+def client_instructions(chat: CompletionRequest) -> str:
+    text = "\n\n".join(m.text() for m in chat.messages if m.role in ("system", "developer") and m.text().strip())
+    if len(text) > MAX_CLIENT_SYSTEM_CHARS:
+        raise ApiError(400, "invalid_request", f"system messages hold at most {MAX_CLIENT_SYSTEM_CHARS:,} characters")
+    return text
+
+
+def target_session(text: str) -> tuple[ChatSession, bool]:
+    """The session named by `X-Session-Id` (404 if not the user's), else a new one."""
+    session_id = request.headers.get(SESSION_HEADER, "").strip()
+    if session_id:
+        session = get_session(get_db(), current_user().id, session_id[:64])
+        if session is None:
+            raise not_found("session")
+        return session, False
+    return new_session(" ".join(text.split())[:SESSION_NAME_CHARS]), True
+
+
+def import_history(session: ChatSession, chat: CompletionRequest, before: int, keep: int) -> None:
+    """Store the request's earlier user/assistant messages in a new session (its context)."""
+    earlier = [m for m in chat.messages[:before] if m.role in ("user", "assistant") and m.text().strip()]
+    for message in earlier[-keep:] if keep > 0 else []:
+        add_message(get_db(), session_id=session.id, user_id=current_user().id, role=message.role,
+                    content=message.text()[:MAX_MESSAGE_CHARS], meta={"imported": "openai"})
+
+
+@bp.post("/chat/completions")
+def chat_completions():  # type: ignore[no-untyped-def]
+    chat = parse_request()
+    index, text = turn_message(chat)
+    extra = client_instructions(chat)
+    services: TurnServices = current_app.extensions["turn_services"]
+    if extra:
+        services = dataclasses.replace(services, system_prompt=services.system_prompt + CLIENT_INSTRUCTIONS + extra)
+    seat = stream_seat() if chat.stream else None  # 429 before anything is written
+    session, created = target_session(text)
+    lease = runner().claim(session.id)  # 409 turn_in_progress while the session answers
+    if created:
+        try:
+            import_history(session, chat, index, services.settings.context_messages - 1)
+        except Exception:
+            runner().live.turns.abandon(lease)
+            raise
+    user = current_user()
+    prompt_chars = len(services.system_prompt) + sum(len(m.text()) for m in chat.messages)
+
+    def work(conn, emit, cancel):  # type: ignore[no-untyped-def]
+        result = run_turn(services, conn, user_id=user.id, session_id=session.id, text=text, emit=emit, cancel=cancel)
+        return turn_payload(result)
+
+    live = runner().live
+    runner().start(lease, work)
+    if chat.stream:
+        database = current_app.extensions["database"]
+
+        def load_tool(message_id: int) -> dict[str, Any] | None:
+            for message in recent_messages(database.thread_connection(), session.id, 20):
+                if message.id == message_id:
+                    return message.public()
+            return None
+
+        include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
+        translator = ChunkTranslator(lease.turn_id, prompt_chars, include_usage, load_tool)
+        plan = FollowPlan(session_id=session.id, after=lease.start_cursor, turn_id=lease.turn_id, only_turn=True)
+        response = live_response(ChunkStreamBody(live.bus, plan, translator, seat))
+    else:
+        response = live_response(CompletionBody(lease, prompt_chars))
+    response.headers[SESSION_HEADER] = session.id
+    return response
+
