@@ -184,6 +184,9 @@ def test_client_tools_are_refused(server: ServerUnderTest, fake: FakeLLMServer, 
      "client_tools_unsupported"),
     ({"messages": [{"role": "user", "content": "x"}]}, "invalid_request"),
     ({"model": "orchestrator", "messages": [{"role": "user", "content": "  "}]}, "empty_message"),
+    ({"model": "orchestrator", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]}, "invalid_request"),
+    ({"model": "orchestrator", "n": 2, "messages": [{"role": "user", "content": "x"}]}, "invalid_request"),
 ])
 def test_bad_bodies_answer_openai_shaped_400(server: ServerUnderTest, body: dict[str, Any], code: str) -> None:
     response = requests.post(f"{server.base}/v1/chat/completions", headers=server.auth(server.admin_token),
