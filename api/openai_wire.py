@@ -6,8 +6,10 @@ live events of `events/`) into what an OpenAI client parses; nothing here runs a
 - Errors: `{"error": {"message", "type", "code", "param"}}`, converted from our own error
   bodies, so every refusal (401, 400, 404, 409, 429, 502) keeps the code and message our
   other endpoints give.
-- Tool steps: Open WebUI's collapsible `<details type="tool_calls" done="true" ...>` block.
-  Every attribute is HTML-escaped (quotes, `<`, `>`, `&` and newlines), so no result can
+- Tool steps: Open WebUI's collapsible `<details type="tool_calls" done="true" ...>` block,
+  as Open WebUI itself writes it: `arguments` a JSON object (`{"command_line": "/remember
+  …"}`, the command the model wrote), `result` a JSON string (the tool result the model
+  read), `<summary>Tool Executed</summary>` inside. Every attribute is HTML-escaped (quotes, `<`, `>`, `&` and newlines), so no result can
   close the attribute or the element: `</details>` in a result stays text.
 - `usage`: the provider's token counts do not reach the HTTP layer (the pipeline keeps them
   per pass), so `usage` is an estimate, one token per 4 characters (rounded up) of what
@@ -63,11 +65,11 @@ def tool_block(message: dict[str, Any]) -> str:
     """One stored tool result (`Message.public()`) as Open WebUI's collapsed tool-call block."""
     meta = message.get("meta") or {}
     name = str(meta.get("command") or message["role"].removesuffix("_tools"))
-    arguments = str(meta.get("command_line") or "")
-    result = str(message.get("content") or "")
+    arguments = json.dumps({"command_line": str(meta.get("command_line") or "")}, ensure_ascii=False)
+    result = json.dumps(str(message.get("content") or ""), ensure_ascii=False)
     return (f'<details type="tool_calls" done="true" id="call_{int(message["id"])}" name="{attribute(name)}" '
             f'arguments="{attribute(arguments)}" result="{attribute(result)}">\n'
-            f"<summary>Tool Executed: {html.escape(name)}</summary>\n</details>\n\n")
+            f"<summary>Tool Executed</summary>\n</details>\n\n")
 
 
 def answer_tail(payload: dict[str, Any], shown: str) -> str:

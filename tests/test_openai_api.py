@@ -3,6 +3,7 @@ the hand-off of live answers), its model a fake OpenAI-compatible server on loop
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -125,8 +126,8 @@ def test_tool_turn_answers_a_details_block(server: ServerUnderTest, fake: FakeLL
     details = [attrs for tag, attrs in parser.elements if tag == "details"]
     assert len(details) == 1
     assert details[0]["name"] == "remember"
-    assert details[0]["arguments"] == "/remember likes green tea"
-    assert "green tea" in (details[0]["result"] or "")
+    assert json.loads(details[0]["arguments"] or "") == {"command_line": "/remember likes green tea"}
+    assert "green tea" in json.loads(details[0]["result"] or "")
     assert len(fake.requests) == 2  # the tool pass and the answer pass
 
 
@@ -140,7 +141,8 @@ def test_tool_result_cannot_break_out_of_its_block() -> None:
     parser.feed(block)
     assert [tag for tag, _ in parser.elements] == ["details", "summary"]
     attrs = parser.elements[0][1]
-    assert attrs["result"] == BREAKOUT and attrs["arguments"] == f"/remember {BREAKOUT}"
+    assert json.loads(attrs["result"] or "") == BREAKOUT
+    assert json.loads(attrs["arguments"] or "") == {"command_line": f"/remember {BREAKOUT}"}
 
 
 def test_a_real_tool_result_with_markup_stays_inside(server: ServerUnderTest, fake: FakeLLMServer) -> None:
@@ -150,7 +152,7 @@ def test_a_real_tool_result_with_markup_stays_inside(server: ServerUnderTest, fa
     parser = DetailsParser()
     parser.feed(content)
     assert [tag for tag, _ in parser.elements] == ["details", "summary"]
-    assert parser.elements[0][1]["arguments"] == f"/remember {BREAKOUT}"
+    assert json.loads(parser.elements[0][1]["arguments"] or "") == {"command_line": f"/remember {BREAKOUT}"}
 
 
 def test_bad_token_is_an_authentication_error(server: ServerUnderTest) -> None:
