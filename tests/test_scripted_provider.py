@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from activities.drafts import parse_draft, schema_text
 from cancellation import CancelToken
 from providers import (
     ChatMessage,
@@ -196,6 +197,29 @@ def test_demo_script_drives_the_tool_commands() -> None:
     assert result == "Here is what I found:\n\n<details>RESULT</details>"
     default = provider.complete(user("hi"))
     assert default is not None and not default.startswith("/")
+
+
+
+def test_demo_script_shows_a_widget_and_run_code() -> None:
+    provider = build_provider(ProviderConfig(provider="scripted", scripted_replies=str(DEMO)))
+    quiz = provider.complete(user("give me a quiz"))
+    assert quiz is not None
+    assert quiz.splitlines() == ["/ask_choice favourite_drink Which drink do you prefer?", "green tea", "coffee",
+                                 "water"]
+    program = provider.complete(user("run some python"))
+    assert program is not None and program.splitlines()[0] == "/run_code python"
+    assert "print(" in program
+
+
+def test_demo_script_answers_the_generation_prompt_with_a_valid_python_draft() -> None:
+    provider = build_provider(ProviderConfig(provider="scripted", scripted_replies=str(DEMO)))
+    prompt = ("Write practice problem 2 of 3 about: adding numbers\nLanguage: python. Difficulty: easy.\n"
+              f"Answer with JSON of this shape:\n{schema_text('python')}\n")
+    reply = provider.complete(user(prompt))
+    assert reply is not None
+    draft, cases = parse_draft(reply, "python")
+    assert draft.title == "Sum of two numbers" and len(cases) == 3
+    assert "print(a + b)" in draft.reference_solution and "print(a + b)" not in draft.starter_code
 
 
 # --- bad files -------------------------------------------------------------------------------
