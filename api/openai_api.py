@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 from typing import Any, Literal
 
 from flask import Blueprint, Response, current_app, jsonify, request
@@ -46,7 +47,8 @@ from api.openai_wire import MODEL_ID, ChunkTranslator, openai_error
 from api.sessions import new_session
 from api.turns import runner, turn_payload
 from events.follow import FollowPlan
-from pipeline.turn import TurnServices, run_turn
+from cancellation import CancelToken
+from pipeline.turn import EventSink, TurnServices, run_turn
 from storage.messages import add_message, recent_messages
 from storage.sessions import ChatSession, get_session
 
@@ -204,7 +206,7 @@ def chat_completions():  # type: ignore[no-untyped-def]
     user = current_user()
     prompt_chars = len(services.system_prompt) + sum(len(m.text()) for m in chat.messages)
 
-    def work(conn, emit, cancel):  # type: ignore[no-untyped-def]
+    def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
         result = run_turn(services, conn, user_id=user.id, session_id=session.id, text=text, emit=emit, cancel=cancel)
         return turn_payload(result)
 

@@ -39,7 +39,7 @@ def json_answer(status: int, payload: dict[str, Any]) -> Response:
 
 
 async def send_json(start: ASGIMessage, send: Send, status: int, payload: dict[str, Any],
-                    extra: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
+                    extra: tuple[tuple[bytes, bytes], ...] = ()) -> None:
     body = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
     drop = (b"content-length", b"content-type", b"cache-control", b"x-accel-buffering")
     headers = _headers(start, drop) + [(b"content-type", b"application/json"),
@@ -123,7 +123,7 @@ class ChunkStreamBody:
             verdict = self.seat.take()
             if not verdict.allowed:
                 await send_json(start, send, 429, openai_error(429, refusal_body(verdict)),
-                                [(b"retry-after", str(verdict.retry_after_s).encode())])
+                                ((b"retry-after", str(verdict.retry_after_s).encode()),))
                 return
         try:
             await self._stream(start, send, receive)

@@ -271,6 +271,17 @@ def test_provider_failure_is_502(server: ServerUnderTest, fake: FakeLLMServer, s
     assert caught.value.body["code"] == "provider_unavailable"
 
 
+def test_a_failure_after_the_first_frame_is_an_error_frame(server: ServerUnderTest, fake: FakeLLMServer) -> None:
+    fake.reset(default_reply=500)
+    fake.queue("/remember likes tea")  # the tool runs and its block is sent; then every model call fails
+    seen: list[str] = []
+    with pytest.raises(openai.APIError) as caught:
+        for chunk in ask(server, "remember tea", stream=True):
+            seen.append(chunk.choices[0].delta.content or "" if chunk.choices else "")
+    assert "".join(seen).startswith('<details type="tool_calls"')
+    assert "provider" in caught.value.message
+
+
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLMServer) -> Iterator[ServerUnderTest]:
     env = {"LLM_PROVIDER": "openai", "LLM_BASE_URL": llm.openai_base_url, "LLM_MODEL": "m",
