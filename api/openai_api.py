@@ -13,7 +13,7 @@ conversation on every request; our session is the context the pipeline builds fr
   tool results the client only saw as blocks). Not the user's session: 404.
 - Without it a new session is created (it spends the `sessions` budget) and returned in the
   `X-Session-Id` response header. The request's earlier `user`/`assistant` messages (the
-  last `CONTEXT_MESSAGES` of them) are stored into it first, marked `meta.imported`, so
+  last `CONTEXT_MESSAGES - 1` of them) are stored into it first, marked `meta.imported`, so
   the model answers in the conversation the client shows, and the web UI shows it too. A
   client that resends history without the header therefore gets a fresh session each time,
   seeded with that history: correct answers, at the price of one session per request.
