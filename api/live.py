@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -116,6 +117,33 @@ def _headers(start: ASGIMessage, drop: tuple[bytes, ...]) -> list[tuple[bytes, b
     return [(name, value) for name, value in start.get("headers", []) if name.lower() not in drop]
 
 
+@dataclass
+class ClientWatch:
+    """`wakeup` fires when the client leaves; `gone` says it has."""
+
+    wakeup: Wakeup
+    gone: bool = False
+
+
+@asynccontextmanager
+async def watching_client(receive: Receive) -> AsyncIterator[ClientWatch]:
+    """Watch for the client leaving while a body is written from the event loop: reading
+    `receive` is the only way an ASGI app learns it, so one task reads it meanwhile."""
+    client = ClientWatch(Wakeup(asyncio.get_running_loop()))
+
+    async def listen() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        client.gone = True
+        client.wakeup.fire()
+
+    listener = asyncio.create_task(listen())
+    try:
+        yield client
+    finally:
+        listener.cancel()
+
+
 class EventStreamBody:
     """SSE frames of one followed run, with heartbeats after `heartbeat_s` of silence."""
 
@@ -167,27 +195,15 @@ class EventStreamBody:
     async def _stream(self, start: ASGIMessage, send: Send, receive: Receive) -> None:
         await send({"type": "http.response.start", "status": start.get("status", 200),
                     "headers": _headers(start, (b"content-length",))})
-        wakeup = Wakeup(asyncio.get_running_loop())
-        gone = [False]
-
-        async def watch() -> None:  # the only way an ASGI app learns that its client left
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            gone[0] = True
-            wakeup.fire()
-
-        watcher = asyncio.create_task(watch())
-        try:
-            await self._follow(send, wakeup, gone)
+        async with watching_client(receive) as client:
+            await self._follow(send, client)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-        finally:
-            watcher.cancel()
 
-    async def _follow(self, send: Send, wakeup: Wakeup, gone: list[bool]) -> None:
+    async def _follow(self, send: Send, client: ClientWatch) -> None:
         follower = StreamFollower(self.bus, self.plan)
         await send({"type": "http.response.body", "body": f"retry: {RETRY_MS}\n\n".encode(), "more_body": True})
         quiet_since = time.monotonic()
-        while not gone[0]:
+        while not client.gone:
             events, finished = follower.step()
             if events:
                 quiet_since = time.monotonic()
@@ -196,9 +212,9 @@ class EventStreamBody:
             if finished:
                 return
             left = self.bus.heartbeat_s - (time.monotonic() - quiet_since)
-            if left > 0 and await self.bus.wait_async(self.plan.session_id, follower.cursor, left, wakeup):
+            if left > 0 and await self.bus.wait_async(self.plan.session_id, follower.cursor, left, client.wakeup):
                 continue
-            if not gone[0] and time.monotonic() - quiet_since >= self.bus.heartbeat_s:
+            if not client.gone and time.monotonic() - quiet_since >= self.bus.heartbeat_s:
                 data = frame(follower.heartbeat()).encode()
                 await send({"type": "http.response.body", "body": data, "more_body": True})
                 quiet_since = time.monotonic()

@@ -21,10 +21,10 @@ from typing import Any
 
 from flask import Response, jsonify
 
-from api.live import SSE_HEADERS, Receive, Send, StreamSeat, _headers
+from api.live import SSE_HEADERS, ClientWatch, Receive, Send, StreamSeat, _headers, watching_client
 from api.openai_wire import ChunkTranslator, chat_completion, openai_error
 from api.refusal import refusal_body, refuse_unless
-from events.bus import Event, EventBus, Wakeup
+from events.bus import Event, EventBus
 from events.follow import FollowPlan, StreamFollower
 from events.turns import TurnLease
 
@@ -132,22 +132,10 @@ class ChunkStreamBody:
                 self.seat.give_back()
 
     async def _stream(self, start: ASGIMessage, send: Send, receive: Receive) -> None:
-        wakeup = Wakeup(asyncio.get_running_loop())
-        gone = [False]
+        async with watching_client(receive) as client:
+            await self._follow(start, send, client)
 
-        async def watch() -> None:  # the only way an ASGI app learns that its client left
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            gone[0] = True
-            wakeup.fire()
-
-        watcher = asyncio.create_task(watch())
-        try:
-            await self._follow(start, send, wakeup, gone)
-        finally:
-            watcher.cancel()
-
-    async def _follow(self, start: ASGIMessage, send: Send, wakeup: Wakeup, gone: list[bool]) -> None:
+    async def _follow(self, start: ASGIMessage, send: Send, client: ClientWatch) -> None:
         follower = StreamFollower(self.bus, self.plan)
         started = False
 
@@ -160,7 +148,7 @@ class ChunkStreamBody:
             await send({"type": "http.response.body", "body": data.encode(), "more_body": more})
 
         quiet_since = time.monotonic()
-        while not gone[0]:
+        while not client.gone:
             events, finished = follower.step()
             if any(event.name == "message.stored" for event in events):
                 out = await asyncio.to_thread(self.translate, events)  # reads the tool result back
@@ -176,8 +164,8 @@ class ChunkStreamBody:
                 await write("", more=False)
                 return
             left = self.bus.heartbeat_s - (time.monotonic() - quiet_since)
-            if left > 0 and await self.bus.wait_async(self.plan.session_id, follower.cursor, left, wakeup):
+            if left > 0 and await self.bus.wait_async(self.plan.session_id, follower.cursor, left, client.wakeup):
                 continue
-            if not gone[0] and time.monotonic() - quiet_since >= self.bus.heartbeat_s:
+            if not client.gone and time.monotonic() - quiet_since >= self.bus.heartbeat_s:
                 await write(HEARTBEAT)
                 quiet_since = time.monotonic()
