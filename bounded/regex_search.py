@@ -18,15 +18,7 @@ from typing import Any
 
 import regex
 
-
-def text_lines(text: str) -> list[str]:
-    """Lines split on `\\n` only, `\\r` dropped (the same rule as `tools.workspace.fs.text_lines`)."""
-    if not text:
-        return []
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+from text_lines import text_lines
 
 
 def search(args: dict[str, Any], frames: Iterator[bytes]) -> dict[str, Any]:

@@ -20,7 +20,8 @@ from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 from tools.workspace.edit_blocks import apply_blocks, parse_blocks
-from tools.workspace.fs import check_quota, decode_text, read_bytes, text_lines, walk_workspace, write_atomic
+from text_lines import text_lines
+from tools.workspace.fs import check_quota, decode_text, read_bytes, walk_workspace, write_atomic
 from tools.workspace.paths import SafePath, resolve_path, workspace_root
 
 MAX_READ_LINES = 400

@@ -266,15 +266,3 @@ def check_quota(walk: Walk, path: str, new_size: int) -> None:
         )
 
 
-def text_lines(text: str) -> list[str]:
-    """Lines split on `\\n` only (a final newline does not start a new line), `\\r` dropped.
-
-    `str.splitlines` would also break at form feeds and U+2028, so line numbers would
-    disagree with editors and with `/edit_file`'s counting.
-    """
-    if not text:
-        return []
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
