@@ -56,5 +56,6 @@ def call(name: str):  # type: ignore[no-untyped-def]
         status = STATUS_BY_CODE.get(code, 500)
         if tool.error_style == "task":  # SPEC section 10's error shape
             return jsonify({"success": False, "error_code": code, "message": result.message}), status
-        raise ApiError(status, code, result.message)
+        details = None if result.details is None else [problem.model_dump() for problem in result.details]
+        raise ApiError(status, code, result.message, details)  # the person's message; the model's hint stays in chat
     return jsonify(result.output)

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from commands.detect import Command
-from tools.base import CommandBinding, ErrorCode, ToolContext, ToolResult
+from tools.base import FIX_HINT, CommandBinding, ErrorCode, ToolContext, ToolResult
 from tools.registry import ToolRegistry
-from tools.runner import FIX_HINT, run_tool
+from tools.runner import run_tool
 
 ROUTER_ROLE = "router_tools"
 
@@ -51,15 +51,15 @@ def refuse(command: Command, registry: ToolRegistry, message: str) -> Routed:
     """A command that is not run: a VALIDATION_FAILED result under the tool's own role."""
     tool = registry.for_command(command.name)
     role, name = (tool.result_role, tool.name) if tool is not None else (ROUTER_ROLE, "router")
-    return Routed(role, ToolResult.failure(name, ErrorCode.VALIDATION_FAILED, f"{message}. {FIX_HINT}"), False)
+    return Routed(role, ToolResult.failure(name, ErrorCode.VALIDATION_FAILED, f"{message}.", hint=FIX_HINT), False)
 
 
 def route(command: Command, registry: ToolRegistry, ctx: ToolContext) -> Routed:
     tool = registry.for_command(command.name)
     if tool is None or tool.command is None:
         valid = ", ".join(f"/{t.command.name}" for t in registry.commands() if t.command)
-        message = f"unknown command /{command.name}. Valid commands: {valid}. {FIX_HINT}"
-        return Routed(ROUTER_ROLE, ToolResult.failure("router", ErrorCode.UNKNOWN_COMMAND, message), False)
+        message = f"unknown command /{command.name}. Valid commands: {valid}."
+        return Routed(ROUTER_ROLE, ToolResult.failure("router", ErrorCode.UNKNOWN_COMMAND, message, hint=FIX_HINT), False)
     result = run_tool(tool, command_input(tool.command, command), ctx)
     return Routed(
         tool.result_role,

@@ -253,7 +253,7 @@ def test_refuse_answers_under_the_tools_own_role(registry: ToolRegistry) -> None
         routed = refuse(command, registry, "the body was cut")
         assert (routed.role, routed.result.tool, routed.result.ok) == (role, tool, False)
         assert routed.result.error_code == ErrorCode.VALIDATION_FAILED
-        assert routed.result.message.startswith("the body was cut. Fix the command")
+        assert routed.result.display_text() == "Error: VALIDATION_FAILED: the body was cut. Fix the command and try again."
 
 
 class _BigInput(ToolInput):
@@ -311,8 +311,8 @@ def test_validation_failure_lists_usage(
     assert routed.result.tool == tool
     binding = registry.get(tool).command  # type: ignore[union-attr]
     assert binding is not None
-    assert f"Usage: {binding.usage}" in routed.result.message
-    assert binding.example in routed.result.message
+    assert f"Usage: {binding.usage}" in routed.result.display_text()
+    assert binding.example in routed.result.hint
 
 
 def test_a_tool_without_body_ignores_following_lines(registry: ToolRegistry, ctx: ToolContext) -> None:

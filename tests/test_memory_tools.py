@@ -233,7 +233,7 @@ def test_bad_query_is_a_validation_error(world: World, query: str, code: str) ->
     result = world.search(query)
     assert result.ok is False
     assert result.error_code == code
-    assert "Usage: /memory_search" in result.message
+    assert "Usage: /memory_search" in result.hint
 
 
 def test_unknown_field_is_refused(world: World) -> None:
@@ -348,7 +348,7 @@ def test_remember_validation(world: World, payload: dict[str, Any], ok: bool) ->
     assert result.ok is ok, result.message
     if not ok:
         assert result.error_code == "VALIDATION_FAILED"
-        assert "Usage: /remember <fact>" in result.message
+        assert "Usage: /remember <fact>" in result.hint
         assert world.conn.execute("SELECT count(*) FROM user_memories").fetchone()[0] == 0
 
 

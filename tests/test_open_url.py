@@ -214,7 +214,7 @@ def test_large_json_is_shown_as_sent(web: FakeWebServer) -> None:
 
 def test_missing_url_is_a_validation_error() -> None:
     result = open_url("")
-    assert result.error_code == "VALIDATION_FAILED" and "Usage: /open_url <url>" in result.message
+    assert result.error_code == "VALIDATION_FAILED" and "Usage: /open_url <url>" in result.hint
 
 
 def test_chat_turn_opens_a_page_and_second_pass_sees_its_text(make_app, fake_llm, web: FakeWebServer) -> None:

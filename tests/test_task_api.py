@@ -165,5 +165,6 @@ def test_a_task_error_in_chat_is_a_stored_result_the_model_sees(client, auth, co
 
 def test_chat_usage_error_lists_the_usage(client, auth, course, fake_llm):
     fake_llm.queue("/go_back basics", "I need a reason.")
-    meta = chat(client, auth, "reopen basics")["messages"][1]["meta"]
-    assert meta["code"] == "VALIDATION_FAILED" and "/go_back <task_id> <reason>" in meta["message"]
+    stored = chat(client, auth, "reopen basics")["messages"][1]
+    assert stored["meta"]["code"] == "VALIDATION_FAILED" and "reason: Field required" in stored["meta"]["message"]
+    assert "Usage: /go_back &lt;task_id&gt; &lt;reason&gt;" in stored["content"]  # the model's hint, in the contract

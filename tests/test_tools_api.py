@@ -52,3 +52,32 @@ def test_direct_call_errors_use_the_tool_codes(client, auth):
         assert response.get_json()["error"]["code"] == code
     bad = client.post("/tools/remember", data="not json", headers={**auth, "Content-Type": "application/json"})
     assert bad.status_code == 400 and bad.get_json()["error"]["code"] == "invalid_json"
+
+
+def test_direct_call_errors_are_written_for_a_person(client, auth):
+    """Over HTTP the message says what is wrong and `details` names each field; the model's
+    usage line and "Fix the command" stay in the chat contract."""
+    body = client.post("/tools/remember", json={"importance": "high"}, headers=auth).get_json()["error"]
+    assert body["code"] == "VALIDATION_FAILED"
+    assert body["message"].startswith("invalid arguments for remember: fact: Field required")
+    assert "Usage" not in body["message"] and "Fix the command" not in body["message"]
+    assert {problem["field"] for problem in body["details"]} == {"fact", "importance"}
+    assert all(set(problem) == {"field", "message"} for problem in body["details"])
+    missing_judge = client.post("/tools/run_code", json={"language": "python", "code": "print(1)"}, headers=auth)
+    assert missing_judge.status_code == 503
+    assert "instead" not in missing_judge.get_json()["error"]["message"]
+
+
+def test_direct_call_names_at_most_twenty_wrong_fields(client, auth):
+    junk = {f"{'k' * 500}{index}": index for index in range(5_000)}
+    error = client.post("/tools/remember", json={"fact": "x", **junk}, headers=auth).get_json()["error"]
+    assert error["code"] == "VALIDATION_FAILED" and len(error["details"]) == 20
+    assert all(len(problem["field"]) <= 101 for problem in error["details"])
+
+
+def test_the_chat_contract_keeps_the_models_hint(client, auth, fake_llm):
+    fake_llm.queue("/remember", "Sorry.")
+    stored = client.post("/chat", json={"message": "remember nothing"}, headers=auth).get_json()["messages"][1]
+    assert "> Error: VALIDATION_FAILED: invalid arguments for remember: fact: Field required." in stored["content"]
+    assert "Usage: /remember &lt;fact&gt;" in stored["content"] and "Fix the command and try again." in stored["content"]
+    assert "Usage" not in stored["meta"]["message"]

@@ -187,7 +187,7 @@ def test_wmo_codes_map_to_words(code, words):
 def test_no_place_and_no_saved_location(world, api):
     result = world.run()
     assert not result.ok and result.error_code == ErrorCode.VALIDATION_FAILED
-    assert "Ask the user" in result.message and "save" in result.message
+    assert "Ask the user" in result.hint and "save a default location" in result.message
     assert not api.calls
 
 
@@ -209,7 +209,7 @@ def test_unknown_place_is_not_found(world, api, body):
 
 def test_place_too_long_fails_validation(world, api):
     result = world.run(place="x" * 201)
-    assert result.error_code == ErrorCode.VALIDATION_FAILED and "Usage: /weather [place]" in result.message
+    assert result.error_code == ErrorCode.VALIDATION_FAILED and "Usage: /weather [place]" in result.hint
 
 
 @pytest.mark.parametrize(

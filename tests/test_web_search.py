@@ -230,7 +230,7 @@ def test_normalise_url_merges_spellings_of_one_page(a: str, b: str) -> None:
 
 def test_empty_query_is_a_validation_error() -> None:
     result = search("   ", search_url=SEARX)
-    assert result.error_code == "VALIDATION_FAILED" and "Usage: /web_search <query>" in result.message
+    assert result.error_code == "VALIDATION_FAILED" and "Usage: /web_search <query>" in result.hint
 
 
 # One chat turn through the pipeline --------------------------------------------------------

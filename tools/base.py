@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from storage.db import Database
 
 
+FIX_HINT = "Fix the command and try again."  # the model's cue to retry a refused command
+
+
 class ErrorCode(StrEnum):
     """Codes a tool result can carry; the message says how to fix the call."""
 
@@ -49,12 +52,18 @@ class ErrorCode(StrEnum):
 
 
 class ToolFailure(Exception):
-    """Raised by a handler to report an expected failure with a code and a fix hint."""
+    """Raised by a handler to report an expected failure with a code and a fix hint.
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    `message` is written for a person: what went wrong and how to fix it, the same words
+    whoever called (a chat command, `POST /tools/<name>`). `hint` is advice for the model
+    only ("explain the code instead"), shown in the chat contract and nowhere else.
+    """
+
+    def __init__(self, code: ErrorCode, message: str, hint: str = "") -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+        self.hint = hint
 
 
 class ToolInput(BaseModel):
@@ -156,6 +165,16 @@ class Tool(Generic[InputT, OutputT]):
         }
 
 
+class FieldProblem(BaseModel):
+    """One invalid input field, as `POST /tools/<name>` reports it in `error.details`
+    (the shape of every other 400 `invalid_request` of the HTTP API)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    field: str
+    message: str
+
+
 class ToolResult(BaseModel):
     """The outcome of one tool call, stored in a message's `meta` and shown to the model."""
 
@@ -166,15 +185,22 @@ class ToolResult(BaseModel):
     output: dict[str, Any] | None = None
     text: str = ""
     error_code: str | None = None
-    message: str = ""
+    message: str = ""  # for a person: the same words over HTTP, in the UI and in the contract
+    hint: str = ""  # for the model only: usage, an example, what to do instead (never over HTTP)
+    details: list[FieldProblem] | None = None  # which input fields were wrong, when validation failed
     duration_ms: float = 0.0
 
     @classmethod
-    def failure(cls, tool: str, code: ErrorCode | str, message: str, duration_ms: float = 0.0) -> ToolResult:
-        return cls(tool=tool, ok=False, error_code=str(code), message=message, duration_ms=duration_ms)
+    def failure(
+        cls, tool: str, code: ErrorCode | str, message: str, duration_ms: float = 0.0,
+        *, hint: str = "", details: list[FieldProblem] | None = None,
+    ) -> ToolResult:
+        return cls(tool=tool, ok=False, error_code=str(code), message=message, hint=hint, details=details,
+                   duration_ms=duration_ms)
 
     def display_text(self) -> str:
-        """What goes inside the contract block: the rendered output or an `Error:` line."""
+        """What goes inside the contract block: the rendered output or an `Error:` line
+        (the person's message, then the model's hint)."""
         if self.ok:
             return self.text
-        return f"Error: {self.error_code}: {self.message}"
+        return " ".join(part for part in (f"Error: {self.error_code}: {self.message}", self.hint) if part)

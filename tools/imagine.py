@@ -73,7 +73,8 @@ def _image_bytes(response: requests.Response, ctx: ToolContext) -> bytes:
 def imagine(data: ImagineInput, ctx: ToolContext) -> ImagineOutput:
     settings = ctx.settings
     if not settings.image_provider or not settings.image_base_url:
-        raise ToolFailure(ErrorCode.NOT_CONFIGURED, "image generation is not configured (IMAGE_PROVIDER, IMAGE_BASE_URL); answer without an image.")
+        raise ToolFailure(ErrorCode.NOT_CONFIGURED, "image generation is not configured (IMAGE_PROVIDER, IMAGE_BASE_URL).",
+                          hint="Answer without an image.")
     base = settings.image_base_url.rstrip("/")
     if settings.image_provider == "openai":
         payload = {"model": settings.image_model or "gpt-image-1", "prompt": data.prompt, "n": 1,

@@ -143,5 +143,8 @@ def bounded(result: ToolResult) -> ToolResult:
     message = replace_surrogates(clip_text(result.message, MAX_MESSAGE_CHARS))
     if message != result.message:
         changes["message"] = message
+    hint = replace_surrogates(clip_text(result.hint, MAX_MESSAGE_CHARS))
+    if hint != result.hint:
+        changes["hint"] = hint
     return result.model_copy(update=changes) if changes else result
 

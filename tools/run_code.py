@@ -14,9 +14,10 @@ from pydantic import Field
 from judge.files import SubmissionError
 from judge.languages import LANGUAGES
 from judge.models import Language, RunRequest
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import FIX_HINT, CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 
 SHOWN_OUTPUT_CHARS = 4000
+EXPLAIN_INSTEAD = "Explain the code instead."
 
 
 class RunCodeInput(ToolInput):
@@ -48,15 +49,17 @@ class RunCodeOutput(ToolOutput):
 def run_code(data: RunCodeInput, ctx: ToolContext) -> RunCodeOutput:
     judge: Any = ctx.extras.get("judge")
     if judge is None:
-        raise ToolFailure(ErrorCode.NOT_CONFIGURED, "code execution is not available on this server; explain the code instead.")
+        raise ToolFailure(ErrorCode.NOT_CONFIGURED, "code execution is not available on this server.",
+                          hint=EXPLAIN_INSTEAD)
     available, reason = judge.available()
     if not available:
-        raise ToolFailure(ErrorCode.NOT_CONFIGURED, f"the code judge is unavailable ({reason}); explain the code instead.")
+        raise ToolFailure(ErrorCode.NOT_CONFIGURED, f"the code judge is unavailable ({reason}); try again later.",
+                          hint=EXPLAIN_INSTEAD)
     entry = LANGUAGES[data.language].entry
     try:
         verdict = judge.run(RunRequest(language=data.language, files={entry: data.code}, stdin=data.stdin), ctx.cancel)
     except SubmissionError as error:
-        raise ToolFailure(ErrorCode.VALIDATION_FAILED, f"{error}. Fix the command and try again.") from error
+        raise ToolFailure(ErrorCode.VALIDATION_FAILED, f"{error}.", hint=FIX_HINT) from error
     return RunCodeOutput(language=data.language, **verdict.model_dump(exclude={"tests"}))
 
 

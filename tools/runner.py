@@ -17,27 +17,36 @@ from typing import Any
 from pydantic import ValidationError
 
 from cancellation import Cancelled
-from tools.base import ErrorCode, Tool, ToolContext, ToolFailure, ToolResult
+from tools.base import FIX_HINT, ErrorCode, FieldProblem, Tool, ToolContext, ToolFailure, ToolResult
 from tools.result_caps import bounded
 
 log = logging.getLogger("tools")
 
-FIX_HINT = "Fix the command and try again."
+MAX_PROBLEMS = 20  # a body of 10,000 unknown keys is one answer, not 10,000 lines
+MAX_FIELD_CHARS = 100  # a field name comes from the caller (an unknown key) and may be huge
+
+
+def field_problems(error: ValidationError) -> list[FieldProblem]:
+    """The invalid fields, named as the caller wrote them (cut to a readable length)."""
+    problems = []
+    for item in error.errors()[:MAX_PROBLEMS]:
+        field = ".".join(str(part) for part in item["loc"]) or "input"
+        if len(field) > MAX_FIELD_CHARS:
+            field = field[:MAX_FIELD_CHARS] + "…"
+        problems.append(FieldProblem(field=field, message=item["msg"]))
+    return problems
 
 
 def describe_validation_error(error: ValidationError) -> str:
-    """One line per problem, naming the field as the model wrote it."""
-    parts = []
-    for item in error.errors():
-        field = ".".join(str(part) for part in item["loc"]) or "input"
-        parts.append(f"{field}: {item['msg']}")
-    return "; ".join(parts)
+    """One clause per problem: `field: what is wrong`."""
+    return "; ".join(f"{problem.field}: {problem.message}" for problem in field_problems(error))
 
 
 def usage_hint(tool: Tool[Any, Any]) -> str:
+    """How the model writes this command (chat only; an HTTP caller has `GET /tools`)."""
     if tool.command is None:
-        return ""
-    return f" Usage: {tool.command.usage}. Example: {tool.command.example}."
+        return FIX_HINT
+    return f"Usage: {tool.command.usage}. Example: {tool.command.example}. {FIX_HINT}"
 
 
 def run_tool(tool: Tool[Any, Any], raw_input: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -55,13 +64,14 @@ def _run(tool: Tool[Any, Any], raw_input: dict[str, Any], ctx: ToolContext) -> T
     try:
         data = tool.input_model.model_validate(raw_input)
     except ValidationError as error:
-        message = f"invalid arguments for {tool.name}: {describe_validation_error(error)}.{usage_hint(tool)} {FIX_HINT}"
-        return ToolResult.failure(tool.name, ErrorCode.VALIDATION_FAILED, message, elapsed())
+        message = f"invalid arguments for {tool.name}: {describe_validation_error(error)}."
+        return ToolResult.failure(tool.name, ErrorCode.VALIDATION_FAILED, message, elapsed(),
+                                  hint=usage_hint(tool), details=field_problems(error))
     ctx = dataclasses.replace(ctx, deadline=time.monotonic() + tool.timeout_s)
     try:
         output = tool.handler(data, ctx)
     except ToolFailure as failure:
-        return ToolResult.failure(tool.name, failure.code, failure.message, elapsed())
+        return ToolResult.failure(tool.name, failure.code, failure.message, elapsed(), hint=failure.hint)
     except Cancelled:
         return ToolResult.failure(tool.name, ErrorCode.CANCELLED, f"{tool.name} was stopped by the user.", elapsed())
     except Exception:

@@ -237,8 +237,9 @@ def saved_location(ctx: ToolContext) -> str:
     if field is None or not isinstance(field.value, str) or not field.value.strip():
         raise ToolFailure(
             ErrorCode.VALIDATION_FAILED,
-            "no place given and the user has no saved location. Ask the user which place they mean, then call"
-            " /weather <place> (e.g. /weather Paris); the user can also save a default location in their profile.",
+            "no place given and no saved location; give a place (e.g. Paris), or save a default location in"
+            " the profile.",
+            hint="Ask the user which place they mean, then call /weather <place> (e.g. /weather Paris).",
         )
     return field.value.strip()
 
