@@ -19,6 +19,7 @@ closed, as nginx and Node do (their defaults: 32 KiB and 16 KiB of head).
 from __future__ import annotations
 
 import asyncio
+import json
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
@@ -119,9 +120,9 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
             return
         self._refused = True
         self._disarm()
-        message = reason.encode("ascii")
+        message = json.dumps({"error": {"code": "headers_too_large", "message": reason}}).encode("ascii")
         self.transport.write(b"".join([
-            STATUS_LINE[431], b"content-type: text/plain; charset=utf-8\r\nx-content-type-options: nosniff\r\n",
+            STATUS_LINE[431], b"content-type: application/json\r\nx-content-type-options: nosniff\r\n",
             b"content-length: ", str(len(message)).encode("ascii"), b"\r\n", b"connection: close\r\n\r\n",
             message]))
         self.transport.close()
