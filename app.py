@@ -30,6 +30,7 @@ from api import instructor
 from api import headers as security_headers
 from api import rate_limits
 from api import openai_api
+from api import openapi
 from api import bodies
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
@@ -181,6 +182,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     blueprints = (auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui,
                   instructor)
     blueprints += (openai_api,)  # /v1: the OpenAI-compatible API (SPEC 11)
+    blueprints += (openapi,)  # GET /openapi.json and GET /docs (api/openapi.py)
     for blueprint in (module.bp for module in blueprints):
         app.register_blueprint(blueprint)
     return app

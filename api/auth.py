@@ -73,6 +73,18 @@ def current_user() -> User:
     return g.user
 
 
+class UserOut(BaseModel):
+    """The signed-in user: what `POST /api/login` and `GET /api/me` answer."""
+
+    id: int
+    name: str
+    role: str
+
+
+def user_out(user: User) -> dict[str, object]:
+    return UserOut(id=user.id, name=user.name, role=user.role).model_dump(mode="json")
+
+
 class LoginRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     token: str = Field(min_length=1, max_length=200)
@@ -95,7 +107,7 @@ def login():  # type: ignore[no-untyped-def]
     session.clear()
     session[SESSION_KEY] = session_id
     session.permanent = True
-    return jsonify({"id": user.id, "name": user.name, "role": user.role})
+    return jsonify(user_out(user))
 
 
 @bp.post("/api/logout")
@@ -110,5 +122,4 @@ def logout():  # type: ignore[no-untyped-def]
 @bp.get("/api/me")
 def me():  # type: ignore[no-untyped-def]
     require_user()
-    user = current_user()
-    return jsonify({"id": user.id, "name": user.name, "role": user.role})
+    return jsonify(user_out(current_user()))

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 from flask import Blueprint, current_app, jsonify
+from pydantic import BaseModel, Field
 
 from api.database import database as app_database
 from provider_hints import fix_hint, probe_failure
@@ -24,6 +25,53 @@ bp = Blueprint("health", __name__)
 
 PROBE_TTL_S = 30.0
 PROBE_TIMEOUT_S = 2.0
+
+
+class DatabaseState(BaseModel):
+    ok: bool
+    state: Literal["ok", "read_only", "full", "locked", "unavailable"]
+    detail: str
+    free_bytes: int | None
+    probe_ms: float
+
+
+class BreakerView(BaseModel):
+    state: str = Field(description="`closed`, `open` or `half_open`")
+    failures: int
+    retry_at: str | None
+
+
+class ProviderEntry(BaseModel):
+    """One provider of the chain; `hint` (what an operator can do) only when it does not answer,
+    `breaker` only when circuit breaking is on."""
+
+    name: str
+    model: str | None
+    ok: bool
+    detail: str
+    hint: str | None = None
+    breaker: BreakerView | None = None
+
+
+class ProviderState(ProviderEntry):
+    """The primary provider's entry; `ok` says whether the chain as a whole can answer."""
+
+    chain: list[ProviderEntry]
+
+
+class JudgeState(BaseModel):
+    available: bool
+    reason: str | None
+    pool: bool | None = None
+
+
+class Health(BaseModel):
+    """503 (same body) when the database cannot be written; `degraded` when no provider answers."""
+
+    status: Literal["ok", "degraded"]
+    database: DatabaseState
+    provider: ProviderState
+    judge: JudgeState
 
 
 class ProviderProbe:
@@ -77,6 +125,5 @@ def health():  # type: ignore[no-untyped-def]
     provider = current_app.extensions["provider_probe"].report()
     judge = judge_state()
     status = "ok" if database["ok"] and provider["ok"] else "degraded"
-    return jsonify({"status": status, "database": database, "provider": provider, "judge": judge}), (
-        200 if database["ok"] else 503
-    )
+    answer = Health.model_validate({"status": status, "database": database, "provider": provider, "judge": judge})
+    return jsonify(answer.model_dump(mode="json", exclude_unset=True)), 200 if database["ok"] else 503

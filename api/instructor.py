@@ -10,6 +10,8 @@ Only users whose role is `instructor` or `admin`; everyone else gets 403.
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from flask import Blueprint, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,7 +21,7 @@ from api.database import get_db
 from api.errors import ApiError, not_found
 from storage.db import transaction
 from storage.tasks import (
-    add_comment, get_attempt, get_task_by_pk, list_help_requests, pending_reviews, record_review,
+    HelpRequestRow, add_comment, get_attempt, get_task_by_pk, list_help_requests, pending_reviews, record_review,
     resolve_help_request, set_status, statuses,
 )
 from storage.users import get_user
@@ -28,6 +30,39 @@ from tasks.progress import next_status
 STAFF_ROLES = ("instructor", "admin")
 
 bp = Blueprint("instructor", __name__)
+
+
+class HelpRequestList(BaseModel):
+    help_requests: list[HelpRequestRow]
+
+
+class Resolved(BaseModel):
+    id: int
+    status: Literal["resolved"]
+
+
+class ReviewItem(BaseModel):
+    """An attempt waiting for a `manual` review; task fields are null if the task was removed."""
+
+    id: int
+    learner: str | None
+    learner_id: int
+    project_id: str | None
+    task_id: str | None
+    attempt: int
+    answer: str
+    checks: list[dict[str, Any]]
+    created_at: str
+
+
+class ReviewList(BaseModel):
+    reviews: list[ReviewItem]
+
+
+class ReviewOutcome(BaseModel):
+    id: int
+    result: Literal["passed", "rejected"]
+    status: str = Field(description="the learner's task status after the review")
 
 
 @bp.before_request
@@ -43,14 +78,14 @@ def help_requests():  # type: ignore[no-untyped-def]
     if status not in (None, "open", "resolved"):
         raise ApiError(400, "invalid_request", "status must be open or resolved (or left out for all)")
     rows = list_help_requests(get_db(), status)
-    return jsonify({"help_requests": [row.model_dump() for row in rows]})
+    return jsonify(HelpRequestList(help_requests=rows).model_dump(mode="json"))
 
 
 @bp.post("/help-requests/<int:request_id>/resolve")
 def resolve(request_id: int):  # type: ignore[no-untyped-def]
     if not resolve_help_request(get_db(), request_id, current_user().id):
         raise not_found(f"open help request {request_id}")
-    return jsonify({"id": request_id, "status": "resolved"})
+    return jsonify(Resolved(id=request_id, status="resolved").model_dump(mode="json"))
 
 
 @bp.get("/task-reviews")
@@ -60,11 +95,11 @@ def reviews():  # type: ignore[no-untyped-def]
     for attempt in pending_reviews(conn):
         task = get_task_by_pk(conn, attempt.task_pk)
         learner = get_user(conn, attempt.learner_id)
-        items.append({"id": attempt.id, "learner": learner.name if learner else None, "learner_id": attempt.learner_id,
-                      "project_id": task.project_id if task else None, "task_id": task.id if task else None,
-                      "attempt": attempt.attempt, "answer": attempt.answer, "checks": attempt.checks,
-                      "created_at": attempt.created_at})
-    return jsonify({"reviews": items})
+        items.append(ReviewItem(id=attempt.id, learner=learner.name if learner else None, learner_id=attempt.learner_id,
+                                project_id=task.project_id if task else None, task_id=task.id if task else None,
+                                attempt=attempt.attempt, answer=attempt.answer, checks=attempt.checks,
+                                created_at=attempt.created_at))
+    return jsonify(ReviewList(reviews=items).model_dump(mode="json"))
 
 
 class ReviewBody(BaseModel):
@@ -91,4 +126,5 @@ def review(attempt_id: int):  # type: ignore[no-untyped-def]
         if body.note:
             add_comment(conn, task_pk=attempt.task_pk, author_id=reviewer.id, learner_id=attempt.learner_id,
                         text=body.note)
-    return jsonify({"id": attempt_id, "result": "passed" if body.passed else "rejected", "status": new})
+    outcome = ReviewOutcome(id=attempt_id, result="passed" if body.passed else "rejected", status=new)
+    return jsonify(outcome.model_dump(mode="json"))

@@ -24,9 +24,11 @@ from api.turns import runner
 from cancellation import CancelToken
 from pipeline.turn import EventSink
 from judge.files import SubmissionError
-from judge.models import Language, RunRequest, SqlCase, TestCase
+from judge.models import Language, RunRequest, SqlCase, TestCase, Verdict
 from judge.service import Judge
 from storage.problems import (
+    Activity,
+    ProblemView,
     activity_problems,
     add_submission,
     create_activity,
@@ -63,6 +65,31 @@ class GenerateBody(BaseModel):
     count: int = Field(default=3, ge=1, le=10)
     difficulty: Literal["easy", "medium", "hard"] = "easy"
     session_id: str | None = Field(default=None, max_length=64)
+
+
+class SubmitResult(Verdict):
+    """The verdict of the problem's hidden tests (each test's name, pass/fail and message), stored."""
+
+    submission_id: int
+    problem_id: str
+
+
+class GenerationStarted(BaseModel):
+    """202: the job runs as the session's turn; follow it on `stream`."""
+
+    activity_id: str
+    session_id: str
+    status: str
+    turn_id: str
+    stream: str = Field(description="the progress stream's path (GET /sessions/<id>/generate/stream)")
+
+
+class ActivityList(BaseModel):
+    activities: list[Activity]
+
+
+class ActivityDetail(Activity):
+    problems: list[ProblemView]
 
 
 def ready_judge() -> Judge:
@@ -110,7 +137,7 @@ def submit():  # type: ignore[no-untyped-def]
     result = verdict.to_dict()
     submission = add_submission(conn, user_id=user.id, problem_id=problem.id, language=body.language,
                                 files=body.files, verdict=result)
-    return jsonify({**result, "submission_id": submission.id, "problem_id": problem.id})
+    return jsonify(SubmitResult(**verdict.model_dump(), submission_id=submission.id, problem_id=problem.id).to_dict())
 
 
 @bp.post("/activities/generate")
@@ -138,13 +165,14 @@ def generate():  # type: ignore[no-untyped-def]
         return job.run(user.id, activity, cancel)
 
     runner().start(lease, work)
-    return jsonify({"activity_id": activity.id, "session_id": session.id, "status": activity.status,
-                    "turn_id": lease.turn_id, "stream": f"/sessions/{session.id}/generate/stream"}), 202
+    started = GenerationStarted(activity_id=activity.id, session_id=session.id, status=activity.status,
+                                turn_id=lease.turn_id, stream=f"/sessions/{session.id}/generate/stream")
+    return jsonify(started.model_dump(mode="json")), 202
 
 
 @bp.get("/activities")
 def activities():  # type: ignore[no-untyped-def]
-    return jsonify({"activities": [a.model_dump() for a in list_activities(get_db(), current_user().id)]})
+    return jsonify(ActivityList(activities=list_activities(get_db(), current_user().id)).model_dump(mode="json"))
 
 
 @bp.get("/activities/<activity_id>")
@@ -153,8 +181,8 @@ def activity(activity_id: str):  # type: ignore[no-untyped-def]
     found = get_activity(conn, user.id, activity_id)
     if found is None:
         raise not_found("activity")
-    problems = [problem.view().model_dump() for problem in activity_problems(conn, user.id, activity_id)]
-    return jsonify({**found.model_dump(), "problems": problems})
+    problems = [problem.view() for problem in activity_problems(conn, user.id, activity_id)]
+    return jsonify(ActivityDetail(**found.model_dump(), problems=problems).model_dump(mode="json"))
 
 
 @bp.get("/problems/<problem_id>")
@@ -162,4 +190,4 @@ def problem(problem_id: str):  # type: ignore[no-untyped-def]
     found = get_problem(get_db(), current_user().id, problem_id)
     if found is None:
         raise not_found("problem")
-    return jsonify(found.view().model_dump())
+    return jsonify(found.view().model_dump(mode="json"))

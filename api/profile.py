@@ -38,8 +38,14 @@ class ProfilePatch(BaseModel):
     fields: dict[FieldName, JsonValue] = Field(min_length=1, max_length=MAX_FIELDS)
 
 
+class Profile(BaseModel):
+    """The user's profile fields by name, each with its provenance."""
+
+    fields: dict[str, ProfileField]
+
+
 def public(fields: dict[str, ProfileField]) -> dict[str, Any]:
-    return {"fields": {name: field.model_dump(mode="json") for name, field in sorted(fields.items())}}
+    return Profile(fields=dict(sorted(fields.items()))).model_dump(mode="json")
 
 
 @bp.get("/profile")

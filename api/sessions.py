@@ -3,7 +3,7 @@ see and stop the running turn (`active_turn`, `POST /sessions/<id>/cancel`)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Literal
 
 from flask import Blueprint, current_app, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -12,6 +12,7 @@ from api.bodies import json_body
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError, not_found
+from api.openapi_models import MessageOut, public_messages
 from api.rate_limits import charge
 from events import Live
 from storage.messages import recent_messages
@@ -42,14 +43,43 @@ class CancelBody(BaseModel):
     turn_id: str | None = Field(default=None, max_length=100)
 
 
-def active_turn(session_id: str) -> dict[str, Any] | None:
-    """`{turn_id, started_at, last_event_id}` of the running turn, or None."""
+class ActiveTurn(BaseModel):
+    """The session's running turn (or generation job): what a client needs to follow or stop it."""
+
+    turn_id: str
+    started_at: str
+    kind: str = Field(description="`chat` (a turn) or `generation` (POST /activities/generate)")
+    last_event_id: int = Field(description="the session's newest event id: a stream may resume after it")
+
+
+class SessionList(BaseModel):
+    sessions: list[ChatSession]
+
+
+class SessionDetail(ChatSession):
+    active_turn: ActiveTurn | None
+
+
+class Cancelled(BaseModel):
+    turn_id: str
+    cancelled: Literal[True]
+
+
+class MessagePage(BaseModel):
+    """Up to `limit` messages before `before`, oldest first; `has_more` says whether older ones exist."""
+
+    messages: list[MessageOut]
+    has_more: bool
+
+
+def active_turn(session_id: str) -> ActiveTurn | None:
+    """The running turn, or None."""
     live: Live = current_app.extensions["live"]
     lease = live.turns.active(session_id)
     if lease is None:
         return None
-    return {"turn_id": lease.turn_id, "started_at": lease.started_at, "kind": lease.kind,
-            "last_event_id": live.bus.last_id(session_id) or lease.start_cursor}
+    return ActiveTurn(turn_id=lease.turn_id, started_at=lease.started_at, kind=lease.kind,
+                      last_event_id=live.bus.last_id(session_id) or lease.start_cursor)
 
 
 def new_session(name: str | None) -> ChatSession:
@@ -69,18 +99,19 @@ def owned_session(session_id: str) -> ChatSession:
 @bp.get("/sessions")
 def index():  # type: ignore[no-untyped-def]
     sessions = list_sessions(get_db(), current_user().id)
-    return jsonify({"sessions": [session.model_dump() for session in sessions]})
+    return jsonify(SessionList(sessions=sessions).model_dump(mode="json"))
 
 
 @bp.post("/sessions")
 def create():  # type: ignore[no-untyped-def]
     body: SessionCreate = json_body(SessionCreate, optional=True)
-    return jsonify(new_session(body.name).model_dump()), 201
+    return jsonify(new_session(body.name).model_dump(mode="json")), 201
 
 
 @bp.get("/sessions/<session_id>")
 def show(session_id: str):  # type: ignore[no-untyped-def]
-    return jsonify({**owned_session(session_id).model_dump(), "active_turn": active_turn(session_id)})
+    detail = SessionDetail(**owned_session(session_id).model_dump(), active_turn=active_turn(session_id))
+    return jsonify(detail.model_dump(mode="json"))
 
 
 @bp.post("/sessions/<session_id>/cancel")
@@ -93,7 +124,7 @@ def cancel(session_id: str):  # type: ignore[no-untyped-def]
     if turn_id is None:
         raise ApiError(409, "no_turn_in_progress", "no turn of this chat is running" +
                        (f" with id {body.turn_id}" if body.turn_id else ""))
-    return jsonify({"turn_id": turn_id, "cancelled": True})
+    return jsonify(Cancelled(turn_id=turn_id, cancelled=True).model_dump(mode="json"))
 
 
 @bp.patch("/sessions/<session_id>")
@@ -102,7 +133,7 @@ def rename(session_id: str):  # type: ignore[no-untyped-def]
     body: SessionRename = json_body(SessionRename)
     session = rename_session(get_db(), current_user().id, session_id, body.name)
     assert session is not None
-    return jsonify(session.model_dump())
+    return jsonify(session.model_dump(mode="json"))
 
 
 @bp.delete("/sessions/<session_id>")
@@ -131,4 +162,5 @@ def messages(session_id: str):  # type: ignore[no-untyped-def]
     limit = int_arg("limit", DEFAULT_PAGE, 1, MAX_PAGE) or DEFAULT_PAGE
     before = int_arg("before", None, 1, 2**62)
     page = recent_messages(get_db(), session_id, limit + 1, before_id=before)  # one extra row decides has_more
-    return jsonify({"messages": [message.public() for message in page[-limit:]], "has_more": len(page) > limit})
+    answer = MessagePage(messages=public_messages(page[-limit:]), has_more=len(page) > limit)
+    return jsonify(answer.model_dump(mode="json", exclude_unset=True))

@@ -22,14 +22,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from flask import current_app
+from pydantic import BaseModel, Field
 
 from api.errors import ApiError
+from api.openapi_models import MessageOut, public_messages
 from api.live import EventStreamBody, TurnOutcomeBody, live_response, wants_event_stream
 from cancellation import CancelToken
 from events import Live
 from events.follow import FollowPlan
 from events.turns import TurnInProgress, TurnLease, TurnOutcome
-from pipeline.turn import EventSink, ProviderUnavailable, StorageUnavailable, TurnFailed, TurnResult
+from pipeline.turn import EventSink, ProviderUnavailable, StorageUnavailable, ToolSummary, TurnFailed, TurnResult
 from storage.db import Database
 
 log = logging.getLogger("turns")
@@ -37,15 +39,28 @@ log = logging.getLogger("turns")
 TurnWork = Callable[[sqlite3.Connection, EventSink, CancelToken], dict[str, Any]]
 
 
+class TurnPayload(BaseModel):
+    """What a finished turn produced: the stored rows in order and the text the user sees."""
+
+    session_id: str
+    reply: str
+    messages: list[MessageOut] = Field(description="the rows this turn stored, in order")
+    tool: ToolSummary | None = Field(description="the turn's tool step, if any; `code` only when it failed")
+    stopped: bool = Field(description="true when the user stopped the turn (POST /sessions/<id>/cancel)")
+
+
+class TurnAnswer(TurnPayload):
+    """The 200 answer of a turn (`POST /chat`, `POST /api/ai/tool-result`), also the data of its `done` event."""
+
+    turn_id: str
+
+
 def turn_payload(result: TurnResult) -> dict[str, Any]:
-    """The JSON answer of a finished chat turn (also the `done` event's data)."""
-    return {
-        "session_id": result.session_id,
-        "reply": result.reply,
-        "messages": [message.public() for message in result.messages],
-        "tool": result.tool.model_dump(exclude_none=True) if result.tool else None,
-        "stopped": result.stopped,
-    }
+    """The JSON answer of a finished chat turn (also the `done` event's data), without its `turn_id`."""
+    tool = ToolSummary(**result.tool.model_dump(exclude_none=True)) if result.tool else None  # `code` unset: left out
+    payload = TurnPayload(session_id=result.session_id, reply=result.reply, messages=public_messages(result.messages),
+                          tool=tool, stopped=result.stopped)
+    return payload.model_dump(mode="json", exclude_unset=True)
 
 
 def failure_outcome(error: Exception, session_id: str) -> TurnOutcome:
