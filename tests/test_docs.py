@@ -67,3 +67,23 @@ def test_the_command_prints_what_the_tests_compare(flag, expected):
                             timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout == expected()
+
+
+# docs/errors.md ---------------------------------------------------------------------------
+
+_RAISED_CODE = re.compile(r'ApiError\(\s*\d{3},\s*"([a-z_]+)"|"code": "([a-z_]+)"')
+
+
+def test_every_error_code_is_documented():
+    """A code raised anywhere in the HTTP layer, or a tool's code, appears in docs/errors.md."""
+    from api.errors import _HTTP_CODES
+    from tools.base import ErrorCode
+
+    doc = (ROOT / "docs" / "errors.md").read_text(encoding="utf-8")
+    raised = {match.group(1) or match.group(2)
+              for path in [*ROOT.glob("api/*.py"), ROOT / "serving" / "protocol.py"]
+              for match in _RAISED_CODE.finditer(path.read_text(encoding="utf-8"))}
+    codes = raised | set(_HTTP_CODES.values()) | {"http_error"} | {code.value for code in ErrorCode}
+    assert {"invalid_request", "rate_limited", "headers_too_large", "VALIDATION_FAILED"} <= codes  # the scan works
+    missing = sorted(code for code in codes if f"`{code}`" not in doc)
+    assert not missing, f"document these codes in docs/errors.md: {missing}"
