@@ -166,3 +166,25 @@ def _wait_active_turn(server: dict[str, str], session_id: str, *, running: bool)
     while (rest(server, "GET", f"/sessions/{session_id}")["active_turn"] is not None) != running:
         assert time.monotonic() < deadline, f"the turn never {'started' if running else 'ended'}"
         time.sleep(0.02)
+
+
+def server_dir(server: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The temp folder of the module's `server` (database, data, log): the one whose admin
+    token file holds this server's token (tokens are random, so exactly one matches)."""
+    found = {path.parent.resolve() for path in tmp_path_factory.getbasetemp().glob("ui-server*/admin.token")
+             if path.read_text().strip() == server["token"]}  # a set: pytest adds a `ui-servercurrent` link
+    assert len(found) == 1, f"no single folder holds this server's token: {found}"
+    return found.pop()
+
+
+def import_tasks(server: dict[str, str], tmp_path_factory: pytest.TempPathFactory, project_file: Path) -> str:
+    """Load a task project into the running server's database the way an operator does
+    (`python app.py import-tasks FILE`); answers the command's report line."""
+    folder = server_dir(server, tmp_path_factory)
+    env = {key: value for key, value in os.environ.items() if key not in SETTING_NAMES and not key.endswith("_API_KEY")}
+    env.update(DATABASE_PATH=str(folder / "app.db"), DATA_DIR=str(folder / "data"),
+               AUTH_TOKEN_FILE=str(folder / "admin.token"), JUDGE_ENABLED="0", PYTHONUNBUFFERED="1")
+    done = subprocess.run([sys.executable, "app.py", "import-tasks", str(project_file)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()

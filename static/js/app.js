@@ -9,7 +9,9 @@ import {
 } from "/static/js/messages.js";
 import { initComposer, restoreDraft } from "/static/js/composer.js";
 import { closeDrawer, initLayout } from "/static/js/layout.js";
-import { initCodePanel, initProblemsPanel } from "/static/js/panels.js";
+import { initGenerate } from "/static/js/generate.js";
+import { initCodePanel, initProblemsPanel, loadActivity } from "/static/js/panels.js";
+import { initTasksPanel } from "/static/js/tasks.js";
 import { el } from "/static/js/render.js";
 import { isWidgetAnswer, resetWidgets, widgetFor } from "/static/js/widgets.js";
 
@@ -600,4 +602,9 @@ initComposer({ canSend: () => !currentTurn() && state.loads === 0, onSend: (text
 initLayout();
 initCodePanel();
 initProblemsPanel();
+initGenerate((activityId) => {
+  loadActivity(activityId);
+  loadSessions().catch(() => null); // the job made a "Practice: …" chat
+});
+initTasksPanel();
 boot();

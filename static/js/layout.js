@@ -1,7 +1,8 @@
 // Page layout: the conversations drawer on narrow screens, the side panel (code runner,
-// problems), and Escape, which closes whichever of them is open.
+// problems, learner tasks), and Escape, which closes whichever of them is open.
 
 import { listActivities } from "/static/js/panels.js";
+import { listTasks } from "/static/js/tasks.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -10,19 +11,28 @@ export function closeDrawer() {
   $("sessions-toggle").setAttribute("aria-expanded", "false");
 }
 
+// The side panel's views: the toggle button, the section, the title, and what gets the focus.
+const VIEWS = {
+  code: { toggle: "code-toggle", section: "code-panel", title: "Code", focus: "run-code" },
+  problems: { toggle: "problems-toggle", section: "problems-panel", title: "Problems", focus: "generate-topic" },
+  tasks: { toggle: "tasks-toggle", section: "tasks-panel", title: "Tasks", focus: "tasks-refresh" },
+};
+
 function showPanel(which) {
   const panel = $("side-panel");
   const same = !panel.hidden && panel.dataset.view === which;
   panel.hidden = same;
   panel.dataset.view = which;
-  $("code-panel").hidden = which !== "code";
-  $("problems-panel").hidden = which !== "problems";
-  $("side-title").textContent = which === "code" ? "Code" : "Problems";
-  $("code-toggle").setAttribute("aria-expanded", String(!same && which === "code"));
-  $("problems-toggle").setAttribute("aria-expanded", String(!same && which === "problems"));
+  for (const [name, view] of Object.entries(VIEWS)) {
+    $(view.section).hidden = name !== which;
+    $(view.toggle).setAttribute("aria-expanded", String(!same && name === which));
+  }
+  $("side-title").textContent = VIEWS[which].title;
   document.body.classList.toggle("panel-open", !same);
-  if (!same) (which === "code" ? $("run-code") : $("activity-id")).focus();
-  if (!same && which === "problems") listActivities();
+  if (same) return;
+  $(VIEWS[which].focus).focus();
+  if (which === "problems") listActivities();
+  if (which === "tasks") listTasks();
 }
 
 export function initLayout() {
@@ -38,12 +48,11 @@ export function initLayout() {
     closeDrawer();
   });
 
-  $("code-toggle").addEventListener("click", () => showPanel("code"));
-  $("problems-toggle").addEventListener("click", () => showPanel("problems"));
+  for (const [name, view] of Object.entries(VIEWS)) $(view.toggle).addEventListener("click", () => showPanel(name));
   $("side-close").addEventListener("click", () => {
     const which = $("side-panel").dataset.view;
     showPanel(which);
-    (which === "code" ? $("code-toggle") : $("problems-toggle")).focus();
+    $(VIEWS[which].toggle).focus();
   });
 
   document.addEventListener("keydown", (event) => {
