@@ -38,7 +38,7 @@ from providers import Completion, FallbackChain
 from storage.db import Database
 from storage.messages import Message, add_message, recent_messages
 from tools.base import ToolContext
-from tools.contract import stored_result
+from tools.contract import command_text, stored_result
 from tools.registry import ToolRegistry
 
 TOOL_LIMIT_REACHED = "I reached the tool limit for this turn before finishing. Please ask again or rephrase."
@@ -201,7 +201,8 @@ def run_command(turn: _Turn, command: Command, user_message_id: int, *, body_cut
     pending: dict[str, Any] = {}
     if routed.awaiting_user:  # SPEC 8: store the pending call; the answer continues the loop
         pending = {"kind": UI_PENDING, "status": "pending", "tool_call_id": f"call_{uuid.uuid4().hex}"}
-    stored = stored_result(routed.role, command.name, command.line, result, **pending)
+    stored = stored_result(routed.role, command.name, command.line, result, **pending,
+                           **command_text(command.args, command.body))  # the UI shows the body
     turn.store(routed.role, stored.content, stored.meta)  # 6.5, 6.8
     turn.last_tool = ToolSummary(name=command.name, ok=result.ok, code=result.error_code)
     return routed

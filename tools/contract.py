@@ -36,6 +36,7 @@ from tools.result_caps import MAX_CONTRACT_BYTES, bounded
 
 TRUNCATION_NOTE = "[output truncated: the result was longer than 64 KiB]"
 MAX_COMMAND_CHARS = 600  # the detector keeps command lines under 512 characters
+MAX_BODY_CHARS = MAX_CONTRACT_BYTES  # a command body kept in `meta` (SPEC 12)
 _NOTE_LINE = f"> {TRUNCATION_NOTE}"
 _PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}$")
 
@@ -83,6 +84,18 @@ def render_contract(role: str, command_line: str, result: ToolResult) -> str:
     tail = "\n\n</details>"
     budget = MAX_CONTRACT_BYTES - len(head.encode("utf-8")) - len(tail.encode("utf-8"))
     return f"{head}{quote_within(result.display_text(), budget)}{tail}"
+
+
+def command_text(args: str, body: str) -> dict[str, Any]:
+    """The parsed command's argument text and body as `meta` keys (`args`, `body`,
+    `body_truncated`), so a client can show what ran (the SQL, the program, the file content)
+    without re-parsing the contract text, whose command line is one line only. The body is
+    kept to `MAX_BODY_CHARS` characters: it is stored once but read with every message page."""
+    meta: dict[str, Any] = {"args": replace_surrogates(args[:MAX_COMMAND_CHARS])}
+    if body:
+        meta["body"] = replace_surrogates(body[:MAX_BODY_CHARS])
+        meta["body_truncated"] = len(body) > MAX_BODY_CHARS
+    return meta
 
 
 def stored_result(role: str, command: str, command_line: str, result: ToolResult, **extra: Any) -> StoredResult:

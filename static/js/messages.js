@@ -1,7 +1,8 @@
 // Stored messages -> DOM nodes, and the message list's scrolling. Shared by the chat
 // (app.js) and the live turn (live.js); nothing here knows which chat is on screen.
 
-import { badge, el, renderMarkdown, renderToolMessage } from "/static/js/render.js";
+import { badge, el, renderMarkdown } from "/static/js/render.js";
+import { renderToolMessage } from "/static/js/toolblocks.js";
 import { isWidgetAnswer, isWidgetCall, renderAnswer, renderWidget, widgetFor } from "/static/js/widgets.js";
 
 const $ = (id) => document.getElementById(id);

@@ -14,6 +14,17 @@ export const ENTRY_FILES = {
   sql: "query.sql",
 };
 
+// The code panel's starter program per language: each reads a name on stdin and greets it,
+// so Run gives the same visible result in every language.
+export const SAMPLES = {
+  python: 'name = input() or "world"\nprint(f"Hello, {name}!")\n',
+  javascript: 'const input = require("fs").readFileSync(0, "utf8").trim();\nconsole.log(`Hello, ${input || "world"}!`);\n',
+  c: '#include <stdio.h>\n\nint main(void) {\n    char name[100] = "world";\n    scanf("%99s", name);\n    printf("Hello, %s!\\n", name);\n    return 0;\n}\n',
+  cpp: '#include <iostream>\n#include <string>\n\nint main() {\n    std::string name = "world";\n    std::cin >> name;\n    std::cout << "Hello, " << name << "!" << std::endl;\n    return 0;\n}\n',
+  java: 'import java.util.Scanner;\n\npublic class Main {\n    public static void main(String[] args) {\n        Scanner in = new Scanner(System.in);\n        String name = in.hasNext() ? in.next() : "world";\n        System.out.println("Hello, " + name + "!");\n    }\n}\n',
+  sql: "CREATE TABLE greetings (name TEXT);\nINSERT INTO greetings VALUES ('world');\nSELECT 'Hello, ' || name || '!' AS greeting FROM greetings;\n",
+};
+
 const $ = (id) => document.getElementById(id);
 
 export function judgeErrorText(error, what) {
@@ -73,9 +84,24 @@ export function initCodePanel() {
   const file = $("run-file");
   const result = $("run-result");
   const button = $("run-button");
-  const showFile = () => (file.textContent = ENTRY_FILES[language.value]);
-  language.addEventListener("change", showFile);
-  showFile();
+  const code = $("run-code");
+  let shown = language.value; // the language whose sample the editor holds, if unedited
+  // A new language brings its own sample unless the user wrote code of their own (kept:
+  // "Use the sample" replaces it on purpose).
+  const follow = (force) => {
+    file.textContent = ENTRY_FILES[language.value];
+    const untouched = !code.value.trim() || code.value === SAMPLES[shown];
+    if (force || untouched) code.value = SAMPLES[language.value] || "";
+    shown = language.value;
+    $("run-sample").hidden = code.value === SAMPLES[language.value];
+  };
+  language.addEventListener("change", () => follow(false));
+  code.addEventListener("input", () => ($("run-sample").hidden = code.value === SAMPLES[language.value]));
+  $("run-sample").addEventListener("click", () => {
+    follow(true);
+    code.focus();
+  });
+  follow(true);
   $("run-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     button.disabled = true;
@@ -155,6 +181,13 @@ export async function listActivities() {
       return el("li", {}, open);
     }),
   );
+}
+
+// Show activity `id`'s problems in the panel (after a generation, or from the list).
+export function loadActivity(id) {
+  $("activity-id").value = id;
+  $("activity-form").requestSubmit();
+  listActivities();
 }
 
 export function initProblemsPanel() {

@@ -1,5 +1,5 @@
-// Rendering of messages: Markdown -> sanitised DOM, tool results as collapsible blocks,
-// highlighted code with a copy button. Nothing from a model or a tool is ever inserted
+// Rendering of messages: Markdown -> sanitised DOM, highlighted code with a copy button
+// (tool blocks: toolblocks.js). Nothing from a model or a tool is ever inserted
 // as HTML without DOMPurify; every other string goes in through textContent.
 
 import { Marked } from "/static/vendor/marked.esm.js";
@@ -138,46 +138,6 @@ export async function copyText(text, button) {
 
 export function badge(ok, code) {
   return el("span", { class: `badge ${ok ? "badge-ok" : "badge-error"}`, text: ok ? "ok" : code || "error" });
-}
-
-// The quoted result of a stored tool message (the markdown contract of tools/contract.py):
-// every result line starts with "> " and is already HTML-escaped, so it renders as text.
-function contractBody(content) {
-  const lines = String(content ?? "").split("\n");
-  const quoted = lines.filter((line) => line === ">" || line.startsWith("> "));
-  return quoted.join("\n");
-}
-
-function commandLine(content) {
-  const match = /```bash\n\$ ([^\n]*)\n```/.exec(String(content ?? ""));
-  return match ? decodeEntities(match[1]) : "";
-}
-
-function decodeEntities(text) {
-  return text.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
-}
-
-export function renderToolMessage(message) {
-  const meta = message.meta || {};
-  const ok = meta.ok !== undefined ? Boolean(meta.ok) : !/^> Error: /m.test(message.content || "");
-  const line = meta.command_line || commandLine(message.content) || `/${meta.command || message.role}`;
-  // A generated image is the answer itself: its block starts open so the image shows inline.
-  const details = el("details", { class: "tool-block", open: ok && message.role === "image_tools" });
-  const summary = el(
-    "summary",
-    {},
-    el("span", { class: "tool-icon", text: "tool" }),
-    el("code", { class: "tool-command", text: line.split("\n")[0] }),
-    badge(ok, meta.code),
-  );
-  if (typeof meta.duration_ms === "number") {
-    summary.append(el("span", { class: "muted duration", text: formatMs(meta.duration_ms) }));
-  }
-  summary.append(el("span", { class: "visually-hidden", text: ` (${message.role}, show details)` }));
-  const body = el("div", { class: "tool-output markdown" });
-  body.append(renderMarkdown(contractBody(message.content)));
-  details.append(summary, body);
-  return details;
 }
 
 export function formatMs(ms) {
