@@ -14,9 +14,15 @@ conversation on every request; our session is the context the pipeline builds fr
 - Without it a new session is created (it spends the `sessions` budget) and returned in the
   `X-Session-Id` response header. The request's earlier `user`/`assistant` messages (the
   last `CONTEXT_MESSAGES - 1` of them) are stored into it first, marked `meta.imported`, so
-  the model answers in the conversation the client shows, and the web UI shows it too. A
-  client that resends history without the header therefore gets a fresh session each time,
-  seeded with that history: correct answers, at the price of one session per request.
+  the model answers in the conversation the client shows, and the web UI shows it too. The
+  tool blocks we wrote into earlier answers (Open WebUI resends them verbatim) are removed
+  from imported assistant messages: they are display, and their results were stored as tool
+  messages in the session that ran them; an assistant message that was only blocks is not
+  imported. A client that resends history without the header therefore gets a fresh
+  session each time, seeded with that history: correct answers, at the price of one
+  session per request.
+- A question for the user (SPEC 8) left open by the previous answer is answered by the
+  next user message (`api/openai_widgets.py`), in the question's own session.
 - `system` (and `developer`) messages never replace our system prompt, whose command
   protocol the pipeline depends on: their text is appended after it under a heading that
   says they are the user's instructions and do not change the command protocol, for this
@@ -32,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+import time
 from typing import Any, Literal
 
 from flask import Blueprint, Response, current_app, jsonify, request
@@ -41,9 +48,12 @@ from api.auth import current_user, require_user
 from api.bodies import json_object
 from api.database import get_db
 from api.errors import ApiError, not_found, validation_error
-from api.live import live_response, stream_seat
-from api.openai_bodies import ChunkStreamBody, CompletionBody
-from api.openai_wire import MODEL_ID, ChunkTranslator, openai_error
+from api.live import SSE_HEADERS, live_response, stream_seat
+from api.openai_bodies import ChunkStreamBody, CompletionBody, json_answer
+from api.openai_widgets import (PendingQuestion, invalid_answer_payload, pending_from_history, pending_in_session,
+                                start_answer, typed_answer)
+from api.openai_wire import (MODEL_ID, ChunkTranslator, chat_completion, openai_error, static_chunks,
+                             strip_tool_blocks)
 from api.sessions import new_session
 from api.turns import runner, turn_payload
 from events.follow import FollowPlan
@@ -51,6 +61,7 @@ from cancellation import CancelToken
 from pipeline.turn import EventSink, TurnServices, run_turn
 from storage.messages import add_message, recent_messages
 from storage.sessions import ChatSession, get_session
+from tools.base import ToolFailure
 
 bp = Blueprint("openai", __name__, url_prefix="/v1")
 bp.before_request(require_user)
@@ -167,23 +178,51 @@ def client_instructions(chat: CompletionRequest) -> str:
     return text
 
 
-def target_session(text: str) -> tuple[ChatSession, bool]:
-    """The session named by `X-Session-Id` (404 if not the user's), else a new one."""
+def target_session(chat: CompletionRequest, index: int, text: str) -> tuple[ChatSession, bool, PendingQuestion | None]:
+    """The turn's session, whether it is new, and the open question the message answers.
+
+    `X-Session-Id` names the session (404 if not the user's); without it, a question whose
+    block ends the client's last assistant message names its own session; else a new one."""
     session_id = request.headers.get(SESSION_HEADER, "").strip()
+    user_id = current_user().id
     if session_id:
-        session = get_session(get_db(), current_user().id, session_id[:64])
+        session = get_session(get_db(), user_id, session_id[:64])
         if session is None:
             raise not_found("session")
-        return session, False
-    return new_session(" ".join(text.split())[:SESSION_NAME_CHARS]), True
+        return session, False, pending_in_session(get_db(), session.id)
+    last_answer = next((m.text() for m in reversed(chat.messages[:index]) if m.role == "assistant"), "")
+    question = pending_from_history(get_db(), user_id, last_answer)
+    if question is not None:
+        session = get_session(get_db(), user_id, question.call.session_id)
+        if session is not None and pending_in_session(get_db(), session.id) is not None:
+            return session, False, question
+    return new_session(" ".join(text.split())[:SESSION_NAME_CHARS]), True, None
 
 
 def import_history(session: ChatSession, chat: CompletionRequest, before: int, keep: int) -> None:
-    """Store the request's earlier user/assistant messages in a new session (its context)."""
-    earlier = [m for m in chat.messages[:before] if m.role in ("user", "assistant") and m.text().strip()]
-    for message in earlier[-keep:] if keep > 0 else []:
-        add_message(get_db(), session_id=session.id, user_id=current_user().id, role=message.role,
-                    content=message.text()[:MAX_MESSAGE_CHARS], meta={"imported": "openai"})
+    """Store the request's earlier user/assistant messages in a new session (its context).
+
+    Our tool blocks are removed from assistant messages (see the module docstring)."""
+    earlier = [(m.role, strip_tool_blocks(m.text()) if m.role == "assistant" else m.text())
+               for m in chat.messages[:before] if m.role in ("user", "assistant")]
+    earlier = [(role, text) for role, text in earlier if text.strip()]
+    for role, text in earlier[-keep:] if keep > 0 else []:
+        add_message(get_db(), session_id=session.id, user_id=current_user().id, role=role,
+                    content=text[:MAX_MESSAGE_CHARS], meta={"imported": "openai"})
+
+
+def invalid_answer(chat: CompletionRequest, question: PendingQuestion, failure: ToolFailure,
+                   prompt_chars: int) -> Response:
+    """An answer that does not fit its question: no turn runs, the question stays open."""
+    payload = invalid_answer_payload(question, failure, f"turn_{question.call.id}_invalid")
+    if chat.stream:
+        include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
+        response = Response(static_chunks(payload, prompt_chars, include_usage), mimetype="text/event-stream",
+                            headers=SSE_HEADERS)
+    else:
+        response = json_answer(200, chat_completion(payload, prompt_chars, int(time.time())))
+    response.headers[SESSION_HEADER] = question.call.session_id
+    return response
 
 
 @bp.post("/chat/completions")
@@ -195,23 +234,32 @@ def chat_completions():  # type: ignore[no-untyped-def]
     if extra:
         services = dataclasses.replace(services, system_prompt=services.system_prompt + CLIENT_INSTRUCTIONS + extra)
     seat = stream_seat() if chat.stream else None  # 429 before anything is written
-    session, created = target_session(text)
-    lease = runner().claim(session.id)  # 409 turn_in_progress while the session answers
-    if created:
-        try:
-            import_history(session, chat, index, services.settings.context_messages - 1)
-        except Exception:
-            runner().live.turns.abandon(lease)
-            raise
+    session, created, question = target_session(chat, index, text)
     user = current_user()
     prompt_chars = len(services.system_prompt) + sum(len(m.text()) for m in chat.messages)
+    answer: Any = None
+    if question is not None:
+        try:
+            answer = typed_answer(question.widget, text)
+        except ToolFailure as failure:
+            return invalid_answer(chat, question, failure, prompt_chars)
+    lease = runner().claim(session.id)  # 409 turn_in_progress while the session answers
+    try:
+        if created:
+            import_history(session, chat, index, services.settings.context_messages - 1)
+        if question is not None:
+            start_answer(services, question, user.id, answer, lease)
+    except BaseException:
+        runner().live.turns.abandon(lease)
+        raise
 
     def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
         result = run_turn(services, conn, user_id=user.id, session_id=session.id, text=text, emit=emit, cancel=cancel)
         return turn_payload(result)
 
     live = runner().live
-    runner().start(lease, work)
+    if question is None:
+        runner().start(lease, work)
     if chat.stream:
         database = current_app.extensions["database"]
 

@@ -14,6 +14,11 @@ live events of `events/`) into what an OpenAI client parses; nothing here runs a
 - `usage`: the provider's token counts do not reach the HTTP layer (the pipeline keeps them
   per pass), so `usage` is an estimate, one token per 4 characters (rounded up) of what
   the client sent plus our system prompt, and of the content returned. README says so.
+- A turn that ends on a question for the user (SPEC 8's `/ask_choice`, `/ask_text`, `/confirm`)
+  ends with the question as text, its options numbered, and how to answer: an OpenAI client
+  has no widget, so its next user message is the answer (`api/openai_widgets.py`). The
+  block's `id` is the pending call's `toolCallId`, so a client that resends the history
+  (Open WebUI) names the question it answers.
 - `finish_reason` is always `"stop"`: an answer cut at `MAX_ANSWER_CHARS` carries its own
   note in the text, and a stopped turn ends like a finished one.
 """
@@ -23,11 +28,12 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 import time
 from typing import Any
 
 from events.bus import Event
-from pipeline.context import is_tool_role
+from pipeline.context import UI_PENDING, is_tool_role
 
 MODEL_ID = "orchestrator"
 DONE_FRAME = "data: [DONE]\n\n"
@@ -61,25 +67,70 @@ def attribute(value: str) -> str:
     return html.escape(value, quote=True).replace("\n", "&#10;").replace("\r", "&#13;")
 
 
+#: One block as `tool_block` writes it (and as Open WebUI resends it in an assistant message's
+#: history): every attribute value is escaped, so `[^>]*` cannot stop early and a result cannot
+#: hold `</details>`. Open WebUI strips such blocks the same way before its own tasks.
+TOOL_BLOCK_RE = re.compile(r'<details type="tool_calls"[^<>]*>\n<summary>[^<>]*</summary>\n</details>\n*')
+BLOCK_ID_RE = re.compile(r'\sid="(call_[A-Za-z0-9_]{1,100})"')
+
+
 def tool_block(message: dict[str, Any]) -> str:
-    """One stored tool result (`Message.public()`) as Open WebUI's collapsed tool-call block."""
+    """One stored tool result (`Message.public()`) as Open WebUI's collapsed tool-call block.
+
+    Its `id` is the call's `toolCallId` where it has one (a question waiting for the user),
+    else `call_<message id>`."""
     meta = message.get("meta") or {}
     name = str(meta.get("command") or message["role"].removesuffix("_tools"))
     arguments = json.dumps({"command_line": str(meta.get("command_line") or "")}, ensure_ascii=False)
     result = json.dumps(str(message.get("content") or ""), ensure_ascii=False)
-    return (f'<details type="tool_calls" done="true" id="call_{int(message["id"])}" name="{attribute(name)}" '
+    call_id = str(meta.get("tool_call_id") or f"call_{int(message['id'])}")
+    return (f'<details type="tool_calls" done="true" id="{attribute(call_id)}" name="{attribute(name)}" '
             f'arguments="{attribute(arguments)}" result="{attribute(result)}">\n'
             f"<summary>Tool Executed</summary>\n</details>\n\n")
+
+
+def strip_tool_blocks(text: str) -> str:
+    """An assistant message of a client's history without the tool blocks we wrote into it."""
+    return TOOL_BLOCK_RE.sub("", text).strip()
+
+
+def block_call_ids(text: str) -> list[str]:
+    """The `id`s of the tool blocks in a client's assistant message, in order."""
+    return [match.group(1) for block in TOOL_BLOCK_RE.finditer(text) for match in [BLOCK_ID_RE.search(block.group())]
+            if match is not None]
+
+
+def pending_widget(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The widget of a stored question still waiting for the user's answer, else None."""
+    meta = message.get("meta") or {}
+    if meta.get("kind") == UI_PENDING and meta.get("status") == "pending" and isinstance(meta.get("output"), dict):
+        return meta["output"]
+    return None
+
+
+def widget_prompt(widget: dict[str, Any]) -> str:
+    """How an OpenAI client's user answers a widget: the options, then what to send."""
+    options = [str(option) for option in widget.get("options") or []]
+    if widget.get("widget") == "choice":
+        listed = "\n".join(f"{number}. {option}" for number, option in enumerate(options, 1))
+        return f"\n\n{listed}\n\n_Reply with one option (its text or its number)._"
+    if widget.get("widget") == "confirm":
+        return "\n\n_Reply **yes** to confirm or **no** to change it._"
+    return "\n\n_Reply with your answer._"
 
 
 def answer_tail(payload: dict[str, Any], shown: str) -> str:
     """What of the turn's answer the client has not seen, given the answer text `shown` so far.
 
-    A turn ended by a tool (an image, a question for a widget) answers that tool's text,
-    already shown as its block. When a provider restarted its answer (`answer.reset`) the
-    text shown is no prefix of the stored answer: the stored answer follows after a rule."""
+    A turn ended by a tool (an image) answers that tool's text, already shown as its block.
+    A turn ended by a question for the user answers the question, its options and how to
+    reply. When a provider restarted its answer (`answer.reset`) the text shown is no
+    prefix of the stored answer: the stored answer follows after a rule."""
     reply = str(payload.get("reply") or "")
     messages = payload.get("messages") or []
+    widget = pending_widget(messages[-1]) if messages else None
+    if widget is not None:
+        return (reply[len(shown):] if reply.startswith(shown) else reply) + widget_prompt(widget)
     if messages and is_tool_role(messages[-1]["role"]) and messages[-1].get("content") == reply:
         return ""
     if reply.startswith(shown):
@@ -181,3 +232,10 @@ class ChunkTranslator:
             out += sse({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": MODEL_ID,
                         "choices": [], "usage": usage(self.prompt_chars, self.content)})
         return out + DONE_FRAME
+
+
+def static_chunks(payload: dict[str, Any], prompt_chars: int, include_usage: bool) -> str:
+    """A whole answer that ran no turn (an answer to a question that did not fit) as one chunk stream."""
+    translator = ChunkTranslator(str(payload.get("turn_id", "")), prompt_chars, include_usage, lambda _id: None)
+    blocks = "".join(tool_block(m) for m in payload.get("messages") or [] if is_tool_role(m["role"]))
+    return translator.text(blocks) + translator.finish(payload)
