@@ -20,3 +20,8 @@ demo:
 
 bench: setup
 	.venv/bin/python bench/turn_overhead.py
+
+# The real Open WebUI (its own venv, OPENWEBUI_VENV, created if missing: ~7.4 GB) in front of /v1.
+.PHONY: openwebui-check
+openwebui-check:
+	scripts/openwebui_check.sh
