@@ -318,3 +318,75 @@ def test_a_busy_session_is_a_conflict(server: ServerUnderTest, fake: FakeLLMServ
                                                    messages=[{"role": "user", "content": "b"}])
         assert caught.value.body["code"] == "turn_in_progress"
         assert first.result(timeout=30).choices[0].message.content == "slow answer"
+
+
+QUIZ = "/ask_choice drink Which drink do you prefer?\ngreen tea\ncoffee\nwater"
+OPTIONS = "Which drink do you prefer?\n\n1. green tea\n2. coffee\n3. water\n\n_Reply with one option (its text or its number)._"
+
+
+def profile_field(server: ServerUnderTest, name: str) -> Any:
+    profile = requests.get(f"{server.base}/api/profile", headers=server.auth(server.admin_token), timeout=10).json()
+    return profile["fields"].get(name, {}).get("value")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_question_is_answered_by_the_next_message_in_the_session(server: ServerUnderTest, fake: FakeLLMServer,
+                                                                   stream: bool) -> None:
+    fake.queue(QUIZ, "Coffee it is.")
+    sdk = client(server)
+    raw = sdk.chat.completions.with_raw_response.create(model="orchestrator",
+                                                        messages=[{"role": "user", "content": "quiz me"}])
+    question = raw.parse().choices[0].message.content
+    session_id = raw.headers["X-Session-Id"]
+    assert question.startswith('<details type="tool_calls"') and question.endswith(OPTIONS)
+    reply = sdk.chat.completions.create(model="orchestrator", extra_headers={"X-Session-Id": session_id},
+                                        messages=[{"role": "user", "content": "Coffee"}], stream=stream)
+    content = ("".join(c.choices[0].delta.content or "" for c in reply if c.choices) if stream
+               else reply.choices[0].message.content)
+    parser = DetailsParser()
+    parser.feed(content)
+    details = [attrs for tag, attrs in parser.elements if tag == "details"]
+    assert [d["name"] for d in details] == ["ask_choice"] and "The user answered: coffee" in json.loads(
+        details[0]["result"] or "")
+    assert content.endswith("Coffee it is.")
+    assert profile_field(server, "drink") == "coffee"
+    assert len(fake.requests) == 2
+    seen = fake.requests[1]["messages"]
+    assert seen[-1]["role"] == "user" and seen[-1]["content"].startswith("Tool result for /ask_choice")
+    roles = [m["role"] for m in requests.get(f"{server.base}/sessions/{session_id}/messages",
+                                             headers=server.auth(server.admin_token), timeout=10).json()["messages"]]
+    assert roles == ["user", "ui_tools", "ui_tools", "assistant"]  # the answer is no user message of its own
+
+
+def test_an_answer_that_does_not_fit_gets_the_options_again(server: ServerUnderTest, fake: FakeLLMServer) -> None:
+    fake.queue(QUIZ)
+    sdk = client(server)
+    raw = sdk.chat.completions.with_raw_response.create(model="orchestrator",
+                                                        messages=[{"role": "user", "content": "quiz me"}])
+    session_id = raw.headers["X-Session-Id"]
+    for wrong, reason in [("lemonade", "Value must be one of: green tea, coffee, water"),
+                          ("4", "There is no option 4; choose 1-3 or one of: green tea, coffee, water")]:
+        content = sdk.chat.completions.create(model="orchestrator", extra_headers={"X-Session-Id": session_id},
+                                              messages=[{"role": "user", "content": wrong}]).choices[0].message.content
+        assert f"That answer does not fit: {reason}.\n\n{OPTIONS}" in content
+    assert len(fake.requests) == 1  # no model pass for a refused answer
+    stored = requests.get(f"{server.base}/sessions/{session_id}/messages", headers=server.auth(server.admin_token),
+                          timeout=10).json()["messages"]
+    assert [m["role"] for m in stored] == ["user", "ui_tools"] and stored[-1]["meta"]["status"] == "pending"
+
+
+def test_history_naming_the_question_answers_it_by_number(server: ServerUnderTest, fake: FakeLLMServer) -> None:
+    """No X-Session-Id (Open WebUI): the resent answer's block names the question; `3` picks water."""
+    fake.queue(QUIZ, "Water, then.", "A fresh start.")
+    sdk = client(server)
+    first = [{"role": "user", "content": "quiz me"}]
+    raw = sdk.chat.completions.with_raw_response.create(model="orchestrator", messages=first)
+    question = raw.parse().choices[0].message.content
+    history = [*first, {"role": "assistant", "content": question}, {"role": "user", "content": "3"}]
+    answered = sdk.chat.completions.with_raw_response.create(model="orchestrator", messages=history)
+    assert answered.headers["X-Session-Id"] == raw.headers["X-Session-Id"]
+    assert answered.parse().choices[0].message.content.endswith("Water, then.")
+    assert profile_field(server, "drink") == "water"
+    again = sdk.chat.completions.with_raw_response.create(model="orchestrator", messages=history)  # already answered
+    assert again.headers["X-Session-Id"] != raw.headers["X-Session-Id"]
+    assert again.parse().choices[0].message.content == "A fresh start."
