@@ -50,7 +50,7 @@ def test_tasks_list_open_start_and_submit(ui: Any, imported: dict[str, str]) -> 
     assert "basics" in ready and "warmup" in ready
     assert "sql_query" not in ready and "program" not in ready
     assert "tasks ready" in ui.locator("#tasks-summary").inner_text()
-    shot(ui, "30-tasks-list")
+    shot(ui, "63-tasks-list")
 
     ui.locator("#task-list .task-open[data-task='basics']").click()
     detail = ui.locator("#task-detail")
@@ -77,7 +77,7 @@ def test_tasks_list_open_start_and_submit(ui: Any, imported: dict[str, str]) -> 
     assert verdict.locator(".test-fail").count() == 1
     assert "did not pass" in ui.locator("#task-status").inner_text()
     assert detail.get_by_role("textbox", name="Your answer").input_value() == "no"  # kept to fix it
-    shot(ui, "31-task-failed")
+    shot(ui, "64-task-failed")
 
     detail.get_by_role("textbox", name="Your answer").fill("YES")
     detail.get_by_role("button", name="Submit answer").click()
@@ -89,7 +89,7 @@ def test_tasks_list_open_start_and_submit(ui: Any, imported: dict[str, str]) -> 
     # closing basics unblocks the SQL task: the list (refreshed after submit) now offers it
     ui.locator("#task-list .task-open[data-task='sql_query']").wait_for()
     assert "basics" not in listed(ui)
-    shot(ui, "32-task-passed")
+    shot(ui, "65-task-passed")
 
 
 def test_sql_task_shows_its_tables_and_grades_a_query(ui: Any, imported: dict[str, str]) -> None:
@@ -115,7 +115,7 @@ def test_sql_task_shows_its_tables_and_grades_a_query(ui: Any, imported: dict[st
     assert ui.locator("#task-result .test-pass").count() == 1
     assert "[sql_result]" in ui.locator("#task-result").inner_text()
     assert detail.locator(".task-head .badge[data-status='closed']").count() == 1
-    shot(ui, "33-task-sql")
+    shot(ui, "66-task-sql")
 
 
 def test_unknown_and_blocked_tasks_say_how_to_go_on(ui: Any, imported: dict[str, str]) -> None:
@@ -132,4 +132,4 @@ def test_unknown_and_blocked_tasks_say_how_to_go_on(ui: Any, imported: dict[str,
     detail.locator("#task-title:has-text('Sum')").wait_for()
     assert detail.get_by_role("button", name="Start task").is_disabled()
     assert "Blocked until you close: warmup" in detail.inner_text()
-    shot(ui, "34-task-blocked")
+    shot(ui, "67-task-blocked")

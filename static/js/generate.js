@@ -53,6 +53,7 @@ class GenerationView {
     this.stored = 0;
     this.failed = 0;
     this.items = new Map();
+    this.reasons = new Map(); // index -> why its last draft was rejected
     $("generate-box").hidden = false;
     $("generate-steps").replaceChildren();
     $("generate-meter").max = count;
@@ -91,6 +92,7 @@ class GenerationView {
         this.line(index, "running", data.attempt > 1 ? `drafting again (attempt ${data.attempt})…` : "drafting…");
         break;
       case "problem.rejected":
+        this.reasons.set(index, REJECTIONS[data.code] || data.code);
         this.line(index, "rejected", `draft ${data.attempt} rejected: ${REJECTIONS[data.code] || data.code} (${data.code})`);
         break;
       case "problem.stored":
@@ -102,7 +104,8 @@ class GenerationView {
       case "problem.failed":
         this.failed += 1;
         $("generate-meter").value = this.stored + this.failed;
-        this.line(index, "failed", `failed after ${data.attempts} drafts`);
+        this.line(index, "failed", `failed after ${data.attempts} drafts` +
+          (this.reasons.has(index) ? ` (last: ${this.reasons.get(index)})` : ""));
         break;
       default:
         break;
