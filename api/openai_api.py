@@ -26,7 +26,11 @@ conversation on every request; our session is the context the pipeline builds fr
 - `system` (and `developer`) messages never replace our system prompt, whose command
   protocol the pipeline depends on: their text is appended after it under a heading that
   says they are the user's instructions and do not change the command protocol, for this
-  request only (they are not stored). `tool`/`function` messages and client `tools`,
+  request only (they are not stored).
+- Images: `image_url` parts with `data:` URLs (how Open WebUI sends them) on the turn's
+  message are the turn's images, checked and stored as `POST /chat` stores them (the vision
+  provider answers); other URLs are refused (we fetch nothing). Images of earlier messages
+  are not imported (their text is). `tool`/`function` messages and client `tools`,
   `functions`, `tool_choice`, `function_call` are refused with 400: this API offers the
   backend's tools, not the client's.
 Errors are OpenAI-shaped (`openai_error`) with our codes: the blueprint rewrites every
@@ -39,13 +43,13 @@ import dataclasses
 import json
 import sqlite3
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.auth import current_user, require_user
-from api.bodies import json_object
+from api.bodies import MAX_BODY_BYTES, json_object
 from api.database import get_db
 from api.errors import ApiError, not_found, validation_error
 from api.live import SSE_HEADERS, live_response, stream_seat
@@ -61,6 +65,7 @@ from cancellation import CancelToken
 from pipeline.turn import EventSink, TurnServices, run_turn
 from storage.messages import add_message, recent_messages
 from storage.sessions import ChatSession, get_session
+from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, inspect_image, save_image
 from tools.base import ToolFailure
 
 bp = Blueprint("openai", __name__, url_prefix="/v1")
@@ -82,15 +87,36 @@ class TextPart(BaseModel):
     text: str
 
 
+class ImageUrl(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # `detail`: the vision provider decides
+    url: str = Field(max_length=MAX_BODY_BYTES)
+
+
+class ImagePart(BaseModel):
+    """An image as Open WebUI and the SDKs send it; only `data:` URLs (we fetch nothing)."""
+
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["image_url"]
+    image_url: ImageUrl
+
+
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+
+
 class ClientMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")  # `name`, `refusal`, … carry nothing we use
     role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[TextPart] | None = None
+    content: str | list[ContentPart] | None = None
 
     def text(self) -> str:
         if isinstance(self.content, list):
-            return "".join(part.text for part in self.content)
+            return "".join(part.text for part in self.content if isinstance(part, TextPart))
         return self.content or ""
+
+    def image_urls(self) -> list[str]:
+        if isinstance(self.content, list):
+            return [part.image_url.url for part in self.content if isinstance(part, ImagePart)]
+        return []
 
 
 class StreamOptions(BaseModel):
@@ -163,12 +189,28 @@ def turn_message(chat: CompletionRequest) -> tuple[int, str]:
         if chat.messages[index].role == "user":
             text = chat.messages[index].text()
             if not text.strip():
-                raise ApiError(400, "empty_message", "the last user message must not be empty")
+                what = "needs text (a question about its image)" if chat.messages[index].image_urls() else \
+                    "must not be empty"
+                raise ApiError(400, "empty_message", f"the last user message {what}")
             if len(text) > MAX_MESSAGE_CHARS:
                 raise ApiError(400, "invalid_request", f"the last user message is longer than {MAX_MESSAGE_CHARS:,} "
                                "characters")
             return index, text
     raise ApiError(400, "invalid_request", "messages must contain a user message (the turn's message)")
+
+
+def turn_images(message: ClientMessage) -> list[bytes]:
+    """The images of the turn's message (data URLs), checked before anything is written."""
+    urls = message.image_urls()
+    if len(urls) > MAX_IMAGES_PER_TURN:
+        raise ApiError(400, "invalid_request", f"at most {MAX_IMAGES_PER_TURN} images per message")
+    try:
+        blobs = [decode_data_url(url) for url in urls]
+        for blob in blobs:
+            inspect_image(blob)
+    except ImageRejected as error:
+        raise ApiError(400, "invalid_image", str(error)) from error
+    return blobs
 
 
 def client_instructions(chat: CompletionRequest) -> str:
@@ -229,6 +271,7 @@ def invalid_answer(chat: CompletionRequest, question: PendingQuestion, failure: 
 def chat_completions():  # type: ignore[no-untyped-def]
     chat = parse_request()
     index, text = turn_message(chat)
+    blobs = turn_images(chat.messages[index])
     extra = client_instructions(chat)
     services: TurnServices = current_app.extensions["turn_services"]
     if extra:
@@ -249,12 +292,15 @@ def chat_completions():  # type: ignore[no-untyped-def]
             import_history(session, chat, index, services.settings.context_messages - 1)
         if question is not None:
             start_answer(services, question, user.id, answer, lease)
+        images = [save_image(services.settings.data_dir, user.id, blob) for blob in blobs] if question is None else []
     except BaseException:
         runner().live.turns.abandon(lease)
         raise
+    meta = {"images": [image.model_dump() for image in images]} if images else None
 
     def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
-        result = run_turn(services, conn, user_id=user.id, session_id=session.id, text=text, emit=emit, cancel=cancel)
+        result = run_turn(services, conn, user_id=user.id, session_id=session.id, text=text, user_meta=meta,
+                          emit=emit, cancel=cancel)
         return turn_payload(result)
 
     live = runner().live

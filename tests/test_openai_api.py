@@ -3,6 +3,8 @@ the hand-off of live answers), its model a fake OpenAI-compatible server on loop
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import time
 from collections.abc import Iterator
@@ -187,7 +189,13 @@ def test_client_tools_are_refused(server: ServerUnderTest, fake: FakeLLMServer, 
     ({"messages": [{"role": "user", "content": "x"}]}, "invalid_request"),
     ({"model": "orchestrator", "messages": [{"role": "user", "content": "  "}]}, "empty_message"),
     ({"model": "orchestrator", "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]}, "invalid_request"),
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]}, "empty_message"),
+    ({"model": "orchestrator", "messages": [{"role": "user", "content": [{"type": "text", "text": "what is it?"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]}, "invalid_image"),
+    ({"model": "orchestrator", "messages": [{"role": "user", "content": [{"type": "text", "text": "what is it?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]}, "invalid_image"),
+    ({"model": "orchestrator", "messages": [{"role": "user", "content": [{"type": "input_audio", "data": "x"}]}]},
+     "invalid_request"),
     ({"model": "orchestrator", "n": 2, "messages": [{"role": "user", "content": "x"}]}, "invalid_request"),
 ])
 def test_bad_bodies_answer_openai_shaped_400(server: ServerUnderTest, body: dict[str, Any], code: str) -> None:
@@ -390,3 +398,29 @@ def test_history_naming_the_question_answers_it_by_number(server: ServerUnderTes
     again = sdk.chat.completions.with_raw_response.create(model="orchestrator", messages=history)  # already answered
     assert again.headers["X-Session-Id"] != raw.headers["X-Session-Id"]
     assert again.parse().choices[0].message.content == "A fresh start."
+
+
+def png_data_url(width: int = 3, height: int = 2) -> str:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 30, 30)).save(out, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(out.getvalue()).decode()
+
+
+def test_an_image_part_is_the_turns_image(server: ServerUnderTest, fake: FakeLLMServer) -> None:
+    """Open WebUI sends a user's image as an `image_url` part holding a data URL."""
+    fake.queue("A red rectangle.")
+    url = png_data_url()
+    raw = client(server).chat.completions.with_raw_response.create(model="orchestrator", messages=[
+        {"role": "user", "content": [{"type": "text", "text": "what is this?"},
+                                     {"type": "image_url", "image_url": {"url": url}}]}])
+    assert raw.parse().choices[0].message.content == "A red rectangle."
+    sent = fake.requests[0]["messages"][-1]
+    assert isinstance(sent["content"], list)
+    assert [part["type"] for part in sent["content"]] == ["text", "image_url"]
+    assert sent["content"][1]["image_url"]["url"] == url
+    stored = requests.get(f"{server.base}/sessions/{raw.headers['X-Session-Id']}/messages",
+                          headers=server.auth(server.admin_token), timeout=10).json()["messages"]
+    assert stored[0]["content"] == "what is this?"
+    assert [(i["mime"], i["width"], i["height"]) for i in stored[0]["meta"]["images"]] == [("image/png", 3, 2)]
