@@ -122,9 +122,10 @@ def test_unknown_and_blocked_tasks_say_how_to_go_on(ui: Any, imported: dict[str,
     open_tasks(ui)
     ui.fill("#task-open-id", "no_such_task")
     ui.press("#task-open-id", "Enter")
-    alert = ui.locator("#task-status [role='alert']")
+    alert = ui.locator("#task-status .notice-error")
     alert.wait_for()
     assert "NOT_FOUND" in alert.inner_text() and "/get_ready" in alert.inner_text()
+    assert ui.get_attribute("#task-status", "role") == "status" and ui.locator("#task-status [role]").count() == 0
 
     ui.fill("#task-open-id", "program")  # depends on warmup, never closed in this module
     ui.press("#task-open-id", "Enter")

@@ -30,9 +30,9 @@ export async function callTaskTool(name, body) {
 }
 
 function say(text, kind = "info") {
-  const box = $("task-status");
-  // role=status announces the new text once; an error also gets the alert role's urgency
-  box.replaceChildren(el("p", { class: kind === "error" ? "notice notice-error" : "notice", role: kind === "error" ? "alert" : null, text }));
+  // #task-status is the panel's one live region (role=status): each new text is announced
+  // once, errors included (a nested alert would be read twice)
+  $("task-status").replaceChildren(el("p", { class: kind === "error" ? "notice notice-error" : "notice", text }));
 }
 
 function statusBadge(status, blocked = false) {
