@@ -77,6 +77,7 @@ def test_tasks_list_open_start_and_submit(ui: Any, imported: dict[str, str]) -> 
     assert verdict.locator(".test-fail").count() == 1
     assert "did not pass" in ui.locator("#task-status").inner_text()
     assert detail.get_by_role("textbox", name="Your answer").input_value() == "no"  # kept to fix it
+    assert ui.evaluate("document.activeElement.id") == "task-answer"
     shot(ui, "64-task-failed")
 
     detail.get_by_role("textbox", name="Your answer").fill("YES")
@@ -84,6 +85,7 @@ def test_tasks_list_open_start_and_submit(ui: Any, imported: dict[str, str]) -> 
     ui.locator("#task-result .task-verdict .test-pass").wait_for()
     assert detail.locator(".task-head .badge[data-status='closed']").count() == 1
     assert "passed" in ui.locator("#task-status").inner_text()
+    assert ui.evaluate("document.activeElement.id") == "task-title"  # closed: no answer box left
     assert rest(imported, "POST", "/tools/show_task", json={"task_id": "basics"})["status"] == "closed"
 
     # closing basics unblocks the SQL task: the list (refreshed after submit) now offers it

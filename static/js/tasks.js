@@ -180,7 +180,13 @@ async function submitAnswer(task, answer, button) {
     const result = renderSubmission(data);
     $("task-result").replaceChildren(result);
     say(data.message);
-    if (reopened && $("task-answer")) $("task-answer").value = answer.value; // keep the text to fix it
+    const again = $("task-answer");
+    if (reopened && again) {
+      again.value = answer.value; // keep the text to fix it
+      again.focus();
+    } else if (reopened) {
+      $("task-title").focus();
+    }
     listTasks();
   } catch (error) {
     button.disabled = false;
