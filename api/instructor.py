@@ -28,6 +28,7 @@ from storage.users import get_user
 from tasks.progress import next_status
 
 STAFF_ROLES = ("instructor", "admin")
+MAX_ROW_ID = 2**63 - 1  # SQLite's largest INTEGER: a larger id in the URL is a 404, not an OverflowError (500)
 
 bp = Blueprint("instructor", __name__)
 
@@ -81,7 +82,7 @@ def help_requests():  # type: ignore[no-untyped-def]
     return jsonify(HelpRequestList(help_requests=rows).model_dump(mode="json"))
 
 
-@bp.post("/help-requests/<int:request_id>/resolve")
+@bp.post(f"/help-requests/<int(max={MAX_ROW_ID}):request_id>/resolve")
 def resolve(request_id: int):  # type: ignore[no-untyped-def]
     if not resolve_help_request(get_db(), request_id, current_user().id):
         raise not_found(f"open help request {request_id}")
@@ -108,7 +109,7 @@ class ReviewBody(BaseModel):
     note: str = Field(default="", max_length=4000)
 
 
-@bp.post("/task-reviews/<int:attempt_id>")
+@bp.post(f"/task-reviews/<int(max={MAX_ROW_ID}):attempt_id>")
 def review(attempt_id: int):  # type: ignore[no-untyped-def]
     body = json_body(ReviewBody)
     conn, reviewer = get_db(), current_user()

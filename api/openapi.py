@@ -84,8 +84,11 @@ def openapi_path(rule: Rule) -> tuple[str, list[dict[str, Any]]]:
     params: list[dict[str, Any]] = []
     for match in PLACEHOLDER.finditer(rule.rule):
         converter, name = match.group(1) or "default", match.group(2)
-        params.append({"name": name, "in": "path", "required": True,
-                       "schema": dict(CONVERTERS.get(converter, CONVERTERS["default"]))})
+        schema = dict(CONVERTERS.get(converter, CONVERTERS["default"]))
+        bound = getattr(rule._converters.get(name), "max", None)  # `<int(max=…):id>`: Werkzeug keeps no public copy
+        if converter == "int" and bound is not None:
+            schema["maximum"] = bound
+        params.append({"name": name, "in": "path", "required": True, "schema": schema})
     return PLACEHOLDER.sub(r"{\2}", rule.rule), params
 
 
@@ -97,7 +100,7 @@ def response_object(reply: Reply, schemas: SchemaSet, error_model: type[BaseMode
         if media == "application/json" and model is not None:
             content[media] = {"schema": schemas.ref(model, "serialization")}
         elif media == SSE:
-            content[media] = {"schema": {"type": "string"}}
+            content[media] = {"schema": sse_event_schema(reply, schemas)}
         elif media == "application/json":
             content[media] = {"schema": {"type": "object"}}
         else:
@@ -108,6 +111,27 @@ def response_object(reply: Reply, schemas: SchemaSet, error_model: type[BaseMode
     if reply.headers:
         answer["headers"] = {name: {"description": HEADERS[name], "schema": {"type": "string"}} for name in reply.headers}
     return answer
+
+
+def sse_event_schema(reply: Reply, schemas: SchemaSet) -> dict[str, Any]:
+    """One server-sent event (`event`, `id`, `data`), the convention of OpenAPI 3.2's `itemSchema`
+    that fuzzers validate each event against. SPEC 7 events carry JSON `data`; a `done` event
+    carries the turn's answer (`reply.model`) where the stream is a turn's. `/v1`'s chunk stream
+    ends with `data: [DONE]`, which is not JSON, so there `data` is a plain string."""
+    json_data = reply.model is None or reply.model.__module__ != "api.openapi_v1"
+    data: dict[str, Any] = {"type": "string"}
+    if json_data:
+        data = {"type": "string", "contentMediaType": "application/json", "contentSchema": {"type": "object"}}
+    event: dict[str, Any] = {"type": "object", "properties": {
+        "event": {"type": "string", "description": "`turn.started`, `answer.delta`, `done`, `error`, … (SPEC 7)"},
+        "id": {"type": "string", "pattern": "^[0-9]+$"},
+        "retry": {"type": "integer"},
+        "data": data,
+    }}
+    if json_data and reply.model is not None:
+        event["if"] = {"required": ["event"], "properties": {"event": {"const": "done"}}}
+        event["then"] = {"properties": {"data": {**data, "contentSchema": schemas.ref(reply.model, "serialization")}}}
+    return event
 
 
 def implied_replies(endpoint: str, operation: Operation, limited: bool) -> dict[int, Reply]:
