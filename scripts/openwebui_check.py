@@ -8,7 +8,7 @@ Open WebUI only:
 - its model list shows `orchestrator`;
 - `POST /api/chat/completions` as its API documents it, non-streamed and streamed (plain
   and tool turns): our answer arrives unchanged, the `<details type="tool_calls">` block
-  included;
+  included; an image part arrives as the turn's image;
 - a chat as its web frontend drives it (a new chat, a follow-up that resends the history
   with our block in it, a question answered by the next message): the answers Open WebUI
   stores parse with its own frontend rules (`src/lib/utils/marked/extension.ts`:
@@ -22,7 +22,9 @@ what Open WebUI sent to our `/v1` (the fixtures of `tests/test_openwebui_request
 from __future__ import annotations
 
 import argparse
+import base64
 import html
+import io
 import json
 import os
 import re
@@ -61,6 +63,14 @@ class Check:
         print(f"{'PASS' if ok else 'FAIL'} {name}" + (f": {detail}" if detail and not ok else ""), flush=True)
         self.failures += 0 if ok else 1
         return ok
+
+
+def png_data_url() -> str:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (4, 3), (200, 30, 30)).save(out, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(out.getvalue()).decode()
 
 
 def owui_blocks(content: str) -> list[dict[str, Any]]:
@@ -201,6 +211,13 @@ def run_checks(owui: OpenWebUI, ours: Any, check: Check) -> None:
               and content.endswith("Got it, I saved that to your memories."))
         check(f"tool turn, {'streamed' if stream else 'not streamed'}: the block parses as Open WebUI reads it",
               ok, content[:300])
+
+    picture = [{"role": "user", "content": [{"type": "text", "text": "what is in this picture?"},
+                                            {"type": "image_url", "image_url": {"url": png_data_url()}}]}]
+    content = owui.complete(picture, False)
+    seen = [m for s in our_sessions() for m in messages(s["id"]) if m["content"] == "what is in this picture?"]
+    check("an image part reaches us as the turn's image", content == "A small red rectangle." and len(seen) == 1
+          and len((seen[0].get("meta") or {}).get("images") or []) == 1, f"{content[:200]} {seen}")
 
     chat_id, first_id, content = owui.chat_turn(None, None, "please remember that I like green tea")
     check("web chat: Open WebUI stored our tool block intact", len(owui_blocks(content)) == 1

@@ -89,7 +89,8 @@ def stored(server: ServerUnderTest, session_id: str) -> list[dict[str, Any]]:
 
 
 def test_the_record_is_what_the_readme_says() -> None:
-    assert len(RECORD) == 18
+    assert len(RECORD) == 19
+    assert [entry["method"] for entry in RECORD].count("GET") == 2
     assert {entry["headers"]["User-Agent"] for entry in RECORD} == {"Python/3.11 aiohttp/3.14.5"}
     bodies = [entry["body"] for entry in RECORD if entry["method"] == "POST"]
     assert not any({"stream_options", "user", "metadata", "chat_id", "tools"} & set(body) for body in bodies)
@@ -119,6 +120,19 @@ def test_api_requests_tool_turn(server: ServerUnderTest, stream: bool) -> None:
     assert blocks[0]["name"] == "remember" and blocks[0]["done"] == "true"
     assert blocks[0]["arguments"] == {"command_line": "/remember The user's favourite drink is green tea"}
     assert "favourite drink is green tea" in blocks[0]["result"]
+
+
+def test_api_request_with_an_image(server: ServerUnderTest) -> None:
+    entry = next(e for e in RECORD if e["method"] == "POST" and isinstance(e["body"]["messages"][-1]["content"], list))
+    parts = entry["body"]["messages"][-1]["content"]
+    assert [part["type"] for part in parts] == ["text", "image_url"]
+    assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
+    response = replay(server, entry)
+    assert content_of(response, False) == "A small red rectangle."
+    messages = stored(server, response.headers["X-Session-Id"])
+    assert messages[0]["content"] == "what is in this picture?"
+    assert [(image["mime"], image["width"], image["height"]) for image in messages[0]["meta"]["images"]] == [
+        ("image/png", 4, 3)]
 
 
 @pytest.mark.parametrize("task", ["Generate a concise title", "Predict 3-5 useful messages", "Generate 1-3 broad tags"])
