@@ -424,3 +424,29 @@ def test_an_image_part_is_the_turns_image(server: ServerUnderTest, fake: FakeLLM
                           headers=server.auth(server.admin_token), timeout=10).json()["messages"]
     assert stored[0]["content"] == "what is this?"
     assert [(i["mime"], i["width"], i["height"]) for i in stored[0]["meta"]["images"]] == [("image/png", 3, 2)]
+
+
+def test_text_and_confirm_questions_are_answered_by_the_next_message(server: ServerUnderTest,
+                                                                     fake: FakeLLMServer) -> None:
+    fake.queue("/ask_text goal What would you like to build?", "A chess engine, then.",
+               "/confirm goal Is a chess engine still your goal?", "Confirmed.")
+    sdk = client(server)
+
+    def say(text: str, session_id: str | None = None) -> tuple[str, str]:
+        raw = sdk.chat.completions.with_raw_response.create(
+            model="orchestrator", messages=[{"role": "user", "content": text}],
+            extra_headers={"X-Session-Id": session_id} if session_id else None)
+        return raw.parse().choices[0].message.content, raw.headers["X-Session-Id"]
+
+    asked, session_id = say("help me pick a project")
+    assert asked.endswith("What would you like to build?\n\n_Reply with your answer._")
+    assert say("  a chess engine ", session_id)[0].endswith("A chess engine, then.")
+    assert profile_field(server, "goal") == "a chess engine"
+    asked, _ = say("check my goal", session_id)
+    assert asked.endswith("Is a chess engine still your goal?\n\n_Reply **yes** to confirm or **no** to change it._")
+    refused, _ = say("maybe", session_id)
+    assert "That answer does not fit: Value must be true/false (or yes/no) for a confirmation." in refused
+    assert say("Yes", session_id)[0].endswith("Confirmed.")
+    profile = requests.get(f"{server.base}/api/profile", headers=server.auth(server.admin_token), timeout=10).json()
+    assert profile["fields"]["goal"]["confirmed"] is True
+    assert len(fake.requests) == 4
