@@ -89,9 +89,30 @@ def tool_block(message: dict[str, Any]) -> str:
             f"<summary>Tool Executed</summary>\n</details>\n\n")
 
 
+#: Where Open WebUI's temporary chats put a block's `result` in its place (its frontend's
+#: `processDetails`): the JSON string of a stored tool result, `"<details>\n<summary>🔧 x_tools…"`.
+RESULT_STRING_RE = re.compile(r'"<details>\\n<summary>\U0001f527 [A-Za-z0-9_]{1,64}_tools</summary>')
+
+
 def strip_tool_blocks(text: str) -> str:
-    """An assistant message of a client's history without the tool blocks we wrote into it."""
-    return TOOL_BLOCK_RE.sub("", text).strip()
+    """An assistant message of a client's history without the tool blocks we wrote into it.
+
+    Both forms go: the block itself, as most clients resend it, and the block's `result`
+    value standing in for it, as Open WebUI's temporary chats resend it."""
+    text = TOOL_BLOCK_RE.sub("", text)
+    decoder = json.JSONDecoder()
+    kept, position = [], 0
+    for match in RESULT_STRING_RE.finditer(text):
+        if match.start() < position:
+            continue
+        try:
+            _, end = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue  # not a whole JSON string: the client's own text, kept
+        kept.append(text[position:match.start()])
+        position = end
+    kept.append(text[position:])
+    return "".join(kept).strip()
 
 
 def block_call_ids(text: str) -> list[str]:

@@ -162,6 +162,27 @@ def test_follow_up_resends_our_block_and_it_is_not_imported(server: ServerUnderT
     assert not any("<details type=" in m["content"] for m in messages)
 
 
+def process_details(content: str) -> str:
+    """Open WebUI's frontend `processDetails` (`src/lib/utils/index.ts`), which a temporary chat
+    applies to the history it sends: each tool block is replaced by its decoded `result`."""
+    def by_result(match: re.Match[str]) -> str:
+        attributes = dict(re.findall(r'(\w+)="([^"]*)"', match.group(0)))
+        return html.unescape(attributes["result"]) if attributes.get("result") else match.group(0)
+
+    return re.sub(r'<details\s+type="tool_calls"([^>]*)>([\s\S]*?)</details>', by_result, content, flags=re.I)
+
+
+def test_a_temporary_chats_history_is_imported_without_our_results(server: ServerUnderTest) -> None:
+    entry = recorded(last_user="how many messages have I sent?", history=True)
+    assistant = entry["body"]["messages"][1]
+    assistant["content"] = process_details(assistant["content"])
+    assert assistant["content"].startswith('"<details>\\n<summary>\U0001f527 memory_tools</summary>')
+    response = replay(server, entry)
+    assert "Your messages by role" in content_of(response, True)
+    messages = stored(server, response.headers["X-Session-Id"])
+    assert [(m["role"], m["content"]) for m in messages[:2]] == [("user", TEA), ("assistant", SAVED)]
+
+
 def test_a_question_is_answered_by_the_next_message(server: ServerUnderTest) -> None:
     """The recorded quiz, wrong answer and right answer, each resent with the answer we gave."""
     asking = recorded(last_user="give me a quiz", history=True)
