@@ -15,8 +15,8 @@ conversation on every request; our session is the context the pipeline builds fr
   `X-Session-Id` response header. The request's earlier `user`/`assistant` messages (the
   last `CONTEXT_MESSAGES - 1` of them) are stored into it first, marked `meta.imported`, so
   the model answers in the conversation the client shows, and the web UI shows it too. The
-  tool blocks we wrote into earlier answers (Open WebUI resends them verbatim; its temporary
-  chats put the block's `result` string in its place) are removed from imported assistant
+  tool blocks we wrote into earlier answers (Open WebUI resends them verbatim; its frontend's
+  `processDetails` puts the block's `result` string in its place) are removed from imported assistant
   messages: they are display, and their results were stored as tool
   messages in the session that ran them; an assistant message that was only blocks is not
   imported. A client that resends history without the header therefore gets a fresh

@@ -163,8 +163,8 @@ def test_follow_up_resends_our_block_and_it_is_not_imported(server: ServerUnderT
 
 
 def process_details(content: str) -> str:
-    """Open WebUI's frontend `processDetails` (`src/lib/utils/index.ts`), which a temporary chat
-    applies to the history it sends: each tool block is replaced by its decoded `result`."""
+    """Open WebUI's frontend `processDetails` (`src/lib/utils/index.ts`), which its temporary
+    chats apply to message text they resend: each tool block is replaced by its decoded `result`."""
     def by_result(match: re.Match[str]) -> str:
         attributes = dict(re.findall(r'(\w+)="([^"]*)"', match.group(0)))
         return html.unescape(attributes["result"]) if attributes.get("result") else match.group(0)
