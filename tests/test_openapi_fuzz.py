@@ -85,7 +85,8 @@ def session_with_a_turn(server: ServerUnderTest) -> str:
 def test_every_operation_passes_schemathesis(server: ServerUnderTest, tmp_path: Path) -> None:
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIGURED_OFF + REAL_SESSION.format(session_id=session_with_a_turn(server)), encoding="utf-8")
-    operations = sum(len(item) for item in requests.get(f"{server.base}/openapi.json", timeout=10).json()["paths"].values())
+    document = requests.get(f"{server.base}/openapi.json", timeout=10).json()
+    operations = sum(len(item) for item in document["paths"].values()) - 1  # Schemathesis leaves out the schema's own URL
     run = subprocess.run(schemathesis_command(server, config), capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
                          cwd=tmp_path)
     report = run.stdout + run.stderr
