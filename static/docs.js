@@ -58,6 +58,13 @@ function schemaView(schema) {
   return pre;
 }
 
+// A schema that is only a `$ref` shown as the component it names (one level; deeper refs stay links).
+function namedSchemaView(schema, components) {
+  if (!schema || !schema.$ref || !components[refName(schema.$ref)]) return schemaView(schema);
+  const name = refName(schema.$ref);
+  return el("div", {}, el("a", { href: `#schema-${name}` }, name), schemaView(components[name]));
+}
+
 function parametersView(parameters) {
   if (!parameters || !parameters.length) return null;
   const rows = parameters.map((p) => el("tr", {}, el("td", {}, p.name), el("td", {}, p.in),
@@ -70,7 +77,7 @@ function bodyView(body, components) {
   if (!body) return null;
   const box = el("div", {}, el("h4", {}, `Request body${body.required ? "" : " (optional)"}`));
   for (const [media, content] of Object.entries(body.content)) {
-    box.append(el("p", {}, media), schemaView(content.schema));
+    box.append(el("p", {}, media), namedSchemaView(content.schema, components));
     if (media === "application/json") {
       box.append(el("p", {}, "Example"), el("pre", {}, JSON.stringify(example(content.schema, components), null, 2)));
     }
@@ -78,12 +85,12 @@ function bodyView(body, components) {
   return box;
 }
 
-function responsesView(responses) {
+function responsesView(responses, components) {
   const box = el("div", {}, el("h4", {}, "Responses"));
   for (const [status, answer] of Object.entries(responses)) {
     const item = el("details", {}, el("summary", {}, el("span", { class: "status" }, status), " ", answer.description));
     for (const [media, content] of Object.entries(answer.content || {})) {
-      item.append(el("p", {}, media), schemaView(content.schema));
+      item.append(el("p", {}, media), namedSchemaView(content.schema, components));
     }
     box.append(item);
   }
@@ -97,7 +104,7 @@ function operationView(method, path, op, components) {
   const body = el("div", { class: "op-body" },
     op.description ? el("p", {}, op.description) : null,
     el("p", {}, el("code", {}, op.operationId)),
-    parametersView(op.parameters), bodyView(op.requestBody, components), responsesView(op.responses));
+    parametersView(op.parameters), bodyView(op.requestBody, components), responsesView(op.responses, components));
   const node = el("details", { class: "op", id: `op-${op.operationId}` }, summary, body);
   node.dataset.search = `${method} ${path} ${op.summary || ""}`.toLowerCase();
   return node;
