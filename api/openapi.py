@@ -108,6 +108,9 @@ def response_object(reply: Reply, schemas: SchemaSet, error_model: type[BaseMode
                               {"type": "string", "contentMediaType": media}}
     if content:
         answer["content"] = content
+    if reply.links:
+        answer["links"] = {target: {"operationId": target, "parameters": parameters}
+                           for target, parameters in reply.links.items()}
     if reply.headers:
         answer["headers"] = {name: {"description": HEADERS[name], "schema": {"type": "string"}} for name in reply.headers}
     return answer

@@ -13,7 +13,7 @@ tool's own input and output models.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel
@@ -50,6 +50,7 @@ class Reply:
     model: type[BaseModel] | None = None
     media: tuple[str, ...] = (JSON,)
     headers: tuple[str, ...] = ()  # response headers, from `HEADERS`
+    links: dict[str, dict[str, str]] = field(default_factory=dict)  # operationId -> its parameters from this answer
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,19 @@ TAGS = {
     "ui": "ui", "instructor": "instructor", "openai": "openai", "openapi": "reference",
 }
 
+SESSION_OPERATIONS = ("sessions.show", "sessions.rename", "sessions.delete", "sessions.messages", "sessions.cancel",
+                      "streams.progress")
+
+
+def session_links(pointer: str) -> dict[str, dict[str, str]]:
+    """OpenAPI links from an answer that names a session (`pointer` into its JSON) to the
+    operations on that session: clients and fuzzers follow them with a real id."""
+    return {operation: {"session_id": f"$response.body#{pointer}"} for operation in SESSION_OPERATIONS}
+
+
 NOT_FOUND = Reply("no such thing, or not yours (the same answer for both)")
 TURN_STREAM = Reply("the turn's events (SPEC 7) ending with `done` (this JSON) or `error`", TurnAnswer,
-                    media=(JSON, SSE))
+                    media=(JSON, SSE), links=session_links("/session_id"))
 TURN_FAILED = {
     409: Reply("the session is answering another turn (`turn_in_progress`, with its `turn_id`)"),
     500: Reply("the turn failed on the server (`internal_error`); stored rows are kept, `user_message_id` says which"),
@@ -137,7 +148,7 @@ OPERATIONS: dict[str, Operation] = {
                                replies={200: Reply("the problem", ProblemView), 404: NOT_FOUND}),
     "sessions.index": Operation("The user's chat sessions", replies={200: Reply("newest first", SessionList)}),
     "sessions.create": Operation("Create a chat session", body=SessionCreate, body_optional=True,
-                                 replies={201: Reply("created", ChatSession)}),
+                                 replies={201: Reply("created", ChatSession, links=session_links("/id"))}),
     "sessions.show": Operation("One session, with its running turn",
                                replies={200: Reply("the session", SessionDetail), 404: NOT_FOUND}),
     "sessions.cancel": Operation(

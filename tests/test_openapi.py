@@ -190,3 +190,12 @@ def test_an_id_beyond_sqlite_integers_is_404_not_500(app: Flask, client: FlaskCl
     assert answer.get_json()["error"]["code"] == "not_found"
     in_range = client.post(path.format(id=MAX_ROW_ID), json={"passed": True}, headers={"Authorization": f"Bearer {token}"})
     assert in_range.status_code == 404  # a valid id that names nothing: the view's own 404
+
+
+def test_answers_that_name_a_session_link_to_the_operations_on_it(document: dict[str, Any]) -> None:
+    created = document["paths"]["/sessions"]["post"]["responses"]["201"]["links"]
+    assert created["sessions.show"] == {"operationId": "sessions.show", "parameters": {"session_id": "$response.body#/id"}}
+    operation_ids = {op["operationId"] for item in document["paths"].values() for op in item.values()}
+    turn = document["paths"]["/chat"]["post"]["responses"]["200"]["links"]
+    assert set(turn) <= operation_ids and turn["sessions.messages"]["parameters"] == {
+        "session_id": "$response.body#/session_id"}

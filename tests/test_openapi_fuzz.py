@@ -5,7 +5,8 @@ answer and every SSE event matching its declared schema, every answer within
 `MAX_RESPONSE_S`. The server runs offline: the scripted provider answers every turn at once,
 the judge is switched off by JUDGE_ENABLED=0 (its endpoints answer their declared, fast
 503, and are still fuzzed), upstream services point at a closed loopback port (their
-tools answer a declared 502/503), rate limits are generous (429 is declared anyway).
+tools answer a declared 502/503), rate limits are generous (429 is declared anyway). The
+stateful phase follows the document's links (a created session to the operations on it).
 The seed is fixed so CI is repeatable; `FUZZ_SEED=…` explores another part of the space.
 """
 
@@ -72,7 +73,7 @@ def schemathesis_command(server: ServerUnderTest, config: Path) -> list[str]:
             "-H", f"Authorization: Bearer {server.admin_token}", "--checks", CHECKS,
             "--max-response-time", str(MAX_RESPONSE_S), "--max-examples", str(EXAMPLES_PER_OPERATION),
             "--seed", str(SEED), "--workers", "2", "--request-timeout", "20", "--no-shrink",
-            "--phases", "examples,coverage,fuzzing", "--output-sanitize", "false"]
+            "--phases", "examples,coverage,fuzzing,stateful", "--output-sanitize", "false"]
 
 
 def session_with_a_turn(server: ServerUnderTest) -> str:
