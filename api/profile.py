@@ -35,7 +35,10 @@ FieldName = Annotated[str, StringConstraints(pattern=FIELD_NAME_PATTERN)]
 class ProfilePatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    fields: dict[FieldName, JsonValue] = Field(min_length=1, max_length=MAX_FIELDS)
+    # pydantic writes the key pattern as `patternProperties`, which lets other keys through;
+    # `propertyNames` says in the schema what validation does: every name must match
+    fields: dict[FieldName, JsonValue] = Field(min_length=1, max_length=MAX_FIELDS,
+                                               json_schema_extra={"propertyNames": {"pattern": FIELD_NAME_PATTERN}})
 
 
 class Profile(BaseModel):

@@ -199,3 +199,14 @@ def test_answers_that_name_a_session_link_to_the_operations_on_it(document: dict
     turn = document["paths"]["/chat"]["post"]["responses"]["200"]["links"]
     assert set(turn) <= operation_ids and turn["sessions.messages"]["parameters"] == {
         "session_id": "$response.body#/session_id"}
+
+
+def test_profile_field_names_are_constrained_in_the_schema_as_in_validation(client: FlaskClient, auth: dict[str, str],
+                                                                            document: dict[str, Any]) -> None:
+    """Found by the fuzzer: the schema let any key through (`patternProperties` alone), the API did not."""
+    body = {"fields": {"0": 1}}
+    schema = {**document["paths"]["/api/profile"]["patch"]["requestBody"]["content"]["application/json"]["schema"],
+              "components": document["components"]}
+    assert not Draft202012Validator(schema).is_valid(body)
+    assert client.patch("/api/profile", json=body, headers=auth).status_code == 400
+    assert Draft202012Validator(schema).is_valid({"fields": {"city": "Paris"}})
