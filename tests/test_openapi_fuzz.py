@@ -2,7 +2,8 @@
 
 Checks: no 5xx (`not_a_server_error`), every status and content type declared, every JSON
 answer and every SSE event matching its declared schema, every answer within
-`MAX_RESPONSE_S`. The server runs offline: the scripted provider answers every turn at once,
+`MAX_RESPONSE_S`, data the schema forbids refused with a 4xx, and no operation that declares
+authentication answering without it (`ignored_auth`). The server runs offline: the scripted provider answers every turn at once,
 the judge is switched off by JUDGE_ENABLED=0 (its endpoints answer their declared, fast
 503, and are still fuzzed), upstream services point at a closed loopback port (their
 tools answer a declared 502/503), rate limits are generous (429 is declared anyway). The
@@ -30,7 +31,8 @@ MAX_RESPONSE_S = 5
 EXAMPLES_PER_OPERATION = 8
 RUN_TIMEOUT_S = 150
 SEED = int(os.environ.get("FUZZ_SEED", "20261124"))
-CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"
+CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,"
+          "negative_data_rejection,ignored_auth")
 GENEROUS = "turns=100000/minute,runs=100000/minute,generate=100000/minute,login=100000/minute,sessions=100000/minute"
 
 # 5xx answers that are this server's configuration, not a failure: no judge, no upstreams.
