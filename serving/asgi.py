@@ -10,12 +10,33 @@ open stream, or a `POST /chat` waiting for its turn, costs a coroutine, not a th
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 from typing import Any
 
 from a2wsgi import WSGIMiddleware
 from flask import Flask
 
 from api.live import HANDOFF_KEY, ASGIMessage, HandoffSlot, Receive, Send
+
+
+def outside_flask(receive: Receive) -> Receive:
+    """`receive`, run on the loop in an empty context whichever thread asks for it.
+
+    a2wsgi reads a request body from the worker thread with `run_coroutine_threadsafe`,
+    which runs `receive()` in a copy of that thread's context: inside Flask's app and request
+    contexts. When the body came in several parts, uvicorn's `receive` resumes reading the
+    socket there, and the reader it registers keeps that context: every later request on the
+    keep-alive connection then started inside the old request's app context (its `g`, its
+    SQLite connection from another thread) and failed. Found by the OpenAPI fuzzer
+    (`tests/test_openapi_fuzz.py`). A fresh context per call keeps the socket's callbacks
+    free of any request's state.
+    """
+
+    async def receive_outside_flask() -> ASGIMessage:
+        return await asyncio.get_running_loop().create_task(receive(), context=contextvars.Context())
+
+    return receive_outside_flask
 
 
 class OrchestratorApp:
@@ -37,6 +58,6 @@ class OrchestratorApp:
             elif message["type"] == "http.response.start":
                 start = message  # the placeholder's status and headers (cookies included)
 
-        await self.wsgi({**scope, HANDOFF_KEY: slot}, receive, forward)  # type: ignore[arg-type]
+        await self.wsgi({**scope, HANDOFF_KEY: slot}, outside_flask(receive), forward)  # type: ignore[arg-type]
         if slot.body is not None and start is not None:
             await slot.body.respond(start, send, receive)
