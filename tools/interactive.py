@@ -15,9 +15,9 @@ Command forms (the first word after the command is the profile field):
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, StringConstraints, field_validator
 
 from storage.profile import FIELD_NAME_PATTERN, FieldNotFound, ProfileError, confirm_field, set_field
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
@@ -29,23 +29,23 @@ YES = {"yes", "y", "true", "confirm", "confirmed"}
 NO = {"no", "n", "false", "change", "make changes"}
 
 
+OptionText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+
+
 class _Ask(ToolInput):
     target_field: str = Field(pattern=FIELD_NAME_PATTERN, description="Profile field that receives the answer.")
     question: str = Field(min_length=3, max_length=500)
 
 
 class AskChoiceInput(_Ask):
-    options: list[str] = Field(min_length=2, max_length=10)
+    options: list[OptionText] = Field(min_length=2, max_length=10)
 
     @field_validator("options")
     @classmethod
-    def distinct_short_options(cls, options: list[str]) -> list[str]:
-        cleaned = [option.strip() for option in options]
-        if any(not option or len(option) > 200 for option in cleaned):
-            raise ValueError("each option needs 1-200 characters")
-        if len({option.lower() for option in cleaned}) != len(cleaned):
+    def distinct_options(cls, options: list[str]) -> list[str]:
+        if len({option.lower() for option in options}) != len(options):
             raise ValueError("options must be different")
-        return cleaned
+        return options
 
 
 class AskTextInput(_Ask):

@@ -29,7 +29,7 @@ MAX_READ_CHARS = 40_000
 MAX_LINE_CHARS = 2_000
 _LINE_RANGE = re.compile(r"^(?P<path>.*\S)\s+(?P<start>\d+)-(?P<end>\d*)$", re.DOTALL)
 
-PathText = Annotated[str, StringConstraints(strip_whitespace=True)]
+PathText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]  # the schema says what is refused
 PATH_HELP = "Path relative to your workspace, e.g. notes/todo.txt (no '..', no leading '/')."
 
 
