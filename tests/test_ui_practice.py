@@ -2,24 +2,27 @@
 sample follows the chosen language, and generating a practice activity shows its progress
 and its failures.
 
-The failures are the real server's: this server has no judge (JUDGE_ENABLED=0), so
-`POST /activities/generate` answers 503 `judge_unavailable`, and after the hour's budget
-429 `rate_limited`. A generation that runs needs the Docker judge, which these browser
-tests do not have; the progress test therefore answers the two requests of a generation
-(`POST /activities/generate`, then its `/generate/stream`) at the browser's network layer
-with the documented shapes (SPEC 9, `api/judge.py`, `activities/generate.py`), so what is
-tested is the page's reading of that contract, not the job itself.
+Everything here is the real server; nothing is answered at the browser's network layer.
+Two servers: the module's `server` has no judge (JUDGE_ENABLED=0), so `POST
+/activities/generate` answers 503 `judge_unavailable`, and after the hour's budget 429
+`rate_limited`. `judge_server` runs the real Docker judge (marked `docker`: skipped without
+an engine, failed when JUDGE_REQUIRED=1 as in CI); its generations draft problems with the
+loopback fake model (queued replies, the order of `activities/generate.py`'s prompts: one
+per draft), verify them in real containers and stream their real progress, and its Stop
+cancels the job through `POST /sessions/<id>/cancel`.
 """
 
 from __future__ import annotations
 
-import json
+import time
 from typing import Any
 
 import pytest
 import requests
 
-from tests.ui_support import shot
+from tests.test_judge_api import STARTER, SUM_SOLUTION, draft
+from tests.ui_support import TIMEOUT_MS, rest, shot
+from testing.fake_llm import FakeLLMServer, StreamReply
 
 pytestmark = [
     pytest.mark.browser,
@@ -110,79 +113,110 @@ def test_generation_over_the_rate_limit_says_when_to_retry(ui: Any, server: dict
     shot(ui, "71-generate-rate-limited")
 
 
-def sse(events: list[tuple[str, dict[str, Any]]]) -> str:
-    return "".join(f"id: {index}\nevent: {name}\ndata: {json.dumps(data)}\n\n" for index, (name, data) in enumerate(events, 1))
+# generations against the real judge ----------------------------------------------------------
+
+GENERATION_MS = 90_000  # a generation verifies each draft in fresh containers on shared cores
+TITLE = "Sum of <b>integers</b>"  # markup in a model's title is text on the page
 
 
-def test_generation_progress_shows_each_problem_and_loads_the_activity(ui: Any) -> None:
-    job = {"activity_id": "act1", "session_id": "s-gen", "status": "generating", "turn_id": "t-gen",
-           "stream": "/sessions/s-gen/generate/stream"}
-    turn = {"turn_id": "t-gen"}
-    events = [
-        ("turn.started", turn),
-        ("job.started", {**turn, "activity_id": "act1", "count": 2, "language": "python"}),
-        ("problem.started", {**turn, "index": 0, "attempt": 1}),
-        ("problem.stored", {**turn, "index": 0, "problem_id": "p1", "title": "Sum <two> numbers"}),
-        ("problem.started", {**turn, "index": 1, "attempt": 1}),
-        ("problem.rejected", {**turn, "index": 1, "attempt": 1, "code": "reference_failed"}),
-        ("problem.started", {**turn, "index": 1, "attempt": 2}),
-        ("problem.rejected", {**turn, "index": 1, "attempt": 2, "code": "invalid_json"}),
-        ("problem.failed", {**turn, "index": 1, "attempts": 3}),
-        ("done", {**turn, "activity_id": "act1", "status": "partial", "problems": [{"id": "p1", "title": "Sum <two> numbers"}],
-                  "stopped": False}),
-    ]
-    activity = {"id": "act1", "topic": "sums", "language": "python", "status": "partial", "problems": [
-        {"id": "p1", "activity_id": "act1", "language": "python", "difficulty": "easy", "title": "Sum <two> numbers",
-         "statement": "Read two numbers, print their sum.", "starter_files": {"main.py": "# your code\n"},
-         "position": 0, "created_at": "2026-01-01T00:00:00.000Z"}]}
-    posted: list[dict[str, Any]] = []
+def generated_activity(server: dict[str, str], topic: str) -> dict[str, Any]:
+    """The stored activity of the generation about `topic` (with its learner-view problems)."""
+    found = [a for a in rest(server, "GET", "/activities")["activities"] if a["topic"] == topic]
+    assert len(found) == 1, found
+    return rest(server, "GET", f"/activities/{found[0]['id']}")
 
-    def answer_generate(route: Any) -> None:
-        posted.append(route.request.post_data_json)
-        route.fulfill(status=202, content_type="application/json", body=json.dumps(job))
 
-    ui.route("**/activities/generate", answer_generate)
-    ui.route("**/sessions/s-gen/generate/stream*",
-             lambda route: route.fulfill(status=200, content_type="text/event-stream", body=sse(events)))
-    ui.route("**/activities/act1", lambda route: route.fulfill(status=200, content_type="application/json",
-                                                                 body=json.dumps(activity)))
-    generate(ui, "sums", language="python", count="2")
-    status = ui.locator("#generate-status")
-    ui.locator("#generate-status:has-text('1 of 2 problem(s) generated')").wait_for()
-    assert posted == [{"topic": "sums", "language": "python", "count": 2, "difficulty": "easy"}]
-    assert status.inner_text() == "1 of 2 problem(s) generated; the others failed."
-    steps = ui.locator("#generate-steps li")
-    assert steps.all_inner_texts() == ["Problem 1: ready: Sum <two> numbers", "Problem 2: failed after 3 drafts (last: the model's draft was not valid JSON)"]
-    assert [steps.nth(i).get_attribute("data-state") for i in range(2)] == ["stored", "failed"]
-    assert ui.locator("#generate-steps b, #generate-steps two").count() == 0
-    assert ui.evaluate("document.querySelector('#generate-meter').value") == 2
-    assert ui.locator("#generate-stop").is_hidden() and ui.locator("#generate-button").is_enabled()
-    problem = ui.locator("#problem-list .problem")
+def step_texts(ui: Any) -> list[str]:
+    return ui.locator("#generate-steps > li > .step-text").all_inner_texts()
+
+
+def rejection_texts(ui: Any) -> list[str]:
+    return ui.locator("#generate-steps .step-rejections li").all_inner_texts()
+
+
+@pytest.mark.docker
+def test_generation_shows_a_rejected_draft_then_loads_the_verified_problem(
+        judge_ui: Any, judge_server: dict[str, str], llm: FakeLLMServer) -> None:
+    # draft 1 is valid JSON whose reference solution fails its own tests in the judge; draft 2 passes
+    llm.queue(draft(reference_solution="print(1)"), "```json\n" + draft(title=TITLE) + "\n```")
+    generate(judge_ui, "sums of integers", language="python", count="1")
+    judge_ui.locator("#generate-status:has-text('All 1 problem(s) are ready.')").wait_for(timeout=GENERATION_MS)
+    assert step_texts(judge_ui) == [f"Problem 1: ready: {TITLE}"]
+    assert rejection_texts(judge_ui) == ["Draft 1 rejected: the reference solution failed its own tests (reference_failed)"]
+    assert judge_ui.get_attribute("#generate-steps > li", "data-state") == "stored"
+    assert judge_ui.locator("#generate-steps b").count() == 0
+    assert judge_ui.evaluate("[document.querySelector('#generate-meter').value, document.querySelector('#generate-meter').max]") == [1, 1]
+    assert judge_ui.locator("#generate-stop").is_hidden() and judge_ui.locator("#generate-button").is_enabled()
+    problem = judge_ui.locator("#problem-list .problem")
     problem.wait_for()
-    assert problem.locator("h3").inner_text() == "Sum <two> numbers"
-    assert ui.locator("#problem-list textarea").input_value() == "# your code\n"
-    shot(ui, "72-generate-progress")
+    assert problem.locator("h3").inner_text() == TITLE
+    shot(judge_ui, "72-generate-progress")
+
+    # the server asked twice, the second time saying why the first draft was refused
+    assert len(llm.requests) == 2
+    assert "the reference solution fails its own tests" in llm.requests[1]["messages"][-1]["content"]
+    activity = generated_activity(judge_server, "sums of integers")
+    assert (activity["language"], activity["requested"], activity["difficulty"], activity["status"]) == (
+        "python", 1, "easy", "ready")
+    assert [p["title"] for p in activity["problems"]] == [TITLE]
+    starter = activity["problems"][0]["starter_files"]["main.py"]
+    assert starter.strip() == STARTER.strip()  # drafts are stored stripped
+    assert judge_ui.locator("#problem-list textarea").input_value() == starter
+    assert SUM_SOLUTION not in judge_ui.content()  # the reference solution never reaches the page
 
 
-def test_a_generation_whose_drafts_all_fail_says_so(ui: Any) -> None:
-    job = {"activity_id": "act2", "session_id": "s-bad", "status": "generating", "turn_id": "t-bad",
-           "stream": "/sessions/s-bad/generate/stream"}
-    turn = {"turn_id": "t-bad"}
-    events = [
-        ("job.started", {**turn, "activity_id": "act2", "count": 1, "language": "c"}),
-        ("problem.started", {**turn, "index": 0, "attempt": 1}),
-        ("problem.rejected", {**turn, "index": 0, "attempt": 1, "code": "provider_unavailable"}),
-        ("problem.failed", {**turn, "index": 0, "attempts": 3}),
-        ("done", {**turn, "activity_id": "act2", "status": "failed", "problems": [], "stopped": False}),
-    ]
-    ui.route("**/activities/generate", lambda route: route.fulfill(status=202, content_type="application/json",
-                                                                   body=json.dumps(job)))
-    ui.route("**/sessions/s-bad/generate/stream*",
-             lambda route: route.fulfill(status=200, content_type="text/event-stream", body=sse(events)))
-    generate(ui, "pointers", language="c", count="1")
-    ui.locator("#generate-status.notice-error").wait_for()
-    assert ui.locator("#generate-status").inner_text() == (
+@pytest.mark.docker
+def test_a_generation_whose_drafts_all_fail_says_so(
+        judge_ui: Any, judge_server: dict[str, str], llm: FakeLLMServer) -> None:
+    llm.queue("here is your problem!", draft(reference_solution="print(1)"), draft(starter_code=SUM_SOLUTION))
+    generate(judge_ui, "pointless sums", language="python", count="1")
+    judge_ui.locator("#generate-status.notice-error").wait_for(timeout=GENERATION_MS)
+    assert judge_ui.locator("#generate-status").inner_text() == (
         "No problem was generated (every draft was rejected; try another topic or try again).")
-    assert ui.locator("#generate-steps li").inner_text() == "Problem 1: failed after 3 drafts (last: the model did not answer)"
-    assert ui.locator("#problem-list .problem").count() == 0
-    shot(ui, "73-generate-all-failed")
+    assert step_texts(judge_ui) == ["Problem 1: failed after 3 drafts (last: the starter code already passed every test)"]
+    assert rejection_texts(judge_ui) == [
+        "Draft 1 rejected: the model's draft was not valid JSON (invalid_json)",
+        "Draft 2 rejected: the reference solution failed its own tests (reference_failed)",
+        "Draft 3 rejected: the starter code already passed every test (starter_passes)",
+    ]
+    assert judge_ui.get_attribute("#generate-steps > li", "data-state") == "failed"
+    assert judge_ui.locator("#generate-button").is_enabled() and judge_ui.locator("#generate-stop").is_hidden()
+    assert judge_ui.locator("#problem-list .problem").count() == 0
+    assert len(llm.requests) == 3
+    activity = generated_activity(judge_server, "pointless sums")
+    assert activity["status"] == "failed" and activity["problems"] == []
+    shot(judge_ui, "73-generate-all-failed")
+
+
+def wait_for_requests(llm: FakeLLMServer, count: int) -> None:
+    """Block until the fake model has received `count` requests (polled: the draft is in flight)."""
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while len(llm.requests) < count:
+        assert time.monotonic() < deadline, f"the model got {len(llm.requests)} request(s), not {count}"
+        time.sleep(0.02)
+
+
+@pytest.mark.docker
+def test_stop_during_a_generation_stops_it_and_says_so(
+        judge_ui: Any, judge_server: dict[str, str], llm: FakeLLMServer) -> None:
+    # the model starts its draft and never finishes it: only Stop can end this generation
+    llm.queue(StreamReply(pieces=('{"title": "Sum', ), hang=True))
+    generate(judge_ui, "a never-ending draft", language="python", count="1")
+    judge_ui.locator("#generate-steps > li[data-state='running']").wait_for()
+    wait_for_requests(llm, 1)
+    stop = judge_ui.locator("#generate-stop")
+    assert stop.is_visible() and judge_ui.locator("#generate-button").is_disabled()
+    stop.click()
+    judge_ui.locator("#generate-status.notice-error").wait_for()
+    assert judge_ui.locator("#generate-status").inner_text() == "No problem was generated (you stopped it)."
+    assert step_texts(judge_ui) == ["Problem 1: stopped before a draft was kept"]
+    assert judge_ui.get_attribute("#generate-steps > li", "data-state") == "stopped"
+    assert stop.is_hidden() and judge_ui.locator("#generate-button").is_enabled()
+    shot(judge_ui, "74-generate-stopped")
+
+    # server side: the model's stream was closed, the turn is over and the activity failed
+    assert llm.answer(0).client_hung_up
+    assert len(llm.requests) == 1  # no further draft after Stop
+    activity = generated_activity(judge_server, "a never-ending draft")
+    assert activity["status"] == "failed" and activity["problems"] == []
+    assert rest(judge_server, "GET", f"/sessions/{activity['session_id']}")["active_turn"] is None

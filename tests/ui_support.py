@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ import pytest
 import requests
 
 from config import Settings
+from judge.sandbox import PID_LABEL
 from tests.process_support import stop_process
+from tests.process_support import wait_until_serving
 from testing.fake_llm import FakeLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,3 +191,82 @@ def import_tasks(server: dict[str, str], tmp_path_factory: pytest.TempPathFactor
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+# --- a server with the real Docker judge (generated activities, Stop during a generation) ---
+
+
+@contextmanager
+def serve(llm: FakeLLMServer, folder: Path, **settings: str) -> Iterator[dict[str, str]]:
+    """Run the real server (`python app.py`) on a free port with its files in `folder` and the
+    model at the fake `llm`; `settings` are extra environment settings (e.g. JUDGE_ENABLED="1").
+    Yields its base URL, the admin token and its process id (the judge labels its containers
+    with it)."""
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if key not in SETTING_NAMES and not key.endswith("_API_KEY")}
+    env.update(
+        HOST="127.0.0.1", PORT=str(port), PYTHONUNBUFFERED="1",
+        DATABASE_PATH=str(folder / "app.db"), DATA_DIR=str(folder / "data"), AUTH_TOKEN_FILE=str(folder / "admin.token"),
+        LLM_PROVIDER="openai", LLM_BASE_URL=llm.openai_base_url, LLM_MODEL="fake", LLM_TIMEOUT_S="30",
+        JUDGE_ENABLED="0", SECRET_KEY="browser-test-secret", RATE_LIMITS="turns=off,login=off,sessions=off",
+    )
+    env.update(settings)
+    log_path = folder / "server.log"
+    log = log_path.open("w")
+    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(process, f"{base}/health", log_path)
+        yield {"base": base, "token": (folder / "admin.token").read_text().strip(), "pid": str(process.pid)}
+    finally:
+        stop_process(process, log)
+
+
+@pytest.fixture(scope="module")
+def judge_server(llm: FakeLLMServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The real server with the real Docker judge (no pre-started containers: a pool would only
+    load the shared cores); skips without an engine, fails when JUDGE_REQUIRED=1 (CI)."""
+    from tests.judge_support import require_judge  # here: imported before pytest loads it as a plugin, it warns
+
+    require_chromium()
+    with serve(llm, tmp_path_factory.mktemp("ui-judge-server"), JUDGE_ENABLED="1", JUDGE_POOL_SIZE="0",
+               RATE_LIMITS="turns=off,login=off,sessions=off,generate=off") as found:
+        judge = requests.get(found["base"] + "/health", timeout=5).json()["judge"]
+        require_judge(judge["available"], str(judge.get("reason")))
+        yield found
+
+
+def judge_containers(server: dict[str, str]) -> list[str]:
+    """Names of the judge containers the server process `server` still has on the engine."""
+    import docker
+
+    client = docker.from_env()
+    try:
+        return [c.name for c in client.containers.list(all=True, filters={"label": f"{PID_LABEL}={server['pid']}"})]
+    finally:
+        client.close()
+
+
+def log_in(page: Any, server: dict[str, str]) -> None:
+    """Open the app on `server`, log in with the admin token and start a new chat."""
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(server["base"] + "/")
+    page.fill("#login-token", server["token"])
+    page.press("#login-token", "Enter")
+    page.wait_for_selector("#app-view[aria-busy='false']")
+    page.click("#new-session")
+    page.wait_for_selector("#app-view[aria-busy='false']")
+
+
+@pytest.fixture
+def judge_ui(judge_server: dict[str, str], page: Any, llm: FakeLLMServer) -> Iterator[Any]:
+    """A logged-in page on the judge server; fails the test if a dialog opened, a script was
+    injected, or a judge container outlived the test."""
+    llm.reset()
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    log_in(page, judge_server)
+    yield page
+    assert dialogs == [], f"a dialog opened: {dialogs}"
+    assert page.evaluate(XSS_MARKER) is None, "injected script ran"
+    assert judge_containers(judge_server) == [], "a judge container outlived the test"

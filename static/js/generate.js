@@ -54,6 +54,7 @@ class GenerationView {
     this.failed = 0;
     this.items = new Map();
     this.reasons = new Map(); // index -> why its last draft was rejected
+    this.rejections = new Map(); // index -> one line per rejected draft, in order
     $("generate-box").hidden = false;
     $("generate-steps").replaceChildren();
     $("generate-meter").max = count;
@@ -75,10 +76,24 @@ class GenerationView {
     return this.items.get(index);
   }
 
+  // The problem's line keeps the list of its rejected drafts under it: a retry or a success
+  // replaces the line's text, never the reasons the earlier drafts were refused.
   line(index, state, text) {
     const node = this.item(index);
     node.dataset.state = state;
-    node.replaceChildren(el("span", { class: "step-text", text: `Problem ${index + 1}: ${text}` }));
+    const rejections = this.rejections.get(index) || [];
+    const why = rejections.length
+      ? el("ul", { class: "step-rejections" }, ...rejections.map((reason) => el("li", { text: reason })))
+      : null;
+    const head = el("span", { class: "step-text", text: `Problem ${index + 1}: ${text}` });
+    node.replaceChildren(...(why ? [head, why] : [head]));
+  }
+
+  // At the end of a stopped job, the problem that was still being drafted says it was stopped.
+  stopRunning() {
+    for (const [index, node] of this.items) {
+      if (node.dataset.state === "running") this.line(index, "stopped", "stopped before a draft was kept");
+    }
   }
 
   onEvent(event) {
@@ -91,10 +106,14 @@ class GenerationView {
       case "problem.started":
         this.line(index, "running", data.attempt > 1 ? `drafting again (attempt ${data.attempt})…` : "drafting…");
         break;
-      case "problem.rejected":
-        this.reasons.set(index, REJECTIONS[data.code] || data.code);
-        this.line(index, "rejected", `draft ${data.attempt} rejected: ${REJECTIONS[data.code] || data.code} (${data.code})`);
+      case "problem.rejected": {
+        const reason = REJECTIONS[data.code] || data.code;
+        this.reasons.set(index, reason);
+        this.rejections.set(index, [...(this.rejections.get(index) || []),
+          `Draft ${data.attempt} rejected: ${reason} (${data.code})`]);
+        this.line(index, "rejected", `draft ${data.attempt} rejected`);
         break;
+      }
       case "problem.stored":
         this.stored += 1;
         $("generate-meter").value = this.stored + this.failed;
@@ -137,11 +156,14 @@ function finish(view, end, job, onReady) {
     return;
   }
   const made = (data.problems || []).length;
+  if (data.stopped) view.stopRunning();
   if (data.status === "failed" || made === 0) {
     const why = data.stopped ? "you stopped it" : "every draft was rejected; try another topic or try again";
     view.status(`No problem was generated (${why}).`, "error");
-  } else if (data.status === "partial" || data.stopped) {
-    view.status(`${made} of ${view.count} problem(s) generated${data.stopped ? " before you stopped it" : ""}; the others failed.`, "done");
+  } else if (data.stopped && made < view.count) {
+    view.status(`${made} of ${view.count} problem(s) generated before you stopped it.`, "done");
+  } else if (data.status === "partial") {
+    view.status(`${made} of ${view.count} problem(s) generated; the others failed.`, "done");
   } else {
     view.status(`All ${made} problem(s) are ready.`, "done");
   }
