@@ -19,13 +19,9 @@ from api.bodies import json_body
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError, not_found
-from storage.db import transaction
-from storage.tasks import (
-    HelpRequestRow, add_comment, get_attempt, get_task_by_pk, list_help_requests, pending_reviews, record_review,
-    resolve_help_request, set_status, statuses,
-)
+from storage.tasks import HelpRequestRow, get_task_by_pk, list_help_requests, pending_reviews, resolve_help_request
 from storage.users import get_user
-from tasks.progress import next_status
+from tasks.review import ReviewRefused, review_attempt
 
 STAFF_ROLES = ("instructor", "admin")
 MAX_ROW_ID = 2**63 - 1  # SQLite's largest INTEGER: a larger id in the URL is a 404, not an OverflowError (500)
@@ -112,20 +108,10 @@ class ReviewBody(BaseModel):
 @bp.post(f"/task-reviews/<int(max={MAX_ROW_ID}):attempt_id>")
 def review(attempt_id: int):  # type: ignore[no-untyped-def]
     body = json_body(ReviewBody)
-    conn, reviewer = get_db(), current_user()
-    with transaction(conn):
-        attempt = get_attempt(conn, attempt_id)
-        if attempt is None or attempt.result != "pending_review":
+    done = review_attempt(get_db(), attempt_id, reviewer_id=current_user().id, passed=body.passed, note=body.note)
+    if isinstance(done, ReviewRefused):
+        if done.code == "not_waiting":
             raise not_found(f"attempt {attempt_id} waiting for review")
-        current = statuses(conn, attempt.learner_id, [attempt.task_pk])[attempt.task_pk]
-        new = next_status("review_pass" if body.passed else "review_reject", current)
-        if new is None:
-            raise ApiError(409, "invalid_state", f"the learner's task is {current}, not submitted")
-        record_review(conn, attempt_id, reviewer_id=reviewer.id, passed=body.passed, note=body.note)
-        set_status(conn, learner_id=attempt.learner_id, task_pk=attempt.task_pk, old=current, new=new, action="review",
-                   actor_id=reviewer.id, reason=body.note or None)
-        if body.note:
-            add_comment(conn, task_pk=attempt.task_pk, author_id=reviewer.id, learner_id=attempt.learner_id,
-                        text=body.note)
-    outcome = ReviewOutcome(id=attempt_id, result="passed" if body.passed else "rejected", status=new)
+        raise ApiError(409, "invalid_state", f"the learner's task is {done.current}, not submitted")
+    outcome = ReviewOutcome(id=attempt_id, result="passed" if body.passed else "rejected", status=done.status)
     return jsonify(outcome.model_dump(mode="json"))

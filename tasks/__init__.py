@@ -4,6 +4,7 @@ the per-learner state machine.
 `spec.py` is the file format (pydantic) and the whole-project rules (unique ids, known
 dependencies, no cycles); `importer.py` reads YAML or JSON and writes a project in one
 transaction; `checks.py` grades an answer by criterion type; `progress.py` is the state
-machine and the blocking / ordering rules. Storage lives in `storage/tasks.py`; the nine
+machine (one transition table, one `move`) and the blocking / ordering rules; `review.py` is an
+instructor's verdict on a `manual` attempt. Storage lives in `storage/tasks.py`; the nine
 tool units in `tools/tasks/`.
 """

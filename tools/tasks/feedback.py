@@ -13,9 +13,9 @@ from pydantic import BaseModel, Field
 
 from storage.db import transaction
 from storage.tasks import add_comment as store_comment
-from storage.tasks import add_help_request, open_help_request, set_status, statuses, visible_comments
+from storage.tasks import add_help_request, open_help_request, visible_comments
 from storage.users import get_user
-from tasks.progress import next_status
+from tasks.progress import Refused, move
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolOutput
 from tools.tasks.common import RESULT_ROLE, TaskRefInput, TaskTextInput, resolve
 
@@ -114,18 +114,16 @@ class GoBackOutput(ToolOutput):
 def go_back(data: GoBackInput, ctx: ToolContext) -> GoBackOutput:
     _, task = resolve(ctx, data.task_id)
     with transaction(ctx.conn):
-        current = statuses(ctx.conn, ctx.user_id, [task.pk])[task.pk]
-        new = next_status("go_back", current)
-        if new is None:
-            raise ToolFailure(ErrorCode.INVALID_STATE, f"task {task.id!r} is {current}, not closed; go_back only reopens "
-                                                       f"closed tasks. Keep working on it with /submit {task.id}, or "
-                                                       "/get_ready for your tasks.")
-        audit_id = set_status(ctx.conn, learner_id=ctx.user_id, task_pk=task.pk, old=current, new=new,
-                              action="go_back", reason=data.reason)
-    return GoBackOutput(task_id=task.id, project_id=task.project_id, old_status=current, new_status=new,
-                        reason=data.reason, audit_id=audit_id,
-                        message=f"Reopened '{task.title}' ({current} -> {new}): {data.reason}. Tasks that depend on it "
-                                "are blocked again until you close it.")
+        moved = move(ctx.conn, learner_id=ctx.user_id, task_pk=task.pk, action="go_back", reason=data.reason)
+    if isinstance(moved, Refused):
+        raise ToolFailure(ErrorCode.INVALID_STATE, f"task {task.id!r} is {moved.current}, not closed; go_back only reopens "
+                                                   f"closed tasks. Keep working on it with /submit {task.id}, or "
+                                                   "/get_ready for your tasks.")
+    assert moved.audit_id is not None  # go_back always changes the status (closed -> in_progress), so it is audited
+    return GoBackOutput(task_id=task.id, project_id=task.project_id, old_status=moved.old, new_status=moved.new,
+                        reason=data.reason, audit_id=moved.audit_id,
+                        message=f"Reopened '{task.title}' ({moved.old} -> {moved.new}): {data.reason}. Tasks that depend "
+                                "on it are blocked again until you close it.")
 
 
 # request_help ------------------------------------------------------------------------------
