@@ -22,6 +22,7 @@ from bounded.sql_memory import open_read_only
 from bounded.sql_values import MemoryJob, SelectAnswer, SelectJob, SqlError
 from storage.db import Database
 from testing.attacks.sql import BLOB_ROWS, GROWING_CTE, SLOW_CALL
+from testing.waiting import ReapedCpu, wait_until
 
 SETUP = "CREATE TABLE t (x INTEGER, s TEXT); INSERT INTO t VALUES (1, 'a'), (2, 'b');"
 
@@ -55,11 +56,10 @@ def box():
 def test_an_ordinary_query_reuses_a_warm_worker(box: WorkerPool) -> None:
     assert select(box, "SELECT x, s FROM t ORDER BY x") == SelectAnswer(columns=["x", "s"], rows=[[1, "a"], [2, "b"]])
     pids = box.worker_pids()
-    started = time.perf_counter()
     for _ in range(20):
         assert isinstance(select(box, "SELECT count(*) FROM t"), SelectAnswer)
-    assert (time.perf_counter() - started) / 20 < 0.05  # no process start per call
-    assert box.worker_pids() == pids and len(pids) == 1
+        assert box.worker_pids() == pids  # no process start per call
+    assert len(pids) == 1
 
 
 @pytest.mark.parametrize("sql, code, words", [
@@ -73,22 +73,24 @@ def test_an_ordinary_query_reuses_a_warm_worker(box: WorkerPool) -> None:
     ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r", "TIMEOUT", "1 s"),
 ])
 def test_engine_limits(box: WorkerPool, sql: str, code: str, words: str) -> None:
-    started = time.monotonic()
-    answer = select(box, sql)
+    answer = select(box, sql)  # each would otherwise run for ever or answer more than the caps
     assert isinstance(answer, SqlError) and answer.code == code and words in answer.message, answer
-    assert time.monotonic() - started < 2.5
 
 
-def test_one_slow_function_call_is_killed_at_the_deadline(box: WorkerPool) -> None:
-    select(box, "SELECT 1")
-    before = box.worker_pids()
-    started = time.monotonic()
-    answer = select(box, SLOW_CALL, deadline_s=0.5)
-    elapsed = time.monotonic() - started
-    assert isinstance(answer, SqlError) and answer.code == "TIMEOUT" and "0.5 s" in answer.message
-    assert 0.5 <= elapsed < 1.5
-    assert wait_gone(before) == []  # the worker that ran it is gone, not left computing
-    assert isinstance(select(box, "SELECT 1"), SelectAnswer)  # and a new one serves the next job
+def test_one_slow_function_call_is_killed_at_the_deadline() -> None:
+    """The call needs about 20 s of CPU and RLIMIT_CPU stops it after 8 (set-up 5 s + 0.5 s + slack):
+    a worker killed at the 0.5 s deadline burnt far less (CPU time: a busy machine does not stretch it;
+    a pool of its own, so what is counted is this worker's start-up and these two queries)."""
+    with WorkerPool(1) as own:
+        select(own, "SELECT 1")
+        before = own.worker_pids()
+        started = time.monotonic()
+        with ReapedCpu() as cpu:
+            answer = select(own, SLOW_CALL, deadline_s=0.5)
+        assert isinstance(answer, SqlError) and answer.code == "TIMEOUT" and "0.5 s" in answer.message
+        assert time.monotonic() - started >= 0.5 and cpu.seconds < 3, cpu.seconds
+        assert wait_gone(before) == []  # the worker that ran it is gone, not left computing
+        assert isinstance(select(own, "SELECT 1"), SelectAnswer)  # and a new one serves the next job
 
 
 def test_a_worker_has_hard_limits(box: WorkerPool) -> None:
@@ -104,20 +106,28 @@ def test_cancel_kills_the_worker_at_once() -> None:
     token = CancelToken()
     with WorkerPool() as own:
         threading.Timer(0.3, token.cancel).start()
-        started = time.monotonic()
-        with pytest.raises(Cancelled):
+        with ReapedCpu() as cpu, pytest.raises(Cancelled):  # a 5 s deadline would answer TIMEOUT, not raise
             run_select(own, SelectJob(setup_sql="", sql=SLOW_CALL, deadline_s=5.0, max_rows=10), token)
-        assert time.monotonic() - started < 1.5
+        assert cpu.seconds < 3, cpu.seconds  # killed at the cancel, not 5 s of the call's work later
         assert own.worker_pids() == []
 
 
 def test_jobs_wait_for_a_free_worker_within_their_deadline() -> None:
+    """The one worker is held by a query that only a cancel ends: the next job gives up at its own deadline."""
+    hold = CancelToken()
+
+    def slow_query() -> None:
+        with pytest.raises(Cancelled):
+            run_select(own, SelectJob(setup_sql="", sql=SLOW_CALL, deadline_s=60.0, max_rows=10), hold)
+
     with WorkerPool(1) as own:
-        slow = threading.Thread(target=select, args=(own, SLOW_CALL, 1.0))
+        slow = threading.Thread(target=slow_query)
         slow.start()
-        time.sleep(0.3)
+        wait_until(lambda: own.worker_pids(), "the slow query never got its worker")
         answer = select(own, "SELECT 1", deadline_s=0.2)
         assert isinstance(answer, SqlError) and answer.code == "UNAVAILABLE" and "busy" in answer.message
+        assert slow.is_alive()
+        hold.cancel()
         slow.join()
         assert isinstance(select(own, "SELECT 1"), SelectAnswer)
 
