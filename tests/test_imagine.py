@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import requests
 import responses
 
 from config import Settings
@@ -98,3 +99,21 @@ def test_not_configured(tmp_path):
 @pytest.mark.parametrize("prompt", ["", "ab", "x" * 2001])
 def test_prompt_is_validated(tmp_path, prompt):
     assert call(context(tmp_path), prompt).error_code == "VALIDATION_FAILED"
+
+
+@pytest.mark.parametrize(
+    ("reply", "code", "message"),
+    [
+        ({"body": requests.ReadTimeout("slow")}, "TIMEOUT",
+         "the image provider did not answer in time; try a simpler prompt later."),
+        ({"body": requests.ConnectionError("refused")}, "UPSTREAM_ERROR",
+         "the image provider could not be reached; try again later."),
+        ({"status": 503, "body": ""}, "UPSTREAM_ERROR",
+         "the image provider answered HTTP 503; try again later or change the prompt."),
+    ],
+)
+@responses.activate
+def test_transport_failures_keep_their_wording(tmp_path, reply, code, message):
+    responses.add(responses.POST, f"{IMAGES}/images/generations", **reply)
+    result = call(context(tmp_path))
+    assert (result.ok, result.error_code, result.message) == (False, code, message)

@@ -163,6 +163,22 @@ def test_searxng_failures(reply: dict[str, Any], code: str, fragment: str) -> No
     assert result.error_code == code and fragment in result.message
 
 
+@pytest.mark.parametrize(
+    ("reply", "code", "message"),
+    [
+        ({"status": 502, "body": "Bad gateway"}, "UPSTREAM_ERROR", "the search service answered HTTP 502; try again later."),
+        ({"body": requests.ConnectionError("refused")}, "UPSTREAM_ERROR",
+         "the search service could not be reached (ConnectionError); try again later."),
+        ({"body": requests.ReadTimeout("slow")}, "TIMEOUT", "the search service did not answer in time; try again later."),
+    ],
+)
+@responses.activate
+def test_searxng_transport_failures_keep_their_wording(reply: dict[str, Any], code: str, message: str) -> None:
+    responses.get(f"{SEARX}/search", **reply)
+    result = search("mars", search_url=SEARX)
+    assert (result.ok, result.error_code, result.message) == (False, code, message)
+
+
 # DuckDuckGo --------------------------------------------------------------------------------
 
 

@@ -18,10 +18,13 @@ from pydantic import Field
 from storage.uploads import ImageRejected, save_image
 from tools.safe_http import safe_get
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.upstream import Upstream, refuse_http_error, send
 
 TIMEOUT_S = 120
 MAX_DOWNLOAD_BYTES = 10 * 1024 * 1024
 GENERATED_FOLDER = "generated"
+IMAGE_PROVIDER = Upstream(name="the image provider", on_timeout="try a simpler prompt later",
+                          on_status="try again later or change the prompt")
 
 
 class ImagineInput(ToolInput):
@@ -41,14 +44,8 @@ class ImagineOutput(ToolOutput):
 def _post(ctx: ToolContext, url: str, payload: dict[str, object]) -> requests.Response:
     settings = ctx.settings
     headers = {"Authorization": f"Bearer {settings.image_api_key}"} if settings.image_api_key else {}
-    try:
-        response = requests.post(url, json=payload, headers=headers, timeout=ctx.remaining(TIMEOUT_S))
-    except requests.Timeout as error:
-        raise ToolFailure(ErrorCode.TIMEOUT, "the image provider did not answer in time; try a simpler prompt later.") from error
-    except requests.RequestException as error:
-        raise ToolFailure(ErrorCode.UPSTREAM_ERROR, "the image provider could not be reached; try again later.") from error
-    if response.status_code >= 400:
-        raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"the image provider answered HTTP {response.status_code}; try again later or change the prompt.")
+    response = send(IMAGE_PROVIDER, "POST", url, json=payload, headers=headers, timeout=ctx.remaining(TIMEOUT_S))
+    refuse_http_error(IMAGE_PROVIDER, response)
     return response
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import requests
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from storage.profile import get_field
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.upstream import Upstream, refuse_http_error, send
 
 REQUEST_TIMEOUT_S = 10.0
 FORECAST_DAYS = 3
@@ -143,23 +143,14 @@ class GeocodedPlace(BaseModel):
 
 def _get_json(ctx: ToolContext, url: str, params: dict[str, Any], what: str) -> dict[str, Any]:
     """GET one Open-Meteo endpoint; every transport or shape failure becomes a ToolFailure."""
-    http = ctx.http or requests
-    try:
-        response = http.get(url, params=params, timeout=ctx.remaining(REQUEST_TIMEOUT_S))
-    except requests.Timeout as error:
-        raise ToolFailure(ErrorCode.TIMEOUT, f"the {what} service did not answer in time; try again later.") from error
-    except requests.RequestException as error:
-        raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"the {what} service could not be reached; try again later.") from error
+    upstream = Upstream(name=f"the {what} service")
+    response = send(upstream, "GET", url, params=params, timeout=ctx.remaining(REQUEST_TIMEOUT_S))
     try:
         data = response.json()
     except ValueError:
         data = None
-    if response.status_code >= 400:
-        reason = data.get("reason") if isinstance(data, dict) else None
-        detail = f": {str(reason)[:200]}" if reason else ""
-        raise ToolFailure(
-            ErrorCode.UPSTREAM_ERROR, f"the {what} service answered HTTP {response.status_code}{detail}; try again later."
-        )
+    reason = data.get("reason") if isinstance(data, dict) else None
+    refuse_http_error(upstream, response, f": {str(reason)[:200]}" if reason else "")
     if not isinstance(data, dict):
         raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"the {what} service sent an unreadable answer; try again later.")
     return data

@@ -16,6 +16,7 @@ localhost or a private network). Only result URLs reach the model; opening them 
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import requests
@@ -23,12 +24,15 @@ from bs4 import BeautifulSoup, Tag
 from pydantic import BaseModel, ConfigDict, Field
 
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.upstream import Upstream, refuse_http_error, send
 
 MAX_RESULTS = 8
 MAX_SNIPPET_CHARS = 400
 REQUEST_TIMEOUT_S = 10.0
 DDG_URL = "https://html.duckduckgo.com/html/"
 USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
+SEARXNG = Upstream(name="the search service", name_the_error=True)
+DUCKDUCKGO = Upstream(name="DuckDuckGo", name_the_error=True)
 
 
 class SearchResult(BaseModel):
@@ -94,27 +98,18 @@ def dedupe(results: list[SearchResult], limit: int = MAX_RESULTS) -> list[Search
     return kept
 
 
-def _request(ctx: ToolContext, method: str, url: str, backend: str, **kwargs: object) -> requests.Response:
+def _request(ctx: ToolContext, method: str, url: str, upstream: Upstream, **kwargs: Any) -> requests.Response:
     """One HTTP call with the deadline as timeout; transport problems become tool failures."""
-    http = ctx.http or requests
-    timeout = ctx.remaining(REQUEST_TIMEOUT_S)
-    try:
-        response = http.request(method, url, timeout=timeout, headers={"User-Agent": USER_AGENT}, **kwargs)
-    except requests.Timeout as error:
-        raise ToolFailure(ErrorCode.TIMEOUT, f"{backend} did not answer in time; try again later.") from error
-    except requests.RequestException as error:
-        raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"{backend} could not be reached ({type(error).__name__}); try again later.") from error
-    return response
+    return send(upstream, method, url, timeout=ctx.remaining(REQUEST_TIMEOUT_S), headers={"User-Agent": USER_AGENT},
+                **kwargs)
 
 
 def search_searxng(query: str, ctx: ToolContext, base_url: str) -> list[SearchResult]:
-    response = _request(ctx, "GET", f"{base_url.rstrip('/')}/search", "the search service",
-                        params={"q": query, "format": "json"})
+    response = _request(ctx, "GET", f"{base_url.rstrip('/')}/search", SEARXNG, params={"q": query, "format": "json"})
     if response.status_code == 403:
         raise ToolFailure(ErrorCode.UPSTREAM_ERROR, "the search service refused JSON output (HTTP 403; "
                           "its settings.yml must list json under search.formats).")
-    if response.status_code >= 400:
-        raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"the search service answered HTTP {response.status_code}; try again later.")
+    refuse_http_error(SEARXNG, response)
     try:
         items = response.json().get("results") or []
     except (ValueError, AttributeError) as error:
@@ -158,7 +153,7 @@ def parse_ddg_html(html: str) -> list[SearchResult]:
 
 
 def search_duckduckgo(query: str, ctx: ToolContext) -> list[SearchResult]:
-    response = _request(ctx, "POST", DDG_URL, "DuckDuckGo", data={"q": query, "kl": "wt-wt"})
+    response = _request(ctx, "POST", DDG_URL, DUCKDUCKGO, data={"q": query, "kl": "wt-wt"})
     if response.status_code == 202 or response.status_code >= 400:
         raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"DuckDuckGo refused the search (HTTP {response.status_code}, "
                           "probably rate limiting); try again later, or the operator can set SEARCH_URL.")
