@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import requests
 
+from testing.fake_llm import FakeLLMServer, StreamReply
 from tests.test_judge_api import STARTER, SUM_SOLUTION, draft
 from tests.ui_support import TIMEOUT_MS, rest, shot
-from testing.fake_llm import FakeLLMServer, StreamReply
 
 pytestmark = [
     pytest.mark.browser,
@@ -123,15 +123,18 @@ def generated_activity(server: dict[str, str], topic: str) -> dict[str, Any]:
     """The stored activity of the generation about `topic` (with its learner-view problems)."""
     found = [a for a in rest(server, "GET", "/activities")["activities"] if a["topic"] == topic]
     assert len(found) == 1, found
-    return rest(server, "GET", f"/activities/{found[0]['id']}")
+    activity: dict[str, Any] = rest(server, "GET", f"/activities/{found[0]['id']}")
+    return activity
 
 
 def step_texts(ui: Any) -> list[str]:
-    return ui.locator("#generate-steps > li > .step-text").all_inner_texts()
+    """Each problem's line, without the list of its rejected drafts."""
+    return list(ui.locator("#generate-steps > li > .step-text").all_inner_texts())
 
 
 def rejection_texts(ui: Any) -> list[str]:
-    return ui.locator("#generate-steps .step-rejections li").all_inner_texts()
+    """Every rejected draft's line, in order, under the problems they belong to."""
+    return list(ui.locator("#generate-steps .step-rejections li").all_inner_texts())
 
 
 @pytest.mark.docker
@@ -220,3 +223,24 @@ def test_stop_during_a_generation_stops_it_and_says_so(
     activity = generated_activity(judge_server, "a never-ending draft")
     assert activity["status"] == "failed" and activity["problems"] == []
     assert rest(judge_server, "GET", f"/sessions/{activity['session_id']}")["active_turn"] is None
+
+
+@pytest.mark.docker
+def test_stop_after_a_stored_problem_keeps_it(judge_ui: Any, judge_server: dict[str, str], llm: FakeLLMServer) -> None:
+    # problem 1 is verified and stored; the draft of problem 2 never finishes until Stop
+    llm.queue(draft(), StreamReply(pieces=('{"title": "Product', ), hang=True))
+    generate(judge_ui, "stop halfway", language="python", count="2")
+    judge_ui.locator("#generate-steps > li[data-index='1'][data-state='running']").wait_for(timeout=GENERATION_MS)
+    wait_for_requests(llm, 2)
+    judge_ui.click("#generate-stop")
+    judge_ui.locator("#generate-status:has-text('before you stopped it')").wait_for()
+    assert judge_ui.locator("#generate-status").inner_text() == "1 of 2 problem(s) generated before you stopped it."
+    assert step_texts(judge_ui) == ["Problem 1: ready: Sum of integers", "Problem 2: stopped before a draft was kept"]
+    judge_ui.locator("#problem-list .problem").wait_for()  # what was stored before Stop is loaded
+    assert judge_ui.locator("#problem-list .problem h3").all_inner_texts() == ["Sum of integers"]
+    shot(judge_ui, "75-generate-stopped-halfway")
+
+    assert "Do not repeat these problems: Sum of integers" in llm.requests[1]["messages"][-1]["content"]
+    assert llm.answer(1).client_hung_up and len(llm.requests) == 2
+    activity = generated_activity(judge_server, "stop halfway")
+    assert activity["status"] == "partial" and [p["title"] for p in activity["problems"]] == ["Sum of integers"]

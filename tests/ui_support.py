@@ -264,7 +264,12 @@ def judge_ui(judge_server: dict[str, str], page: Any, llm: FakeLLMServer) -> Ite
     injected, or a judge container outlived the test."""
     llm.reset()
     dialogs: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def refuse(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", refuse)
     log_in(page, judge_server)
     yield page
     assert dialogs == [], f"a dialog opened: {dialogs}"

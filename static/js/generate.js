@@ -2,8 +2,10 @@
 // with the job's session and turn; its progress streams on that session's
 // `/generate/stream` as `job.started`, `problem.started`, `problem.rejected`,
 // `problem.stored`, `problem.failed`, and ends with `done` (`{status, problems}`) or `error`.
-// The panel shows one line per problem and a meter; the status line (role=status) says each
-// change once. A refusal (no judge, rate limit, bad topic) is said in words, with its code.
+// The panel shows one line per problem (with the reason of each of its rejected drafts under
+// it) and a meter; the status line (role=status) says each change once. Stop cancels the
+// job's turn (POST /sessions/<id>/cancel): the job keeps what it stored and ends with a
+// `done` whose `stopped` is true. A refusal (no judge, rate limit, bad topic) is said in words, with its code.
 
 import { ApiError, api, cancelTurn, followTurn } from "/static/js/api.js";
 import { el } from "/static/js/render.js";
