@@ -1,0 +1,82 @@
+// Signing in and out, and booting the page: an API token is traded for an HttpOnly session
+// cookie (`POST /api/login`); the page then opens the last chat (or the newest, or a new one).
+
+import { api, ApiError } from "/static/js/api.js";
+import { flash, messageList } from "/static/js/messages.js";
+import { loadSessions, openSession, startNewChat } from "/static/js/sessions.js";
+import { LAST_SESSION_KEY, loading, state } from "/static/js/state.js";
+import { closeTurns, updateComposer } from "/static/js/turns.js";
+
+const $ = (id) => document.getElementById(id);
+
+export async function boot() {
+  try {
+    state.user = await api("GET", "/api/me");
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) return showLogin();
+    return showLogin(`Cannot reach the server: ${error.message}`);
+  }
+  showApp();
+}
+
+function showLogin(message = "") {
+  $("app-view").hidden = true;
+  $("login-view").hidden = false;
+  $("login-error").textContent = message;
+  $("login-token").focus();
+}
+
+async function showApp() {
+  $("login-view").hidden = true;
+  $("app-view").hidden = false;
+  $("user-name").textContent = state.user.name;
+  loading(true);
+  try {
+    await loadSessions();
+    const last = localStorage.getItem(LAST_SESSION_KEY);
+    const initial = state.sessions.find((session) => session.id === last) || state.sessions[0];
+    if (initial) await openSession(initial.id);
+    else startNewChat();
+  } catch (error) {
+    flash(`Could not load your conversations: ${error.message}`);
+  } finally {
+    loading(false);
+  }
+  $("composer-input").focus();
+}
+
+// Sign out on the server first: while its session cookie is still valid the page stays signed
+// in and says why (a 401 means the session had already ended).
+async function signOut() {
+  try {
+    await api("POST", "/api/logout");
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 401)) {
+      flash(`Could not sign out: ${error.message}. You are still signed in; try again.`);
+      return;
+    }
+  }
+  closeTurns(); // the turns go on on the server
+  state.user = null;
+  state.sessionId = null;
+  state.view += 1;
+  messageList().replaceChildren();
+  updateComposer();
+  showLogin();
+}
+
+export function initLogin() {
+  $("login-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const token = $("login-token").value.trim();
+    try {
+      state.user = await api("POST", "/api/login", { token });
+    } catch (error) {
+      $("login-error").textContent = error.status === 401 ? "That token is not valid." : error.message;
+      return;
+    }
+    $("login-token").value = "";
+    showApp();
+  });
+  $("logout-button").addEventListener("click", signOut);
+}

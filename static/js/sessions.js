@@ -1,0 +1,175 @@
+// The conversations list: load it, draw it, open, create, rename and delete a chat, and name a
+// new chat after its first message. Opening a chat hands over to history.js.
+
+import { api } from "/static/js/api.js";
+import { showMessages } from "/static/js/history.js";
+import { closeDrawer } from "/static/js/layout.js";
+import { flash, messageList, updateEmptyHint } from "/static/js/messages.js";
+import { el } from "/static/js/render.js";
+import { LAST_SESSION_KEY, loading, state } from "/static/js/state.js";
+import { updateComposer } from "/static/js/turns.js";
+import { resetWidgets } from "/static/js/widgets.js";
+
+const $ = (id) => document.getElementById(id);
+const DEFAULT_SESSION_NAME = "New chat"; // storage/sessions.py DEFAULT_NAME
+
+export async function loadSessions() {
+  const data = await api("GET", "/sessions");
+  state.sessions = data.sessions || [];
+  renderSessions();
+}
+
+// The list again after something changed it in the background (a turn ended, a job made a
+// chat): the list on screen stays as it was when that fails, so the failure is only logged.
+export async function refreshSessions() {
+  try {
+    await loadSessions();
+  } catch (error) {
+    console.error("Could not refresh the conversations list:", error);
+  }
+}
+
+// The list again after the user changed it (rename, delete): a failure is said in the chat.
+async function reloadSessionsOrSay() {
+  try {
+    await loadSessions();
+  } catch (error) {
+    flash(`Could not reload your conversations: ${error.message}`);
+  }
+}
+
+function renderSessions() {
+  const list = $("session-list");
+  list.replaceChildren();
+  const template = $("session-item");
+  for (const session of state.sessions) {
+    const item = template.content.firstElementChild.cloneNode(true);
+    item.dataset.sessionId = session.id;
+    const open = item.querySelector(".session-open");
+    const name = session.name || "Untitled";
+    open.textContent = name;
+    open.title = name;
+    if (session.id === state.sessionId) {
+      item.classList.add("active");
+      open.setAttribute("aria-current", "true");
+    }
+    open.addEventListener("click", () => {
+      openSession(session.id);
+      closeDrawer();
+    });
+    item.querySelector(".session-rename").setAttribute("aria-label", `Rename ${name}`);
+    item.querySelector(".session-delete").setAttribute("aria-label", `Delete ${name}`);
+    item.querySelector(".session-rename").addEventListener("click", () => startRename(item, session));
+    item.querySelector(".session-delete").addEventListener("click", () => confirmDelete(item, session));
+    list.append(item);
+  }
+  const current = state.sessions.find((session) => session.id === state.sessionId);
+  const title = current ? current.name || "Untitled" : "New chat";
+  // #session-title is a live region: it speaks when the chat's name changes, not on every redraw.
+  if ($("session-title").textContent !== title) $("session-title").textContent = title;
+}
+
+function startRename(item, session) {
+  const input = el("input", { class: "rename-input", "aria-label": "New name", maxlength: "200" });
+  input.value = session.name || "";
+  item.replaceChildren(input);
+  input.focus();
+  input.select();
+  let done = false;
+  const finish = async (save) => {
+    if (done) return;
+    done = true;
+    const name = input.value.trim();
+    if (save && name && name !== session.name) {
+      try {
+        await api("PATCH", `/sessions/${session.id}`, { name });
+      } catch (error) {
+        flash(`Rename failed: ${error.message}`);
+      }
+    }
+    await reloadSessionsOrSay();
+  };
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") finish(true);
+    if (event.key === "Escape") finish(false);
+  });
+  input.addEventListener("blur", () => finish(true));
+}
+
+function confirmDelete(item, session) {
+  const yes = el("button", { type: "button", class: "danger", text: "Delete" });
+  const no = el("button", { type: "button", text: "Cancel" });
+  item.replaceChildren(el("span", { class: "confirm-text", text: `Delete “${session.name || "Untitled"}”?` }), yes, no);
+  no.addEventListener("click", () => renderSessions());
+  yes.addEventListener("click", async () => {
+    try {
+      await api("DELETE", `/sessions/${session.id}`);
+    } catch (error) {
+      flash(`Delete failed: ${error.message}`);
+    }
+    if (session.id === state.sessionId) startNewChat();
+    await reloadSessionsOrSay();
+    $("new-session").focus();
+  });
+  yes.focus();
+}
+
+export function startNewChat() {
+  state.sessionId = null;
+  state.view += 1;
+  state.page += 1;
+  state.oldestId = null;
+  localStorage.removeItem(LAST_SESSION_KEY);
+  messageList().replaceChildren();
+  resetWidgets();
+  $("load-older").hidden = true;
+  updateEmptyHint();
+  renderSessions();
+  updateComposer();
+}
+
+export async function openSession(id) {
+  state.sessionId = id;
+  state.view += 1;
+  localStorage.setItem(LAST_SESSION_KEY, id);
+  renderSessions();
+  await showMessages(id);
+}
+
+// A chat made with "New chat" is named after its first message, as /chat names new sessions:
+// the message this page sent first, or (a turn followed after a reload) a stored user
+// message with nothing before it. Always the turn's own chat, whichever is on screen. The
+// name is a convenience (the chat keeps "New chat" without it): a failure is only logged.
+export async function nameAfterFirstMessage(sessionId, messages, sent) {
+  const session = state.sessions.find((item) => item.id === sessionId);
+  if (!session || session.name !== DEFAULT_SESSION_NAME) return;
+  let text = sent && sent.firstTurn ? sent.text : null;
+  const user = Array.isArray(messages) ? messages.find((message) => message.role === "user") : null;
+  try {
+    if (!text && !sent && user) {
+      const before = await api("GET", `/sessions/${sessionId}/messages?limit=1&before=${user.id}`);
+      if (before.messages.length === 0) text = user.content;
+    }
+    const name = String(text || "").split(/\s+/).join(" ").trim().slice(0, 60);
+    if (name) await api("PATCH", `/sessions/${sessionId}`, { name });
+  } catch (error) {
+    console.error(`Could not name chat ${sessionId} after its first message:`, error);
+  }
+}
+
+export function initSessions() {
+  $("new-session").addEventListener("click", async () => {
+    loading(true);
+    try {
+      const session = await api("POST", "/sessions", {});
+      await loadSessions();
+      await openSession(session.id);
+    } catch (error) {
+      flash(`Could not create a chat: ${error.message}`);
+    } finally {
+      loading(false);
+    }
+    closeDrawer();
+    $("composer-input").focus();
+  });
+}

@@ -1,0 +1,48 @@
+// How a failed turn is said in the chat: what failed, whether the message was kept, and (for a
+// message this page sent, when the failure may pass) a Retry button. These notices have no
+// live-region role of their own: the message list (role=log) announces each one once.
+
+import { el } from "/static/js/render.js";
+import { idle, state } from "/static/js/state.js";
+
+// Failures worth sending the same message again for.
+const RETRYABLE = new Set(["provider_unavailable", "storage_unavailable", "network_error", "stream_closed", "rate_limited"]);
+
+// `data`: the turn's `error` event ({error: {code, message}, session_id?, user_message_id?});
+// `sent`: {text, files, firstTurn, resend(retry)} when this page sent the message, else null.
+export function turnErrorNode(data, sent, turn) {
+  const error = data.error || {};
+  const node = el("div", { class: "notice notice-error turn-error" });
+  const kept = data.user_message_id !== undefined || error.code === "provider_unavailable";
+  let explanation;
+  if (!sent) explanation = `The reply failed (${error.code || "error"}).`;
+  else if (error.code === "provider_unavailable") explanation = "The model did not answer. Your message was kept.";
+  else if (kept) explanation = `The reply failed (${error.code || "error"}). Your message was kept.`;
+  else explanation = `The message could not be sent (${error.code || "error"}).`;
+  node.append(el("strong", { text: explanation }), el("p", { class: "muted", text: error.message || "" }));
+  if (sent && RETRYABLE.has(error.code)) {
+    const retry = el("button", { type: "button", class: "primary retry-button", text: "Retry" });
+    retry.addEventListener("click", () => {
+      if (!idle()) return;
+      node.remove();
+      sent.resend({
+        sessionId: data.session_id || turn.sessionId || state.sessionId,
+        firstTurn: sent.firstTurn,
+        userNode: turn.userNode,
+        progress: turn.progress.node,
+        userMessageId: data.user_message_id || null,
+      });
+    });
+    node.append(retry);
+    setTimeout(() => retry.focus(), 0);
+  }
+  return node;
+}
+
+// The answer to a widget was stored, but the model's next pass failed.
+export function answerSavedErrorNode(data) {
+  const error = data.error || {};
+  return el("div", { class: "notice notice-error turn-error" },
+    el("strong", { text: `Your answer was saved, but the reply failed (${error.code || "error"}).` }),
+    el("p", { class: "muted", text: `${error.message || ""} Send a message to go on.`.trim() }));
+}
