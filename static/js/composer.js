@@ -1,5 +1,9 @@
 // The message box: Enter sends, Shift+Enter adds a line, images are attached with the
-// picker or pasted (at most MAX_IMAGES). What sending does is app.js's business.
+// picker or pasted (at most MAX_IMAGES). What sending does is send.js's business.
+//
+// Each attached image is previewed from an object URL, made once per file and freed
+// (URL.revokeObjectURL) when the image is removed or the message is sent. The previews are not
+// a live region: #attachments-status says each change once ("Image 2 attached").
 
 import { flash } from "/static/js/messages.js";
 import { el } from "/static/js/render.js";
@@ -9,6 +13,7 @@ const MAX_IMAGES = 4;
 
 const input = $("composer-input");
 let attachments = [];
+const previews = new Map(); // attached file -> its preview's object URL
 
 function autoGrow() {
   input.style.height = "auto";
@@ -23,21 +28,42 @@ function addFiles(files) {
       break;
     }
     attachments.push(file);
+    announce(`Image ${attachments.length} attached (${attachments.length} of at most ${MAX_IMAGES}).`);
   }
   renderAttachments();
+}
+
+function announce(text) {
+  $("attachments-status").textContent = text;
+}
+
+function previewUrl(file) {
+  if (!previews.has(file)) previews.set(file, URL.createObjectURL(file));
+  return previews.get(file);
+}
+
+// Free the previews of files no longer attached.
+function freePreviews() {
+  for (const [file, url] of previews) {
+    if (attachments.includes(file)) continue;
+    URL.revokeObjectURL(url);
+    previews.delete(file);
+  }
 }
 
 function renderAttachments() {
   const box = $("attachments");
   box.replaceChildren();
+  freePreviews();
   attachments.forEach((file, index) => {
     const remove = el("button", { type: "button", class: "icon-button remove-attachment", "aria-label": `Remove image ${index + 1}`, text: "✕" });
     remove.addEventListener("click", () => {
       attachments.splice(index, 1);
+      announce(`Image ${index + 1} removed.`);
       renderAttachments();
       input.focus();
     });
-    box.append(el("div", { class: "attachment" }, el("img", { src: URL.createObjectURL(file), alt: `attached image ${index + 1}` }), remove));
+    box.append(el("div", { class: "attachment" }, el("img", { src: previewUrl(file), alt: `attached image ${index + 1}` }), remove));
   });
 }
 
@@ -71,7 +97,8 @@ export function initComposer({ canSend, onSend }) {
     input.value = "";
     autoGrow();
     attachments = [];
-    renderAttachments();
+    renderAttachments(); // frees the previews: the message shows its own copies
+    announce("");
     onSend(text, files);
   });
 
