@@ -3,7 +3,7 @@
 //
 // A LiveTurn belongs to one chat (session id) and one turn id, never to "the chat on
 // screen": it keeps reading its events while another chat is shown, and draws only when
-// `host.onScreen(turn)` says its chat is the one on screen. The host (app.js) decides what a
+// `host.onScreen(turn)` says its chat is the one on screen. The host (turns.js) decides what a
 // finished turn does to the page.
 
 import { ApiError, cancelTurn, followTurn, streamTurn } from "/static/js/api.js";
@@ -26,7 +26,8 @@ export class Progress {
     this.title = el("span", { class: "progress-title", text: "Working…" });
     this.node = el(
       "details",
-      { class: "progress running", open: true, "aria-live": "polite", "data-testid": "progress" },
+      // not a live region itself: the message list (role=log) announces each new step once
+      { class: "progress running", open: true, "data-testid": "progress" },
       el("summary", {}, el("span", { class: "spinner", "aria-hidden": "true" }), this.title),
       this.list,
     );

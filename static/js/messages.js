@@ -1,5 +1,5 @@
 // Stored messages -> DOM nodes, and the message list's scrolling. Shared by the chat
-// (app.js) and the live turn (live.js); nothing here knows which chat is on screen.
+// (history.js, turns.js) and the live turn (live.js); nothing here knows which chat is on screen.
 
 import { badge, el, renderMarkdown } from "/static/js/render.js";
 import { renderToolMessage } from "/static/js/toolblocks.js";
@@ -10,7 +10,7 @@ const PINNED_PX = 48; // "at the bottom" leaves this much slack
 
 let onWidgetAnswer = () => {};
 
-// app.js says what answering a widget does (it posts the answer as a new turn).
+// app.js says what answering a widget does (answer.js posts the answer as a new turn).
 export function setWidgetHandler(handler) {
   onWidgetAnswer = handler;
 }
@@ -120,8 +120,10 @@ export function keepPinned(change) {
   return result;
 }
 
+// An error said in the chat. No role of its own: the message list (role=log) is the live
+// region that announces it, once (an alert inside the log was read twice).
 export function flash(text) {
-  messageList().append(el("div", { class: "notice notice-error", role: "alert", text }));
+  messageList().append(el("div", { class: "notice notice-error", text }));
   updateEmptyHint();
   scrollToEnd();
 }
