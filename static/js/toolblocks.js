@@ -20,19 +20,34 @@ const EXTENSIONS = { py: "python", js: "javascript", mjs: "javascript", ts: "typ
   yml: "yaml", yaml: "yaml", sh: "bash", go: "go", rs: "rust", rb: "ruby", txt: "plaintext" };
 
 // The quoted result of a stored tool message (the markdown contract of tools/contract.py):
-// every result line starts with "> " and is already HTML-escaped, so it renders as text.
+// every result line starts with "> " and is already HTML-escaped, so it renders as text. This
+// is the one thing read from the content: `meta.output` is the tool's structured data, and the
+// text the tool rendered from it (with a failure's hint) is stored only here.
 function contractBody(content) {
   const lines = String(content ?? "").split("\n");
   return lines.filter((line) => line === ">" || line.startsWith("> ")).join("\n");
 }
 
-function commandLine(content) {
-  const match = /```bash\n\$ ([^\n]*)\n```/.exec(String(content ?? ""));
-  return match ? decodeEntities(match[1]) : "";
+// What the block says comes from `meta` (tools/contract.py stored_result: command, command_line,
+// ok, code, duration_ms, output, args, body). A message stored by an older version may lack a
+// key; only then is it read back from the contract text.
+const legacy = {
+  commandLine(content) {
+    const match = /```bash\n\$ ([^\n]*)\n```/.exec(String(content ?? ""));
+    return match ? match[1].replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&") : "";
+  },
+  ok(content) {
+    return !/^> Error: /m.test(String(content ?? ""));
+  },
+};
+
+function toolCommandLine(message, meta) {
+  if (typeof meta.command_line === "string" && meta.command_line) return meta.command_line;
+  return legacy.commandLine(message.content) || `/${meta.command || message.role}`;
 }
 
-function decodeEntities(text) {
-  return text.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+function toolOk(message, meta) {
+  return typeof meta.ok === "boolean" ? meta.ok : legacy.ok(message.content);
 }
 
 // The highlight.js language of a command's body ("plaintext" when unknown).
@@ -128,8 +143,8 @@ function sqlRows(message, meta) {
 
 export function renderToolMessage(message) {
   const meta = message.meta || {};
-  const ok = meta.ok !== undefined ? Boolean(meta.ok) : !/^> Error: /m.test(message.content || "");
-  const line = meta.command_line || commandLine(message.content) || `/${meta.command || message.role}`;
+  const ok = toolOk(message, meta);
+  const line = toolCommandLine(message, meta);
   // A generated image is the answer itself: its block starts open so the image shows inline.
   const details = el("details", { class: "tool-block", open: ok && message.role === "image_tools" });
   const summary = el(
