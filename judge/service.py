@@ -24,10 +24,10 @@ case type) raise `SubmissionError` before any container starts.
 from __future__ import annotations
 
 import time
-
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import docker
 
@@ -40,9 +40,7 @@ from judge.pool import ContainerPool
 from judge.sandbox import Sandbox, SandboxError, StepResult, UnpackError
 
 MAX_TESTS = 100
-
-
-AVAILABLE_TTL_S = 5.0
+AVAILABLE_TTL_S = 5.0  # the default of `Judge(available_ttl_s=…)`
 POOL_WAIT_S = 1.0  # longest wait for a pooled sandbox being started (a fresh start takes ~0.2 s)
 
 
@@ -56,9 +54,11 @@ class Judge:
         limits: Limits | None = None,
         pool_size: int = 0,
         reason: str = "",
+        available_ttl_s: float = AVAILABLE_TTL_S,
     ) -> None:
         self.client = client
         self.limits = limits or Limits()
+        self.available_ttl_s = available_ttl_s
         self.owner = uuid.uuid4().hex[:12]  # label of this judge's containers
         self._reason = reason or "no Docker client"
         self._pool: ContainerPool | None = None
@@ -84,13 +84,13 @@ class Judge:
     def available(self) -> tuple[bool, str]:
         """(True, "") when the engine answers and every language image is present.
 
-        A positive answer is reused for `AVAILABLE_TTL_S` (asking the engine costs ~7 ms,
+        A positive answer is reused for `available_ttl_s` seconds (asking the engine costs ~7 ms,
         on every `/run`); a negative one is never reused, so a recovered engine is seen at
         once, and a run on an engine that went away still fails cleanly as internal_error.
         """
         if self.client is None:
             return False, self._reason
-        if time.monotonic() - self._available_at < AVAILABLE_TTL_S:
+        if time.monotonic() - self._available_at < self.available_ttl_s:
             return True, ""
         ready, reason = self._ask_engine()
         self._available_at = time.monotonic() if ready else float("-inf")
@@ -145,54 +145,21 @@ class Judge:
     ) -> Verdict:
         """Compile once, run every case in the same sandbox, report each test (a cancel kills it)."""
         language = _language(language_name)
-        user_files = _checked(language, files)
-        _check_cases(language, cases)
-        limits = limits or self.limits
-        inputs = [_case_input(case) for case in cases]
-        _check_input_size(sum(map(len, inputs)))
-        results: list[TestResult] = []
-        first_failure: tuple[Status, StepResult] | None = None
-        last: StepResult | None = None
-        total_ms = 0
-        archive = build_archive(user_files, _with_runner(language, {}))
+        archive, inputs = _test_submission(language, files, cases)
+        tally = _Tally(limits or self.limits)
         argv = _run_argv(language)
         try:
-            with self._sandbox(language, limits, archive, (argv, inputs[0]), cancel) as (box, first):
-                if language.compile is not None:
-                    failed = _compile_failure(first)
-                    if failed is not None:
-                        not_run = [TestResult(name=c.name, passed=False, message="not run: compile error") for c in cases]
-                        return failed.model_copy(update={"tests": not_run})
-                ran_first = language.compile is None  # else the first step was the compile step
-                for index, case in enumerate(cases):
-                    if index == 0 and ran_first:
-                        step = first
-                    elif box.killed:
-                        results.append(TestResult(name=case.name, passed=False, message=_not_run_message(first_failure)))
-                        continue
-                    else:
-                        step = box.run_step(argv, limits.wall_s, inputs[index])
-                    total_ms += step.duration_ms
-                    last = step
-                    status = _status(step)
-                    if status == "ok" or (status == "runtime_error" and isinstance(case, SqlCase)):
-                        passed, message = _compare(case, step)
-                        if not passed and status == "ok":
-                            status = "wrong_answer"
-                    else:
-                        passed, message = False, _failure_message(status, step, limits)
-                    results.append(TestResult(name=case.name, passed=passed, message=message))
-                    if not passed and first_failure is None:
-                        first_failure = (status, step)
+            with self._sandbox(language, tally.limits, archive, (argv, inputs[0]), cancel) as (box, first):
+                failed = _compile_failure(first) if language.compile is not None else None
+                if failed is not None:
+                    return _none_run(failed, cases)
+                first_test = first if language.compile is None else None  # else the first step was the compile step
+                _run_cases(box, first_test, argv, cases, inputs, tally)
         except SandboxError as error:
             cancel.raise_if_cancelled()
-            return _internal(error).model_copy(update={"tests": results or None})
+            return _internal(error).model_copy(update={"tests": tally.results or None})
         cancel.raise_if_cancelled()
-        status, shown = first_failure if first_failure else ("ok", last)
-        assert shown is not None  # at least one case ran
-        verdict = _verdict(status, shown)
-        truncated = any(r.message.startswith("output limit") for r in results) or verdict.truncated
-        return verdict.model_copy(update={"tests": results, "duration_ms": total_ms, "truncated": truncated})
+        return tally.verdict()
 
     @contextmanager
     def _sandbox(
@@ -246,6 +213,81 @@ class Judge:
             self._pool.discard(box)
         else:
             box.destroy()
+
+
+@dataclass
+class _Tally:
+    """The per-test results of one `run_tests` call, as its steps come in."""
+
+    limits: Limits
+    results: list[TestResult] = field(default_factory=list)
+    first_failure: tuple[Status, StepResult] | None = None
+    last: StepResult | None = None
+    total_ms: int = 0
+
+    def add(self, case: TestCase | SqlCase, step: StepResult) -> None:
+        """Grade one test's step; the first failing one decides the verdict's status."""
+        self.total_ms += step.duration_ms
+        self.last = step
+        status, passed, message = _grade(case, step, self.limits)
+        self.results.append(TestResult(name=case.name, passed=passed, message=message))
+        if not passed and self.first_failure is None:
+            self.first_failure = (status, step)
+
+    def skip(self, case: TestCase | SqlCase) -> None:
+        """A test that could not run: the sandbox was killed by an earlier one."""
+        self.results.append(TestResult(name=case.name, passed=False, message=_not_run_message(self.first_failure)))
+
+    def verdict(self) -> Verdict:
+        """`ok` when every test passed, else the first failure's status and output; run steps' time summed."""
+        status, shown = self.first_failure if self.first_failure else ("ok", self.last)
+        assert shown is not None  # at least one case ran
+        verdict = _verdict(status, shown)
+        truncated = any(r.message.startswith("output limit") for r in self.results) or verdict.truncated
+        return verdict.model_copy(update={"tests": self.results, "duration_ms": self.total_ms, "truncated": truncated})
+
+
+def _test_submission(
+    language: Language, files: Mapping[str, str], cases: Sequence[TestCase] | Sequence[SqlCase],
+) -> tuple[bytes, list[bytes]]:
+    """The archive of the files and each case's input, or `SubmissionError` before any container starts."""
+    user_files = _checked(language, files)
+    _check_cases(language, cases)
+    inputs = [_case_input(case) for case in cases]
+    _check_input_size(sum(map(len, inputs)))
+    return build_archive(user_files, _with_runner(language, {})), inputs
+
+
+def _run_cases(
+    box: Sandbox, first_test: StepResult | None, argv: list[str], cases: Sequence[TestCase] | Sequence[SqlCase],
+    inputs: list[bytes], tally: _Tally,
+) -> None:
+    """Run each case in `box`; `first_test` is the first case's step when it already ran.
+
+    After a kill (timeout, output overflow) the remaining cases are reported as not run.
+    """
+    for index, case in enumerate(cases):
+        if index == 0 and first_test is not None:
+            tally.add(case, first_test)
+        elif box.killed:
+            tally.skip(case)
+        else:
+            tally.add(case, box.run_step(argv, tally.limits.wall_s, inputs[index]))
+
+
+def _grade(case: TestCase | SqlCase, step: StepResult, limits: Limits) -> tuple[Status, bool, str]:
+    """(status, passed, message) of one test step; an SQL runner's error exit is still compared (expected errors)."""
+    status = _status(step)
+    if status == "ok" or (status == "runtime_error" and isinstance(case, SqlCase)):
+        passed, message = _compare(case, step)
+        return ("wrong_answer" if not passed and status == "ok" else status), passed, message
+    return status, False, _failure_message(status, step, limits)
+
+
+def _none_run(compile_failure: Verdict, cases: Sequence[TestCase] | Sequence[SqlCase]) -> Verdict:
+    """The compile failure's verdict, every test marked as not run."""
+    not_run = [TestResult(name=case.name, passed=False, message="not run: compile error") for case in cases]
+    return compile_failure.model_copy(update={"tests": not_run})
 
 
 def _compile_failure(step: StepResult) -> Verdict | None:

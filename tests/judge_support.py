@@ -7,12 +7,13 @@ fixture adds `pytest.mark.usefixtures("nothing_left")` to check no container out
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 
 import pytest
 
 from judge.models import Limits, RunRequest, Verdict
-from judge.sandbox import OWNER_LABEL
+from judge.sandbox import HOST_LABEL, OWNER_LABEL, PID_LABEL
 from judge.service import Judge
 
 
@@ -34,6 +35,17 @@ def leftover_containers(judge: Judge) -> list[object]:
     """This judge's containers still on the engine (should always be none after a run)."""
     assert judge.client is not None
     return list(judge.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={judge.owner}"}))
+
+
+def this_process_containers(judge: Judge) -> list[object]:
+    """Judge containers started by any judge of this test process (labelled with its host and pid).
+
+    Never the whole engine's: other processes on a shared machine (servers, other test runs)
+    have sandboxes of their own running.
+    """
+    assert judge.client is not None
+    mine = [f"{HOST_LABEL}={socket.gethostname()}", f"{PID_LABEL}={os.getpid()}"]
+    return list(judge.client.containers.list(all=True, filters={"label": mine}))
 
 
 def open_judge(**options: object) -> Iterator[Judge]:

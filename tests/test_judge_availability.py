@@ -38,17 +38,18 @@ class CountingClient:
         return [type("Image", (), {"tags": self._tags})()]
 
 
-def test_a_ready_engine_is_asked_again_only_after_the_ttl(monkeypatch: pytest.MonkeyPatch) -> None:
-    from judge import service
+def test_a_ready_engine_is_asked_again_only_after_the_ttl() -> None:
     from judge.languages import LANGUAGES
 
     client = CountingClient(sorted({language.image for language in LANGUAGES.values()}))
     judge = Judge(client)  # type: ignore[arg-type]
     assert judge.available() == (True, "") and judge.available() == (True, "")
     assert client.pings == 1
-    monkeypatch.setattr(service, "AVAILABLE_TTL_S", 0.0)
-    judge.available()
+    expired = Judge(client, available_ttl_s=0.0)  # type: ignore[arg-type]
+    assert expired.available() == (True, "")
     assert client.pings == 2
+    expired.available()
+    assert client.pings == 3
 
 
 def test_a_missing_image_is_never_cached() -> None:

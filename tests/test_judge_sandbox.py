@@ -1,7 +1,7 @@
 """The hostile-code suite: untrusted programs stay inside their single-use container.
 
 Marked `docker`. Without an engine these tests skip, unless JUDGE_REQUIRED=1 (CI), where
-they fail instead. After every test no container labelled `orchestrator.judge` remains.
+they fail instead. After every test none of this module judge's containers remains.
 """
 
 from __future__ import annotations
