@@ -172,8 +172,8 @@ def create_app(settings: Settings | None = None) -> Flask:
         vision=vision_chain,
         system_prompt=build_system_prompt(registry, load_persona(settings.system_prompt_file)),
         load_images=image_loader(settings.data_dir),
-        # /image_analyze runs the vision provider; /memory_sql, /search_files, /open_url and task checks the pool's workers
-        tool_extras={"vision": vision_chain, "judge": judge, "bounded": bounded_pool},
+        judge=judge,
+        bounded=bounded_pool,
     )
     init_database(app)
     register_error_handlers(app)

@@ -51,7 +51,7 @@ def _kill_all(lock: threading.Lock, workers: set[Worker], idle: list[Worker]) ->
 
 
 class WorkerPool:
-    """One per app (`create_app`, `ctx.extras["bounded"]`), shared by its threads."""
+    """One per app (`create_app`, `ToolContext.bounded`), shared by its threads."""
 
     def __init__(self, workers: int = DEFAULT_WORKERS, *, keep_warm: bool = True) -> None:
         if workers < 1:
@@ -170,7 +170,7 @@ class WorkerPool:
 
 @contextmanager
 def pool_or_own(found: object) -> Iterator[WorkerPool]:
-    """The app's pool when `found` is one (`ctx.extras.get("bounded")`); else a one-off pool of
+    """The app's pool when `found` is one (`ToolContext.bounded`); else a one-off pool of
     one worker, used for this call and closed after it (the CLI, tests without an app)."""
     if isinstance(found, WorkerPool):
         yield found

@@ -21,7 +21,7 @@ import sqlite3
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -40,6 +40,10 @@ from storage.messages import Message, add_message, recent_messages
 from tools.base import ToolContext
 from tools.contract import command_text, stored_result
 from tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from bounded.pool import WorkerPool
+    from judge.service import Judge
 
 TOOL_LIMIT_REACHED = "I reached the tool limit for this turn before finishing. Please ask again or rephrase."
 EventSink = Callable[[str, dict[str, Any]], None]
@@ -108,7 +112,8 @@ class TurnServices:
     vision: FallbackChain
     system_prompt: str
     load_images: ImageLoader
-    tool_extras: dict[str, Any] = field(default_factory=dict)
+    judge: Judge | None = None  # /run_code and task checks (None: no Docker judge here)
+    bounded: WorkerPool | None = None  # /memory_sql, /search_files, /open_url and task checks run in its workers
 
 
 @dataclass
@@ -179,7 +184,9 @@ def tool_context(
         user_id=user_id,
         session_id=session_id,
         turn_message_id=turn_message_id,
-        extras=services.tool_extras,
+        judge=services.judge,
+        vision=services.vision,
+        bounded=services.bounded,
         cancel=cancel,
     )
 

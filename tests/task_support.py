@@ -82,7 +82,7 @@ class Classroom(TwoUserStore):
 
     def ctx(self, user: int) -> ToolContext:
         return ToolContext(conn=self.conn, database=self.database, settings=self.settings, user_id=user,
-                           extras={"judge": self.judge})
+                           judge=self.judge)
 
     def call(self, name: str, user: int | None = None, **data: Any) -> ToolResult:
         return run_tool(TOOLS[name], data, self.ctx(self.alice if user is None else user))

@@ -61,10 +61,10 @@ class World(TwoUserStore):
         user = self.alice if user is None else user
         return add_message(self.conn, session_id=self.sessions[user], user_id=user, role="user", content=content).id
 
-    def run(self, extras: dict[str, Any] | None = None, session: str | None = "default", **raw: Any) -> ToolResult:
+    def run(self, vision: FallbackChain | None = None, session: str | None = "default", **raw: Any) -> ToolResult:
         ctx = ToolContext(conn=self.conn, database=self.database, settings=self.settings, user_id=self.alice,
                           session_id=self.sessions[self.alice] if session == "default" else session,
-                          extras=extras or {})
+                          vision=vision)
         return run_tool(IMAGE_ANALYZE_TOOL, raw, ctx)
 
 
@@ -86,7 +86,7 @@ def test_analyzes_latest_image_over_the_ollama_wire(world, vision):
     png = tiny_png(3, 2)
     message_id = world.upload(png)
     world.say("what do you think?")  # a later text-only message does not hide the image
-    result = world.run({"vision": chain(vision)}, question="What colour is it?")
+    result = world.run(chain(vision), question="What colour is it?")
     assert result.ok, result.message
     assert result.text == "A small red square on a plain background."
     assert result.output == {
@@ -102,7 +102,7 @@ def test_analyzes_latest_image_over_the_ollama_wire(world, vision):
 def test_openai_wire_sends_image_url_parts(world, vision):
     png = tiny_png()
     world.upload(png)
-    assert world.run({"vision": chain(vision, "openai")}, question="Describe it").ok
+    assert world.run(chain(vision, "openai"), question="Describe it").ok
     content = vision.requests[0]["messages"][1]["content"]
     assert content[0] == {"type": "text", "text": "Describe it"}
     assert content[1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64(png)}"}}
@@ -111,7 +111,7 @@ def test_openai_wire_sends_image_url_parts(world, vision):
 @pytest.mark.parametrize("raw", [{}, {"question": "   "}])
 def test_default_question(world, vision, raw):
     world.upload(tiny_png())
-    result = world.run({"vision": chain(vision)}, **raw)
+    result = world.run(chain(vision), **raw)
     assert result.ok and result.output["question"] == DEFAULT_QUESTION
     assert vision.requests[0]["messages"][1]["content"] == DEFAULT_QUESTION
 
@@ -120,7 +120,7 @@ def test_newest_upload_wins_and_sends_all_its_images(world, vision):
     old, first, second = tiny_png(1, 1), tiny_png(4, 4), tiny_png(5, 5)
     world.upload(old)
     newest = world.upload(first, second)
-    result = world.run({"vision": chain(vision)})
+    result = world.run(chain(vision))
     assert result.output["message_id"] == newest and result.output["images"] == 2
     assert vision.requests[0]["messages"][1]["images"] == [b64(first), b64(second)]
 
@@ -131,7 +131,7 @@ def test_upload_whose_files_are_gone_falls_back_to_an_older_one(world, vision):
     world.upload(tiny_png(6, 6))
     for path in sorted((world.data_dir / "uploads").rglob("*.png"), key=lambda p: p.stat().st_mtime_ns)[1:]:
         path.unlink()
-    result = world.run({"vision": chain(vision)})
+    result = world.run(chain(vision))
     assert result.output["message_id"] == old_id
     assert vision.requests[0]["messages"][1]["images"] == [b64(old)]
 
@@ -141,7 +141,7 @@ def test_upload_whose_files_are_gone_falls_back_to_an_older_one(world, vision):
 
 def test_no_image_in_the_session(world, vision):
     world.say("no pictures here")
-    result = world.run({"vision": chain(vision)})
+    result = world.run(chain(vision))
     assert result.error_code == ErrorCode.NOT_FOUND and result.message == NO_IMAGE
     assert not vision.requests
 
@@ -151,7 +151,7 @@ def test_images_of_other_sessions_users_and_roles_are_not_used(world, vision):
     other_session = create_session(world.conn, world.alice).id
     world.upload(tiny_png(), session=other_session)
     world.upload(tiny_png(), role="assistant")
-    result = world.run({"vision": chain(vision)})
+    result = world.run(chain(vision))
     assert result.error_code == ErrorCode.NOT_FOUND and not vision.requests
 
 
@@ -159,7 +159,7 @@ def test_all_image_files_gone_is_not_found(world, vision):
     world.upload(tiny_png())
     for path in (world.data_dir / "uploads").rglob("*.png"):
         path.unlink()
-    assert world.run({"vision": chain(vision)}).error_code == ErrorCode.NOT_FOUND
+    assert world.run(chain(vision)).error_code == ErrorCode.NOT_FOUND
 
 
 def test_malformed_meta_is_skipped(world, vision):
@@ -167,25 +167,25 @@ def test_malformed_meta_is_skipped(world, vision):
                 content="x", meta={"images": [{"path": "../../etc/passwd"}]})
     add_message(world.conn, session_id=world.sessions[world.alice], user_id=world.alice, role="user",
                 content="x", meta={"images": 5})
-    assert world.run({"vision": chain(vision)}).error_code == ErrorCode.NOT_FOUND
+    assert world.run(chain(vision)).error_code == ErrorCode.NOT_FOUND
 
 
 def test_without_a_session(world, vision):
     world.upload(tiny_png())
-    result = world.run({"vision": chain(vision)}, session=None)
+    result = world.run(chain(vision), session=None)
     assert result.error_code == ErrorCode.NOT_FOUND and not vision.requests
 
 
 def test_without_a_vision_provider(world):
     world.upload(tiny_png())
-    assert world.run({}).error_code == ErrorCode.NOT_CONFIGURED
+    assert world.run().error_code == ErrorCode.NOT_CONFIGURED
 
 
 @pytest.mark.parametrize("reply", [500, None, "   "])
 def test_provider_failure_is_upstream_error(world, vision, reply):
     world.upload(tiny_png())
     vision.queue(reply)
-    result = world.run({"vision": chain(vision)})
+    result = world.run(chain(vision))
     assert result.error_code == ErrorCode.UPSTREAM_ERROR and "vision model failed" in result.message
 
 
@@ -196,12 +196,12 @@ def test_provider_timeout_is_timeout(world):
         silent.listen(4)
         base = f"http://127.0.0.1:{silent.getsockname()[1]}"
         vision = build_chain(ProviderConfig(provider="ollama", base_url=base, model="llava", timeout_s=0.2))
-        result = world.run({"vision": vision})
+        result = world.run(vision)
     assert result.error_code == ErrorCode.TIMEOUT and "did not answer in time" in result.message
 
 
 def test_question_too_long_fails_validation(world, vision):
-    result = world.run({"vision": chain(vision)}, question="x" * 2001)
+    result = world.run(chain(vision), question="x" * 2001)
     assert result.error_code == ErrorCode.VALIDATION_FAILED and not vision.requests
 
 

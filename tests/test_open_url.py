@@ -47,9 +47,9 @@ LINK_LIST = """<html><head><title>Links</title></head><body>
 <ul><li><a href="/a">Alpha</a></li><li><a href="/b">Beta</a></li></ul></body></html>"""
 
 
-def make_ctx(*, allow_private: bool = True, extras: dict[str, Any] | None = None) -> ToolContext:
+def make_ctx(*, allow_private: bool = True, bounded: WorkerPool | None = None) -> ToolContext:
     return ToolContext(conn=None, database=None, settings=Settings(allow_private_fetch=allow_private),  # type: ignore[arg-type]
-                       user_id=1, extras=extras or {})
+                       user_id=1, bounded=bounded)
 
 
 def open_url(url: str, *, timeout_s: float | None = None, **ctx_args: Any) -> ToolResult:
@@ -164,12 +164,12 @@ def test_hostile_pages_are_parsed_in_bounded_time_and_memory(web: FakeWebServer,
 
 
 def test_pages_are_parsed_by_the_apps_warm_worker_and_a_full_pool_is_a_clear_busy_error(web: FakeWebServer) -> None:
-    """With the app's pool in `ctx.extras["bounded"]`, lxml and trafilatura are imported once
+    """With the app's pool in `ctx.bounded`, lxml and trafilatura are imported once
     per worker, not per page; when other work holds every worker the parse waits at most its
     own deadline, then tells the model to try again (not that the page is at fault)."""
     web.routes["/curiosity"] = Page(ARTICLE)
     with WorkerPool(1) as pool:
-        ctx = dataclasses.replace(make_ctx(), extras={"bounded": pool})
+        ctx = make_ctx(bounded=pool)
         first = run_tool(OPEN_URL_TOOL, {"url": web.url("/curiosity")}, ctx)
         started = time.monotonic()
         again = run_tool(OPEN_URL_TOOL, {"url": web.url("/curiosity")}, ctx)
@@ -181,7 +181,7 @@ def test_pages_are_parsed_by_the_apps_warm_worker_and_a_full_pool_is_a_clear_bus
                                                          Limits(wall_s=3.0)))
         holder.start()
         time.sleep(0.3)
-        busy = open_url(web.url("/curiosity"), timeout_s=1.0, extras={"bounded": pool})
+        busy = open_url(web.url("/curiosity"), timeout_s=1.0, bounded=pool)
         assert busy.error_code == "TIMEOUT" and "busy" in busy.message and "try again" in busy.message
         holder.join()
 

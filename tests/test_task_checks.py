@@ -71,7 +71,7 @@ def test_sql_result_runs_in_the_given_pool_and_a_broken_setup_is_no_attempt():
 
 
 def test_the_submit_tool_grades_sql_in_the_apps_warm_workers(tmp_path):
-    """`submit` passes the app's pool (`ctx.extras["bounded"]`) down to the checks: no one-off worker per call."""
+    """`submit` passes the app's pool (`ctx.bounded`) down to the checks: no one-off worker per call."""
     from dataclasses import replace
 
     from tests.task_support import TOOLS
@@ -81,7 +81,7 @@ def test_the_submit_tool_grades_sql_in_the_apps_warm_workers(tmp_path):
     room.close_task("basics", "yes")
     room.ok("start_task", task_id="sql_query")
     with WorkerPool() as pool:
-        ctx = replace(room.ctx(room.alice), extras={"judge": None, "bounded": pool})
+        ctx = replace(room.ctx(room.alice), judge=None, bounded=pool)
         wrong = run_tool(TOOLS["submit"], {"task_id": "sql_query", "answer": "SELECT name FROM pets"}, ctx)
         assert wrong.ok and wrong.output["result"] == "failed"
         pids = pool.worker_pids()

@@ -353,12 +353,12 @@ def test_search_streams_many_files_and_reports_binary_ones(ws: Workspaces) -> No
 
 
 def test_searches_reuse_the_apps_warm_worker_and_a_full_pool_is_a_clear_busy_error(ws: Workspaces) -> None:
-    """With the app's pool in `ctx.extras["bounded"]` every search runs in the same warm worker
+    """With the app's pool in `ctx.bounded` every search runs in the same warm worker
     (no process start, no import of `regex` per call); when other work holds every worker the
     search waits at most its own deadline, then tells the model to try again."""
     ws.ok("write_file", path="a.txt", content="needle\n")
     with WorkerPool(1) as pool:
-        ctx = dataclasses.replace(ws.ctx(), extras={"bounded": pool})
+        ctx = dataclasses.replace(ws.ctx(), bounded=pool)
         for _ in range(3):
             assert run_tool(TOOLS["search_files"], {"pattern": "needle"}, ctx).output["matches"]
         assert len(pool.worker_pids(SEARCH)) == 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
@@ -20,9 +20,10 @@ from pydantic import BaseModel, ConfigDict
 from cancellation import NEVER, CancelToken
 
 if TYPE_CHECKING:
-    import requests
-
+    from bounded.pool import WorkerPool
     from config import Settings
+    from judge.service import Judge
+    from providers import FallbackChain
     from storage.db import Database
 
 
@@ -84,7 +85,11 @@ class ToolOutput(BaseModel):
 
 @dataclass(frozen=True)
 class ToolContext:
-    """Everything a handler may touch, all scoped to one user and passed in explicitly."""
+    """Everything a handler may touch, all scoped to one user and passed in explicitly.
+
+    The app's long-lived services are typed fields, None where this server (or a test, the
+    CLI) has none: each tool says what it does without one (NOT_CONFIGURED, a one-off pool).
+    """
 
     conn: sqlite3.Connection
     database: Database
@@ -92,8 +97,9 @@ class ToolContext:
     user_id: int
     session_id: str | None = None
     turn_message_id: int | None = None
-    http: requests.Session | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    judge: Judge | None = None  # /run_code and task checks; None when Docker is off or JUDGE_ENABLED=0
+    vision: FallbackChain | None = None  # /image_analyze asks this chain about a stored image
+    bounded: WorkerPool | None = None  # the app's warm workers for untrusted SQL, regexes and pages
     deadline: float | None = None  # time.monotonic() value; set by the runner from Tool.timeout_s
     cancel: CancelToken = NEVER  # the turn's token: a blocking step registers how to interrupt itself
 

@@ -2,7 +2,7 @@
 
 The images are those of the most recent user message in this session whose `meta.images`
 lists stored uploads (see `storage/uploads.py`), read back as data URLs. The vision
-provider (`ctx.extras["vision"]`, a `FallbackChain` built in `create_app`) gets them with
+provider (`ctx.vision`, a `FallbackChain` built in `create_app`) gets them with
 the question; the text model then answers from the description, so a text-only model can
 still talk about a picture after the image has left its context window.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from cancellation import Cancelled
-from providers import ChatMessage, FailureKind, FallbackChain
+from providers import ChatMessage, FailureKind
 from storage.uploads import StoredImage, load_data_url
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 
@@ -72,8 +72,8 @@ def latest_images(conn: sqlite3.Connection, user_id: int, session_id: str, data_
 def image_analyze(data: ImageAnalyzeInput, ctx: ToolContext) -> ImageAnalyzeOutput:
     if ctx.session_id is None:
         raise ToolFailure(ErrorCode.NOT_FOUND, NO_IMAGE, hint=ASK_FOR_IMAGE)
-    vision = ctx.extras.get("vision")
-    if not isinstance(vision, FallbackChain):
+    vision = ctx.vision
+    if vision is None:
         raise ToolFailure(ErrorCode.NOT_CONFIGURED, "no vision provider is configured (VISION_PROVIDER).",
                           hint="Answer without looking at the image.")
     message_id, urls = latest_images(ctx.conn, ctx.user_id, ctx.session_id, ctx.settings.data_dir)

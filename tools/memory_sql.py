@@ -139,8 +139,7 @@ def _output(answer: MemoryAnswer) -> MemorySqlOutput:
 
 
 def memory_sql_handler(data: MemorySqlInput, ctx: ToolContext) -> MemorySqlOutput:
-    pool = ctx.extras.get("bounded")
-    return run_memory_sql(ctx.database, ctx.user_id, data.sql, pool=pool if isinstance(pool, WorkerPool) else None,
+    return run_memory_sql(ctx.database, ctx.user_id, data.sql, pool=ctx.bounded,
                           conn=ctx.conn, cancel=ctx.cancel)
 
 

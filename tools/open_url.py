@@ -76,7 +76,7 @@ def html_text(page: FetchResult, ctx: ToolContext) -> tuple[str | None, str, int
               {"url": page.url, "charset": page.charset, "max_chars": MAX_CHARS, "max_title_chars": MAX_TITLE_CHARS + 1,
                "rich_max_elements": RICH_MAX_ELEMENTS, "rich_budget_s": min(RICH_BUDGET_S, wall_s / 2)},
               (page.body,))
-    with pool_or_own(ctx.extras.get("bounded")) as pool:
+    with pool_or_own(ctx.bounded) as pool:
         outcome = pool.run(PAGES, job, Limits(wall_s=wall_s, output_bytes=PARSE_ANSWER_BYTES), ctx.cancel)
     if isinstance(outcome, Done):
         value = outcome.value

@@ -7,8 +7,6 @@ Tool failures are only "the judge cannot run here" (NOT_CONFIGURED) and invalid 
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from judge.files import SubmissionError
@@ -47,7 +45,7 @@ class RunCodeOutput(ToolOutput):
 
 
 def run_code(data: RunCodeInput, ctx: ToolContext) -> RunCodeOutput:
-    judge: Any = ctx.extras.get("judge")
+    judge = ctx.judge
     if judge is None:
         raise ToolFailure(ErrorCode.NOT_CONFIGURED, "code execution is not available on this server.",
                           hint=EXPLAIN_INSTEAD)

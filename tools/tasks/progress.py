@@ -108,8 +108,8 @@ def submit(data: SubmitInput, ctx: ToolContext) -> SubmitOutput:
     if blockers:
         raise ToolFailure(ErrorCode.BLOCKED, block_message(task, blockers))
     try:
-        checks = run_checks(parse_criteria(task.acceptance_criteria), data.answer, ctx.extras.get("judge"), ctx.remaining,
-                            pool=ctx.extras.get("bounded"))  # the app's warm SQL workers
+        checks = run_checks(parse_criteria(task.acceptance_criteria), data.answer, ctx.judge, ctx.remaining,
+                            pool=ctx.bounded)  # the app's warm SQL workers
     except JudgeUnavailable as error:
         raise ToolFailure(ErrorCode.INTERNAL_ERROR, f"{error}: the answer was not graded and no attempt was counted; "
                                                     f"try /submit {task.id} again later or /request_help {task.id} <message>.") from error

@@ -236,7 +236,7 @@ def search_files(data: SearchFilesInput, ctx: ToolContext) -> SearchFilesOutput:
          "line_timeout_s": min(REGEX_TIMEOUT_S, wall_s)},
         _text_frames(root, paths, tally, ctx.remaining),
     )
-    with pool_or_own(ctx.extras.get("bounded")) as pool:
+    with pool_or_own(ctx.bounded) as pool:
         outcome = pool.run(SEARCH, job, Limits(wall_s=wall_s, output_bytes=SEARCH_ANSWER_BYTES), ctx.cancel)
     if not isinstance(outcome, Done):
         raise _failure(data.pattern, outcome, wall_s)
