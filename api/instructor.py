@@ -15,8 +15,8 @@ from typing import Any, Literal
 from flask import Blueprint, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.bodies import json_body
 from api.auth import current_user, require_user
+from api.bodies import json_body
 from api.database import get_db
 from api.errors import ApiError, not_found
 from storage.tasks import HelpRequestRow, get_task_by_pk, list_help_requests, pending_reviews, resolve_help_request

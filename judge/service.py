@@ -240,7 +240,10 @@ class _Tally:
 
     def verdict(self) -> Verdict:
         """`ok` when every test passed, else the first failure's status and output; run steps' time summed."""
-        status, shown = self.first_failure if self.first_failure else ("ok", self.last)
+        status: Status = "ok"
+        shown = self.last
+        if self.first_failure is not None:
+            status, shown = self.first_failure
         assert shown is not None  # at least one case ran
         verdict = _verdict(status, shown)
         truncated = any(r.message.startswith("output limit") for r in self.results) or verdict.truncated
@@ -259,7 +262,7 @@ def _test_submission(
 
 
 def _run_cases(
-    box: Sandbox, first_test: StepResult | None, argv: list[str], cases: Sequence[TestCase] | Sequence[SqlCase],
+    box: Sandbox, first_test: StepResult | None, argv: list[str], cases: Sequence[TestCase | SqlCase],
     inputs: list[bytes], tally: _Tally,
 ) -> None:
     """Run each case in `box`; `first_test` is the first case's step when it already ran.
@@ -284,7 +287,7 @@ def _grade(case: TestCase | SqlCase, step: StepResult, limits: Limits) -> tuple[
     return status, False, _failure_message(status, step, limits)
 
 
-def _none_run(compile_failure: Verdict, cases: Sequence[TestCase] | Sequence[SqlCase]) -> Verdict:
+def _none_run(compile_failure: Verdict, cases: Sequence[TestCase | SqlCase]) -> Verdict:
     """The compile failure's verdict, every test marked as not run."""
     not_run = [TestResult(name=case.name, passed=False, message="not run: compile error") for case in cases]
     return compile_failure.model_copy(update={"tests": not_run})

@@ -23,8 +23,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from storage.db import transaction, utc_now
-from storage.users import get_profile as read_stored_profile
-from storage.users import set_profile as write_raw_profile
 
 log = logging.getLogger("storage.profile")
 
@@ -91,9 +89,15 @@ def _parse(raw: Mapping[str, Any]) -> dict[str, ProfileField]:
 
 
 def read_raw_profile(conn: sqlite3.Connection, user_id: int) -> dict[str, Any]:
-    """The stored JSON object; anything else in the column counts as an empty profile."""
-    raw = read_stored_profile(conn, user_id)
+    """The stored JSON object, entries unparsed; anything else in the column counts as an empty profile."""
+    row = conn.execute("SELECT profile FROM users WHERE id = ?", (user_id,)).fetchone()
+    raw = json.loads(row["profile"]) if row else {}
     return raw if isinstance(raw, dict) else {}
+
+
+def write_raw_profile(conn: sqlite3.Connection, user_id: int, raw: dict[str, Any]) -> None:
+    """Replace the stored JSON object; callers hold the write transaction (read-modify-write)."""
+    conn.execute("UPDATE users SET profile = ? WHERE id = ?", (json.dumps(raw), user_id))
 
 
 @contextmanager

@@ -7,10 +7,8 @@ brute-force, and a lookup by hash keeps authentication one indexed query.
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 import sqlite3
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -138,12 +136,3 @@ def count_users(conn: sqlite3.Connection, role: str | None = None) -> int:
     if role is None:
         return int(conn.execute("SELECT COUNT(*) FROM users").fetchone()[0])
     return int(conn.execute("SELECT COUNT(*) FROM users WHERE role = ?", (role,)).fetchone()[0])
-
-
-def get_profile(conn: sqlite3.Connection, user_id: int) -> dict[str, Any]:
-    row = conn.execute("SELECT profile FROM users WHERE id = ?", (user_id,)).fetchone()
-    return json.loads(row["profile"]) if row else {}
-
-
-def set_profile(conn: sqlite3.Connection, user_id: int, profile: dict[str, Any]) -> None:
-    conn.execute("UPDATE users SET profile = ? WHERE id = ?", (json.dumps(profile), user_id))

@@ -22,13 +22,13 @@ from typing import Any, Literal
 import regex
 from pydantic import BaseModel, TypeAdapter
 
+from bounded.pool import WorkerPool, pool_or_own
+from bounded.sql import run_select as run_select_job
+from bounded.sql_values import SelectJob, SqlError
 from judge.compare import compare_sql
 from judge.files import SubmissionError
 from judge.languages import LANGUAGES
 from judge.models import SqlCase
-from bounded.pool import WorkerPool, pool_or_own
-from bounded.sql import run_select as run_select_job
-from bounded.sql_values import SelectJob, SqlError
 from tasks.spec import CodeTestCriterion, Criterion, ManualCriterion, SqlResultCriterion, TextMatchCriterion
 
 SQL_TIMEOUT_S = 1.0

@@ -16,8 +16,8 @@ import requests
 from pydantic import Field
 
 from storage.uploads import ImageRejected, save_image
-from tools.safe_http import safe_get
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.safe_http import safe_get
 from tools.upstream import Upstream, refuse_http_error, send
 
 TIMEOUT_S = 120
