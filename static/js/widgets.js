@@ -41,6 +41,12 @@ function sameOption(a, b) {
   return typeof a === "string" && typeof b === "string" && a.trim().toLowerCase() === b.trim().toLowerCase();
 }
 
+// Set a live region's text only when it changes: an answer is marked when it is posted and
+// again when its stored message is drawn, and the status says it once.
+function say(region, text) {
+  if (region.textContent !== text) region.textContent = text;
+}
+
 function answerText(widget, value) {
   if (widget === "confirm") return value ? "Confirmed" : "Asked for changes";
   return String(value ?? "");
@@ -142,10 +148,10 @@ export function renderWidget(message, onAnswer) {
       root.setAttribute("aria-busy", String(on));
       root.classList.toggle("widget-busy", on);
       if (on) {
-        status.textContent = "Sending your answer…";
+        say(status, "Sending your answer…");
         this.clearError();
       } else if (root.dataset.status === "pending") {
-        status.textContent = "";
+        say(status, "");
       }
     },
     answered(value, known = value !== undefined && value !== null) {
@@ -160,19 +166,19 @@ export function renderWidget(message, onAnswer) {
           button.setAttribute("aria-pressed", String(chosen));
         }
         if (textInput) textInput.value = String(value);
-        status.textContent = `Answered: ${answerText(kind, value)}`;
+        say(status, `Answered: ${answerText(kind, value)}`);
       } else if (!status.textContent.startsWith("Answered")) {
-        status.textContent = "Answered";
+        say(status, "Answered");
       }
     },
     closed(text) {
       root.dataset.status = "closed";
       fieldset.disabled = true;
-      status.textContent = "This question can no longer be answered.";
+      say(status, "This question can no longer be answered.");
       this.error(text);
     },
     error(text) {
-      error.textContent = text;
+      say(error, text);
       error.hidden = !text;
     },
     clearError() {
