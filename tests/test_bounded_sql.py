@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from cancellation import Cancelled, CancelToken
 from bounded.pool import WorkerPool
 from bounded.sql import run_memory, run_select
 from bounded.sql_fetch import OverBudget, fetch_exact, fetch_preview
 from bounded.sql_memory import open_read_only
 from bounded.sql_values import MemoryJob, SelectAnswer, SelectJob, SqlError
+from cancellation import Cancelled, CancelToken
 from storage.db import Database
 from testing.attacks.sql import BLOB_ROWS, GROWING_CTE, SLOW_CALL
 from testing.waiting import ReapedCpu, wait_until
