@@ -121,3 +121,27 @@ def test_a_command_without_body_shows_no_body_section(ui: Any, llm: FakeLLMServe
     block.locator("summary").first.click()
     assert block.locator("details.command-body").count() == 0
     assert block.locator(".tool-output .markdown").count() == 1
+
+
+def test_the_block_says_what_its_meta_says_not_what_the_text_quotes(ui: Any, llm: FakeLLMServer, server: dict[str, str]) -> None:
+    line = "/remember  I   like <tea> & cake"  # the contract text collapses the spaces and escapes <, > and &
+    llm.queue(line, "Noted.")
+    send(ui, "remember my tea")
+    ui.locator(".role-assistant:has-text('Noted.')").wait_for()
+    llm.queue("/read_file notes/missing.txt", "No such file.")
+    send(ui, "read my notes")
+    ui.locator(".role-assistant:has-text('No such file.')").wait_for()
+
+    stored = rest(server, "GET", f"/sessions/{open_session_id(ui)}/messages")["messages"]
+    remembered = next(message for message in stored if message["role"] == "memory_tools")
+    assert remembered["meta"]["command_line"] == line
+    assert "$ /remember I like &lt;tea&gt; &amp; cake" in remembered["content"]
+    block = tool_block(ui, "remember")
+    assert block.locator(".tool-command").text_content() == line  # from meta, as the model wrote it
+    assert block.locator(".badge").text_content() == "ok"
+
+    failed = next(message for message in stored if message["role"] == "file_tools")
+    assert failed["meta"]["ok"] is False and failed["meta"]["code"]
+    badge = tool_block(ui, "read_file").locator("summary .badge")
+    assert badge.text_content() == failed["meta"]["code"]  # the code from meta, not "error"
+    assert "badge-error" in (badge.get_attribute("class") or "")
