@@ -102,10 +102,6 @@ class ContainerPool:
             self._trash.append(box)
             self._cond.notify_all()
 
-    def ready_count(self, image: str) -> int:
-        with self._cond:
-            return len(self._ready.get(image, ()))
-
     def wait_full(self, timeout_s: float) -> bool:
         """Block until every image has `size` ready sandboxes (tests and benchmarks)."""
         with self._cond:

@@ -142,11 +142,3 @@ def add_submission(
     )
     return Submission(id=int(cursor.lastrowid or 0), problem_id=problem_id, language=language,
                       status=verdict["status"], verdict=verdict, created_at=now)
-
-
-def list_submissions(conn: sqlite3.Connection, user_id: int, problem_id: str) -> list[Submission]:
-    rows = conn.execute(
-        "SELECT * FROM submissions WHERE user_id = ? AND problem_id = ? ORDER BY id", (user_id, problem_id)
-    )
-    return [Submission(id=r["id"], problem_id=r["problem_id"], language=r["language"], status=r["status"],
-                       verdict=json.loads(r["verdict"]), created_at=r["created_at"]) for r in rows]

@@ -187,13 +187,6 @@ def statuses(conn: sqlite3.Connection, learner_id: int, task_pks: list[int]) -> 
     return {pk: found.get(pk, OPEN) for pk in task_pks}
 
 
-def progress_dates(conn: sqlite3.Connection, learner_id: int, task_pk: int) -> tuple[str, str] | None:
-    row = conn.execute(
-        "SELECT created_at, updated_at FROM task_progress WHERE learner_id = ? AND task_pk = ?", (learner_id, task_pk)
-    ).fetchone()
-    return (row["created_at"], row["updated_at"]) if row else None
-
-
 def set_status(
     conn: sqlite3.Connection, *, learner_id: int, task_pk: int, old: str, new: str, action: str,
     actor_id: int | None = None, reason: str | None = None,

@@ -104,7 +104,6 @@ class ManualCriterion(_Criterion):
 Criterion = Annotated[
     CodeTestCriterion | SqlResultCriterion | TextMatchCriterion | ManualCriterion, Field(discriminator="type")
 ]
-AUTOMATIC_TYPES = ("code_test", "sql_result", "text_match")
 
 
 class LearningObjective(_Spec):
