@@ -3,7 +3,7 @@
 
 import { api } from "/static/js/api.js";
 import { flash, hasMessage, messageList, messageNode, scrollToEnd, updateEmptyHint, visibleMessages } from "/static/js/messages.js";
-import { loadSessions, startNewChat } from "/static/js/sessions.js";
+import { refreshSessions, startNewChat } from "/static/js/sessions.js";
 import { liveTurnFor, loading, state } from "/static/js/state.js";
 import { followTurn, updateComposer } from "/static/js/turns.js";
 import { resetWidgets } from "/static/js/widgets.js";
@@ -41,7 +41,7 @@ export function showMessages(id) {
       if (state.page !== token) return;
       if (error.status === 404) {
         startNewChat();
-        await loadSessions();
+        await refreshSessions(); // logs its own failure: this load never rejects
         return;
       }
       flash(`Could not load messages: ${error.message}`);
