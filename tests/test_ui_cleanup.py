@@ -2,20 +2,22 @@
 
 Image previews are shown from object URLs: each one is revoked (a `fetch` of it then fails)
 when its image is removed from the composer or its message is sent. An error the page used to
-swallow (`.catch(() => null)` on `POST /api/logout`) is now said in the chat, and the page
-stays signed in while the server's session is still open. The failing sign-out is a real
-answer from the network layer (Playwright's `route`), not a change to the page's code.
+swallow (`.catch(() => null)` on `POST /api/logout`, an unhandled rejection from "Load older
+messages") is now said in the chat, and the page stays signed in while the server's session
+is still open. The failures are real answers from the network layer (Playwright's `route`),
+not changes to the page's code.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
 from testing.fake_llm import FakeLLMServer, tiny_png
-from tests.ui_support import shot
+from tests.ui_support import send, shot
 
 pytestmark = [
     pytest.mark.browser,
@@ -108,3 +110,28 @@ def test_a_failed_sign_out_is_said_and_the_page_stays_signed_in(ui: Any, server:
     ui.click("#logout-button")
     ui.wait_for_selector("#login-view:not([hidden])")
     assert ui.evaluate("fetch('/api/me').then((response) => response.status)") == 401
+
+
+def test_a_failed_load_of_older_messages_is_said(ui: Any, llm: FakeLLMServer) -> None:
+    llm.queue("First answer.")
+    send(ui, "first question")
+    ui.locator(".role-assistant:has-text('First answer.')").wait_for()
+    failure = {"error": {"code": "storage_unavailable", "message": "the database is locked"}}
+
+    def page_of_messages(route: Any) -> None:
+        if "before=" in route.request.url:  # the older page fails
+            route.fulfill(status=503, content_type="application/json", body=json.dumps(failure))
+            return
+        response = route.fetch()  # the newest page, as the server sent it, said to have more
+        route.fulfill(response=response, json={**response.json(), "has_more": True})
+
+    ui.route(re.compile(r"/sessions/[^/]+/messages\?"), page_of_messages)
+    ui.reload()
+    ui.wait_for_selector("#app-view[aria-busy='false']")
+    ui.locator(".role-assistant:has-text('First answer.')").wait_for()
+    ui.click("#load-older")
+    notice = ui.locator("#message-list .notice-error:has-text('Could not load older messages')")
+    notice.wait_for()
+    assert "the database is locked" in notice.inner_text()
+    assert ui.locator("#message-list .message").count() == 2  # what was shown stays
+    assert ui.is_visible("#load-older")  # the user can try again
