@@ -1,8 +1,10 @@
 // The chat web UI's entry point: it wires the page's modules together and boots. Each concern
 // has its module: login.js (signing in and out, booting), sessions.js (the conversations list),
 // history.js (the message list and its pages), turns.js (turns in progress and where their
-// messages go), send.js (sending and Retry), answer.js (answering a widget), state.js (which
-// chat is on screen); live.js is one turn in progress, messages.js draws stored messages.
+// messages go), send.js (sending and Retry), turn_errors.js (how a failed turn is said),
+// answer.js (answering a widget), state.js (which chat is on screen); live.js is one turn in
+// progress, messages.js draws stored messages. The chat modules call each other's functions
+// only from event handlers, never while loading, so their imports may go both ways.
 
 import { answerWidget } from "/static/js/answer.js";
 import { initComposer } from "/static/js/composer.js";
