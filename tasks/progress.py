@@ -136,7 +136,11 @@ class LearnerProject:
             if self.status[task.id] in ("open", "in_progress") and not self.blocked_by(task)
             and (task_type is None or task.task_type == task_type)
         ]
-        return sorted(found, key=lambda t: (self.status[t.id] != "in_progress", t.priority, t.created_at, t.position))
+        return sorted(found, key=self.ready_order)
+
+    def ready_order(self, task: TaskRow) -> tuple[bool, int, str, int, str]:
+        """The `get_ready` order: in_progress first, then priority (0 first), age, file position, project."""
+        return self.status[task.id] != "in_progress", task.priority, task.created_at, task.position, task.project_id
 
     def closed_count(self) -> int:
         return sum(1 for status in self.status.values() if status == "closed")

@@ -50,8 +50,7 @@ def get_ready(data: GetReadyInput, ctx: ToolContext) -> GetReadyOutput:
     for project_id in project_ids:
         state = LearnerProject.load(ctx.conn, ctx.user_id, project_id)
         ready += [(state, task) for task in state.ready(data.task_type)]
-    ready.sort(key=lambda pair: (pair[0].status[pair[1].id] != "in_progress", pair[1].priority,
-                                 pair[1].created_at, pair[1].position, pair[1].project_id))
+    ready.sort(key=lambda pair: pair[0].ready_order(pair[1]))  # across projects, in the one get_ready order
     shown = [summary(state, task) for state, task in ready[: data.limit]]
     in_progress = sum(1 for state, task in ready if state.status[task.id] == "in_progress")
     if not project_ids:
