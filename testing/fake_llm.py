@@ -13,7 +13,10 @@ with `"done": true` on Ollama's `/api/chat`, each piece written (and flushed) as
 chunk. Server-level knobs make it misbehave on purpose: answer one JSON body anyway
 (`stream_mode="json"`), pause between pieces (`token_delay_s`), trickle the whole response
 one byte at a time, headers included (`trickle_s`), or send headers and never finish
-(`hang_after_headers`). Every answer is logged in `answers` (an `AnswerLog`): how many pieces
+(`hang_after_headers`). A hang lasts at most `hang_s` (an hour by default: benchmarks hold
+answers open), then the fake drops the connection without finishing the answer: with a short
+`hang_s`, a client that should have given up earlier gets a broken answer, so its test fails
+instead of hanging. Every answer is logged in `answers` (an `AnswerLog`): how many pieces
 went out and whether the client hung up before the end, which the fake notices at once
 (it polls the connection while it waits) rather than at its next write.
 """
@@ -35,6 +38,7 @@ from typing import Any, Literal
 from testing.loopback import LoopbackServer, QuietHandler
 
 POLL_S = 0.01  # how often a waiting answer checks whether its client hung up
+HANG_S = 3600.0  # how long a hang waits for its client to give up before the fake drops the connection
 SSE = "text/event-stream"
 NDJSON = "application/x-ndjson"
 KEEPALIVE = b": OPENROUTER PROCESSING\n\n"
@@ -50,7 +54,8 @@ class StreamReply:
     `: OPENROUTER PROCESSING` comment before each piece (SSE only); ``finish_reason=None``
     leaves it out of the last chunk; ``terminate=False`` ends the body without `[DONE]` /
     `"done": true`; ``hang`` keeps the stream open after the pieces until the client hangs
-    up; ``raw`` replaces the whole body by these bytes, one HTTP chunk each (framing tests).
+    up (or the server's `hang_s` passes: then the connection is dropped); ``raw`` replaces
+    the whole body by these bytes, one HTTP chunk each (framing tests).
     """
 
     pieces: tuple[str, ...] = ()
@@ -82,6 +87,7 @@ class AnswerLog:
     sent_at: list[float] = field(default_factory=list)  # time.monotonic() of each piece
     completed: bool = False  # the whole answer went out
     client_hung_up: bool = False  # the client closed the connection before the end
+    dropped: bool = False  # a hang outlasted `hang_s`: the fake closed the connection unfinished
     ended: threading.Event = field(default_factory=threading.Event)
 
     def wait(self, timeout: float = 5.0) -> bool:
@@ -117,6 +123,7 @@ class FakeLLMServer(LoopbackServer):
         piece_chars: int = 3,
         trickle_s: float = 0.0,
         hang_after_headers: bool = False,
+        hang_s: float = HANG_S,
     ) -> None:
         self._replies: deque[Reply] = deque(replies)
         self.default_reply = default_reply
@@ -126,6 +133,7 @@ class FakeLLMServer(LoopbackServer):
         self.piece_chars = piece_chars
         self.trickle_s = trickle_s
         self.hang_after_headers = hang_after_headers
+        self.hang_s = hang_s
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.get_paths: list[str] = []
@@ -334,9 +342,10 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 log.completed = True
 
         def _hang(self, log: AnswerLog) -> None:
-            """Keep the response open until the client hangs up or the server stops."""
-            while self._wait(3600, log):
-                pass
+            """Keep the response open until the client hangs up, the server stops or `hang_s` passes
+            (then the connection is closed unfinished: the client reads a broken answer)."""
+            if self._wait(server.hang_s, log):
+                log.dropped = True
             self.close_connection = True
 
         def _wait(self, seconds: float, log: AnswerLog) -> bool:
