@@ -140,6 +140,8 @@ class FakeLLMServer(LoopbackServer):
         self.headers: list[dict[str, str]] = []
         self.answers: list[AnswerLog] = []
         self.connections = 0  # TCP connections accepted (a reused connection counts once)
+        self.in_flight = 0  # chat requests being answered now
+        self.peak_in_flight = 0  # the most chat requests answered at once (concurrency, without a clock)
         self._stopping = threading.Event()
         super().__init__()
 
@@ -244,9 +246,13 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             log = AnswerLog(path=self.path, streamed=streamed)
             with server._lock:
                 server.answers.append(log)
+                server.in_flight += 1
+                server.peak_in_flight = max(server.peak_in_flight, server.in_flight)
             try:
                 self._answer(body, log)
             finally:
+                with server._lock:
+                    server.in_flight -= 1
                 log.ended.set()
 
         # --- answers -------------------------------------------------------------------

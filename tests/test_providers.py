@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -574,8 +573,6 @@ def test_a_hung_server_over_http_fails_fast_once_the_circuit_is_open() -> None:
         slow = [chain.call(MESSAGES) for _ in range(2)]
         assert [result.failure for result in slow] == [FailureKind.TIMEOUT] * 2
         assert all(result.elapsed_ms >= 300 for result in slow)
-        started = time.perf_counter()
         fast = chain.call(MESSAGES)
-        assert (time.perf_counter() - started) < 0.05
         assert fast.failure is FailureKind.CIRCUIT_OPEN and "circuit open after 2" in fast.detail
-        assert len(server.requests) == 2
+        assert len(server.requests) == 2 and server.connections <= 2  # refused without even connecting
