@@ -7,9 +7,11 @@ filled to the last byte, a write lock held by another connection.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
+from api.services import services_of
 from provider_hints import fix_hint
 from storage.health import PROBE_BUSY_MS
 from testing.disk_faults import database_files, filled, read_only, require_fault_support, small_filesystem
@@ -79,7 +81,7 @@ def database_health(client) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
 
 def test_a_read_only_database_is_reported_and_recovers(client, app):
     require_fault_support()
-    with read_only(database_files(Path(app.extensions["database"].path))):
+    with read_only(database_files(Path(services_of(app).database.path))):
         status, body = database_health(client)
     assert (status, body["status"]) == (503, "degraded")
     assert (body["database"]["ok"], body["database"]["state"]) == (False, "read_only")
@@ -101,14 +103,21 @@ def test_a_full_disk_is_reported_and_recovers(make_app, fake_llm, tmp_path):
 
 
 def test_a_write_lock_held_too_long_is_reported_quickly(client, app):
-    holder = sqlite3.connect(app.extensions["database"].path, isolation_level=None)
+    """The probe waits its own PROBE_BUSY_MS, not the database's 5 s busy timeout: the lock is let go
+    after 2.5 s, so a probe that waited longer would find it free and answer "ok"."""
+    holder = sqlite3.connect(services_of(app).database.path, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(2.5, holder.execute, args=("ROLLBACK",))
+    release.start()
     try:
         started = time.perf_counter()
         status, body = database_health(client)
         elapsed_ms = (time.perf_counter() - started) * 1000
     finally:
-        holder.execute("ROLLBACK")
+        release.cancel()
+        release.join()
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
         holder.close()
     assert (status, body["database"]["state"]) == (503, "locked")
-    assert PROBE_BUSY_MS <= elapsed_ms < PROBE_BUSY_MS + 500
+    assert f"more than {PROBE_BUSY_MS} ms" in body["database"]["detail"] and elapsed_ms >= PROBE_BUSY_MS
