@@ -6,8 +6,8 @@
     python app.py tokens list|revoke ID|rotate USER, reset-admin-token   API tokens (admin_cli.py)
 
 `create_app(settings)` builds every long-lived service once (database, providers,
-registry, system prompt) and hangs it on `app.extensions`; request handlers receive
-them from there, so tests build an app per test with their own settings.
+registry, system prompt) into one typed `Services` value (`api/services.py`); request
+handlers read it through `services()`, so tests build an app per test with their own settings.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from api import bodies
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
 from api.health import ProviderProbe
+from api.services import Services
+from api.services import install as install_services
 from config import ConfigError, Settings, load_settings
 from api.turns import TurnRunner
 from events import Live
@@ -46,6 +48,7 @@ from judge.service import Judge
 from pipeline.prompt import build_system_prompt, load_persona
 from pipeline.turn import TurnServices
 from providers import FallbackChain, ProviderError, build_chain
+from ratelimit import RateLimiter, StreamSlots
 from bounded.pool import WorkerPool
 from storage.db import Database
 from storage.file_modes import owner_only_from_now, restrict, server_paths
@@ -151,20 +154,13 @@ def create_app(settings: Settings | None = None) -> Flask:
     registry = build_registry()
     chat_chain, vision_chain = build_chains(settings)
     judge, judge_status = build_judge(settings)
-    app.extensions["judge"] = judge
-    app.extensions["judge_status"] = judge_status
     # worker processes for untrusted work (SQL, regexes, pages), at most SANDBOX_WORKERS, started on first use
-    bounded_pool = app.extensions["bounded"] = WorkerPool(settings.sandbox_workers)
-    app.extensions["provider_probe"] = ProviderProbe(chat_chain)
+    bounded_pool = WorkerPool(settings.sandbox_workers)
     live = Live(
         bus=EventBus(IdClock(Path(settings.data_dir) / "event-ids"), heartbeat_s=settings.sse_heartbeat_s),
         turns=TurnRegistry(),
     )
-    app.extensions["live"] = live
-    app.extensions["turn_runner"] = TurnRunner(database, live, workers=settings.turn_workers)
-    app.extensions["settings"] = settings
-    app.extensions["database"] = database
-    app.extensions["turn_services"] = TurnServices(
+    turns = TurnServices(
         settings=settings,
         database=database,
         registry=registry,
@@ -175,6 +171,19 @@ def create_app(settings: Settings | None = None) -> Flask:
         judge=judge,
         bounded=bounded_pool,
     )
+    install_services(app, Services(
+        settings=settings,
+        database=database,
+        turns=turns,
+        judge=judge,
+        judge_status=judge_status,
+        bounded=bounded_pool,
+        provider_probe=ProviderProbe(chat_chain),
+        live=live,
+        turn_runner=TurnRunner(database, live, workers=settings.turn_workers),
+        rate_limiter=RateLimiter(settings.rate_limits),
+        stream_slots=StreamSlots(settings.max_streams_per_user),
+    ))
     init_database(app)
     register_error_handlers(app)
     rate_limits.init_app(app)  # RATE_LIMITS and MAX_STREAMS_PER_USER

@@ -25,6 +25,7 @@ from types import FrameType
 
 import uvicorn
 from flask import Flask
+from api.services import services_of
 
 from config import Settings
 from serving.asgi import OrchestratorApp
@@ -86,10 +87,7 @@ def serve(app: Flask, settings: Settings) -> None:
 def close_services(app: Flask) -> None:
     """Release what the app holds outside this process: the judge's containers and the
     worker processes of untrusted work (`bounded/`)."""
-    for name in ("judge", "bounded"):
-        service = app.extensions.get(name)
-        if service is not None:
-            service.close()
+    services_of(app).close()
 
 
 def _noting(stops: list[int]):  # type: ignore[no-untyped-def]

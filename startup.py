@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask
+from api.services import services_of
 from pydantic import BaseModel, ConfigDict
 
 from config import Settings
@@ -61,7 +62,7 @@ def provider_lines(report: dict[str, Any]) -> list[ReportLine]:
 
 
 def judge_line(status: dict[str, Any]) -> ReportLine:
-    """The judge's state as `create_app` found it (`app.extensions["judge_status"]`)."""
+    """The judge's state as `create_app` found it (`Services.judge_status`)."""
     if status.get("available"):
         return ReportLine(text="judge: available (code runs in Docker containers)")
     reason = str(status.get("reason") or "unknown reason")
@@ -76,8 +77,8 @@ def startup_report(app: Flask, settings: Settings) -> list[ReportLine]:
     return [
         ReportLine(text=f"open {open_url(settings.host, settings.port)} in a browser"),
         token_line(settings.auth_token_file),
-        *provider_lines(app.extensions["provider_probe"].report()),
-        judge_line(app.extensions["judge_status"]),
+        *provider_lines(services_of(app).provider_probe.report()),
+        judge_line(services_of(app).judge_status),
     ]
 
 

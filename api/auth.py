@@ -25,7 +25,7 @@ from api.bodies import json_body
 from api.database import get_db
 from api.errors import ApiError
 from api.refusal import refuse_unless
-from ratelimit import RateLimiter
+from api.services import services
 from storage.users import User, find_token, user_for_token
 from storage.web_sessions import close_web_session, open_web_session, web_session_user
 
@@ -94,7 +94,7 @@ class LoginRequest(BaseModel):
 def login():  # type: ignore[no-untyped-def]
     """Trade an API token for a session cookie (the web UI keeps no token in JS storage)."""
     data = json_body(LoginRequest)
-    limiter: RateLimiter = current_app.extensions["rate_limiter"]
+    limiter = services().rate_limiter
     address = request.remote_addr or "unknown"
     conn = get_db()
     found = find_token(conn, data.token.strip())

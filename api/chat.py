@@ -7,7 +7,7 @@ from typing import Any
 
 from cancellation import CancelToken
 
-from flask import Blueprint, current_app, request
+from flask import Blueprint, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.auth import current_user, require_user
@@ -15,8 +15,9 @@ from api.database import get_db
 from api.errors import ApiError, not_found, validation_error
 from api.sessions import new_session
 from api.turns import answer_turn, runner, turn_payload
+from api.services import services as app_services
 from events.turns import TurnLease
-from pipeline.turn import EventSink, TurnServices, run_turn
+from pipeline.turn import EventSink, run_turn
 from storage.messages import Message, recent_messages
 from storage.sessions import get_session
 from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, inspect_image, save_image
@@ -96,7 +97,7 @@ def retried_message(conn: sqlite3.Connection, session_id: str, chat: ChatRequest
 @bp.post("/chat")
 def chat():  # type: ignore[no-untyped-def]
     chat_request, blobs = parse_chat_request()
-    services: TurnServices = current_app.extensions["turn_services"]
+    services = app_services().turns
     conn = get_db()
     user = current_user()
     if chat_request.session_id is None:

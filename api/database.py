@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import sqlite3
 
-from flask import Flask, current_app, g
+from flask import Flask, g
 
+from api.services import services
 from storage.db import Database
 
 
 def database() -> Database:
-    return current_app.extensions["database"]
+    return services().database
 
 
 def get_db() -> sqlite3.Connection:

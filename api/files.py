@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flask import Blueprint, current_app, send_file
+from flask import Blueprint, send_file
 
 from api.auth import current_user, require_user
 from api.errors import not_found
+from api.services import services
 
 bp = Blueprint("files", __name__)
 bp.before_request(require_user)
@@ -24,7 +25,7 @@ BROWSER_CACHE_S = 3600
 def serve(folder: str, owner: int, name: str):  # type: ignore[no-untyped-def]
     if folder not in SERVED_FOLDERS or owner != current_user().id:
         raise not_found("file")
-    root = (Path(current_app.extensions["settings"].data_dir) / folder / str(owner)).resolve()
+    root = (Path(services().settings.data_dir) / folder / str(owner)).resolve()
     target = (root / name).resolve()
     if target.parent != root or not target.is_file():
         raise not_found("file")

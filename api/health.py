@@ -13,10 +13,11 @@ import threading
 import time
 from typing import Any, Literal
 
-from flask import Blueprint, current_app, jsonify
+from flask import Blueprint, jsonify
 from pydantic import BaseModel, Field
 
 from api.database import database as app_database
+from api.services import services
 from provider_hints import fix_hint, probe_failure
 from providers import FallbackChain, ProbeResult
 from storage.health import probe_database
@@ -112,9 +113,9 @@ class ProviderProbe:
 
 def judge_state() -> dict[str, Any]:
     """Asked of the engine on every call (a ping and an image list), not remembered."""
-    judge = current_app.extensions.get("judge")
+    judge = services().judge
     if judge is None:
-        return dict(current_app.extensions["judge_status"])
+        return dict(services().judge_status)
     available, reason = judge.available()
     return {"available": available, "reason": reason, "pool": judge.pool is not None}
 
@@ -122,7 +123,7 @@ def judge_state() -> dict[str, Any]:
 @bp.get("/health")
 def health():  # type: ignore[no-untyped-def]
     database = probe_database(app_database()).to_dict()
-    provider = current_app.extensions["provider_probe"].report()
+    provider = services().provider_probe.report()
     judge = judge_state()
     status = "ok" if database["ok"] and provider["ok"] else "degraded"
     answer = Health.model_validate({"status": status, "database": database, "provider": provider, "judge": judge})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Literal
 
-from flask import Blueprint, current_app, jsonify
+from flask import Blueprint, jsonify
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from activities.generate import GenerationJob
@@ -21,6 +21,7 @@ from api.database import get_db
 from api.errors import ApiError, not_found
 from api.sessions import new_session
 from api.turns import runner
+from api.services import services as app_services
 from cancellation import CancelToken
 from pipeline.turn import EventSink
 from judge.files import SubmissionError
@@ -93,9 +94,9 @@ class ActivityDetail(Activity):
 
 
 def ready_judge() -> Judge:
-    judge: Judge | None = current_app.extensions.get("judge")
+    judge = app_services().judge
     if judge is None:
-        raise ApiError(503, "judge_unavailable", current_app.extensions["judge_status"]["reason"])
+        raise ApiError(503, "judge_unavailable", str(app_services().judge_status["reason"]))
     available, reason = judge.available()
     if not available:
         raise ApiError(503, "judge_unavailable", reason)
@@ -158,7 +159,7 @@ def generate():  # type: ignore[no-untyped-def]
     except BaseException:
         runner().live.turns.abandon(lease)
         raise
-    services = current_app.extensions["turn_services"]
+    services = app_services().turns
 
     def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
         job = GenerationJob(database=services.database, chat=services.chat, judge=judge, publish=emit)

@@ -24,10 +24,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from flask import Response, current_app, g, jsonify, request, stream_with_context
+from flask import Response, g, jsonify, request, stream_with_context
 from werkzeug.wsgi import ClosingIterator
 
 from api.refusal import refusal_body, refuse_unless
+from api.services import services
 from events.bus import Event, EventBus, Wakeup
 from events.follow import FollowPlan, StreamFollower
 from events.turns import TurnLease
@@ -93,7 +94,7 @@ class StreamSeat:
 
 def stream_seat() -> StreamSeat | None:
     """The current user's seat for a new stream; 429 now if they already hold the maximum."""
-    slots: StreamSlots | None = current_app.extensions.get("stream_slots")
+    slots = services().stream_slots
     user = g.get("user")
     if slots is None or user is None:
         return None

@@ -46,7 +46,7 @@ import sqlite3
 import time
 from typing import Annotated, Any, Literal
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.auth import current_user, require_user
@@ -61,9 +61,10 @@ from api.openai_wire import (MODEL_ID, ChunkTranslator, chat_completion, openai_
                              strip_tool_blocks)
 from api.sessions import new_session
 from api.turns import runner, turn_payload
+from api.services import services as app_services
 from events.follow import FollowPlan
 from cancellation import CancelToken
-from pipeline.turn import EventSink, TurnServices, run_turn
+from pipeline.turn import EventSink, run_turn
 from storage.messages import add_message, recent_messages
 from storage.sessions import ChatSession, get_session
 from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, inspect_image, save_image
@@ -274,7 +275,7 @@ def chat_completions():  # type: ignore[no-untyped-def]
     index, text = turn_message(chat)
     blobs = turn_images(chat.messages[index])
     extra = client_instructions(chat)
-    services: TurnServices = current_app.extensions["turn_services"]
+    services = app_services().turns
     if extra:
         services = dataclasses.replace(services, system_prompt=services.system_prompt + CLIENT_INSTRUCTIONS + extra)
     seat = stream_seat() if chat.stream else None  # 429 before anything is written
@@ -308,7 +309,7 @@ def chat_completions():  # type: ignore[no-untyped-def]
     if question is None:
         runner().start(lease, work)
     if chat.stream:
-        database = current_app.extensions["database"]
+        database = services.database
 
         def load_tool(message_id: int) -> dict[str, Any] | None:
             for message in recent_messages(database.thread_connection(), session.id, 20):

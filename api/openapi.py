@@ -26,6 +26,7 @@ from api.openapi_models import ErrorBody, OpenAIErrorBody, TaskErrorBody
 from api.openapi_routes import HEADERS, OPENAI_BLUEPRINTS, OPERATIONS, SSE, TAGS, UNDOCUMENTED, Operation, Reply
 from api.rate_limits import ENDPOINT_LIMITS, TOOL_LIMITS
 from api.ui import PAGE_HEADERS
+from api.services import services_of
 from tools.base import Tool
 
 bp = Blueprint("openapi", __name__)
@@ -209,7 +210,7 @@ def tool_operation(tool: Tool[Any, Any]) -> Operation:
 
 
 def tool_paths(app: Flask, schemas: SchemaSet) -> dict[str, dict[str, Any]]:
-    registry = app.extensions["turn_services"].registry
+    registry = services_of(app).turns.registry
     paths: dict[str, dict[str, Any]] = {}
     for tool in registry:
         item = operation_object(f"tools.call.{tool.name}", tool_operation(tool), schemas, [])

@@ -19,11 +19,12 @@ the server one lookup. Over budget the answer is 429 `rate_limited` with `Retry-
 
 from __future__ import annotations
 
-from flask import Flask, current_app, request
+from flask import Flask, request
 
 from api.auth import current_user, require_user
 from api.live import stream_seat, wants_event_stream
 from api.refusal import refuse_unless
+from api.services import services
 from ratelimit import RateLimiter, StreamSlots
 
 ENDPOINT_LIMITS: dict[str, str] = {
@@ -41,10 +42,7 @@ TOOL_LIMITS: dict[str, str] = {  # POST /tools/<name>: what a direct call of the
 
 
 def init_app(app: Flask) -> None:
-    """The limiter and the stream slots for this app, and the hook that charges endpoints."""
-    settings = app.extensions["settings"]
-    app.extensions["rate_limiter"] = RateLimiter(settings.rate_limits)
-    app.extensions["stream_slots"] = StreamSlots(settings.max_streams_per_user)
+    """The hook that charges endpoints (the limiter and the stream slots are in `Services`)."""
     app.before_request(charge_endpoint)
 
 
@@ -64,7 +62,7 @@ def charge_endpoint() -> None:
 
 
 def limiter() -> RateLimiter:
-    return current_app.extensions["rate_limiter"]
+    return services().rate_limiter
 
 
 def charge(limit: str) -> None:
@@ -73,4 +71,4 @@ def charge(limit: str) -> None:
 
 
 def stream_slots() -> StreamSlots:
-    return current_app.extensions["stream_slots"]
+    return services().stream_slots

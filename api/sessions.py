@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from api.bodies import json_body
@@ -14,7 +14,7 @@ from api.database import get_db
 from api.errors import ApiError, not_found
 from api.openapi_models import MessageOut, public_messages
 from api.rate_limits import charge
-from events import Live
+from api.services import services
 from storage.messages import recent_messages
 from storage.sessions import ChatSession, create_session, delete_session, get_session, list_sessions, rename_session
 
@@ -74,7 +74,7 @@ class MessagePage(BaseModel):
 
 def active_turn(session_id: str) -> ActiveTurn | None:
     """The running turn, or None."""
-    live: Live = current_app.extensions["live"]
+    live = services().live
     lease = live.turns.active(session_id)
     if lease is None:
         return None
@@ -119,7 +119,7 @@ def cancel(session_id: str):  # type: ignore[no-untyped-def]
     """Stop the running turn (SPEC 7a.5); the turn itself ends with `done` + `stopped: true`."""
     owned_session(session_id)
     body: CancelBody = json_body(CancelBody, optional=True)
-    live: Live = current_app.extensions["live"]
+    live = services().live
     turn_id = live.turns.cancel(session_id, body.turn_id)
     if turn_id is None:
         raise ApiError(409, "no_turn_in_progress", "no turn of this chat is running" +

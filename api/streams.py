@@ -11,12 +11,13 @@ unknown route).
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, request
+from flask import Blueprint, request
 
 from api.auth import require_user
 from api.errors import not_found
 from api.live import EventStreamBody, last_event_id, live_response
 from api.sessions import owned_session
+from api.services import services
 from events import Live
 from events.follow import FollowPlan
 
@@ -44,7 +45,7 @@ def follow_plan(live: Live, session_id: str, turn_id: str | None, after: int | N
 @bp.get("/sessions/<session_id>/generate/stream")
 def progress(session_id: str):  # type: ignore[no-untyped-def]
     owned_session(session_id)
-    live: Live = current_app.extensions["live"]
+    live = services().live
     turn_id = request.args.get("turn_id") or None
     plan = follow_plan(live, session_id, turn_id, last_event_id())
     return live_response(EventStreamBody(live.bus, plan))
@@ -52,10 +53,10 @@ def progress(session_id: str):  # type: ignore[no-untyped-def]
 
 @bp.get("/sessions/<session_id>/trace")
 def trace(session_id: str):  # type: ignore[no-untyped-def]
-    if not current_app.extensions["settings"].trace_enabled:
+    if not services().settings.trace_enabled:
         raise not_found("route")
     owned_session(session_id)
-    live: Live = current_app.extensions["live"]
+    live = services().live
     after = last_event_id()
     plan = FollowPlan(session_id, live.bus.position() if after is None else after, None,
                       from_client=after is not None, until_terminal=False)

@@ -21,16 +21,17 @@ import logging
 import sqlite3
 from typing import Annotated, Any, Literal
 
-from flask import Blueprint, current_app, request
+from flask import Blueprint, request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError
 from api.turns import answer_turn, runner, turn_payload
+from api.services import services as app_services
 from cancellation import CancelToken
 from pipeline.context import UI_RESULT
-from pipeline.turn import EventSink, TurnServices, continue_turn
+from pipeline.turn import EventSink, continue_turn
 from storage.db import transaction
 from events.turns import TurnLease
 from storage.messages import Message, add_message, find_tool_call, mark_tool_call
@@ -135,7 +136,7 @@ def continue_with_answer(conn: sqlite3.Connection, call: Message, user_id: int, 
         fail(conn, call, user_id, ErrorCode.TOOL_EXECUTION_FAILED, f"saving the answer failed ({type(error).__name__})", 500)
     result = ToolResult(tool=meta["tool"], ok=True, output=output.model_dump(mode="json"), text=output.render())
     content, summary = stored_answer(call, result)
-    services: TurnServices = current_app.extensions["turn_services"]
+    services = app_services().turns
 
     def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
         result = continue_turn(services, conn, user_id=user_id, session_id=call.session_id, result_role=ROLE,

@@ -7,12 +7,13 @@ an HTTP error whose status follows the tool's error code.
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify
+from flask import Blueprint, jsonify
 
 from api.bodies import json_object
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError
+from api.services import services
 from pipeline.turn import TurnServices, tool_context
 from tools.base import ErrorCode
 from tools.runner import run_tool
@@ -35,22 +36,22 @@ STATUS_BY_CODE: dict[str, int] = {
 }
 
 
-def services() -> TurnServices:
-    return current_app.extensions["turn_services"]
+def turn_services() -> TurnServices:
+    return services().turns
 
 
 @bp.get("/tools")
 def index():  # type: ignore[no-untyped-def]
-    return jsonify({"tools": services().registry.function_schemas()})
+    return jsonify({"tools": turn_services().registry.function_schemas()})
 
 
 @bp.post("/tools/<name>")
 def call(name: str):  # type: ignore[no-untyped-def]
-    tool = services().registry.get(name)
+    tool = turn_services().registry.get(name)
     if tool is None:
         raise ApiError(404, "not_found", f"tool {name!r} not found; GET /tools lists them")
     body = json_object(hint=": the tool's input")
-    result = run_tool(tool, body, tool_context(services(), get_db(), current_user().id))
+    result = run_tool(tool, body, tool_context(turn_services(), get_db(), current_user().id))
     if not result.ok:
         code = result.error_code or ErrorCode.INTERNAL_ERROR
         status = STATUS_BY_CODE.get(code, 500)

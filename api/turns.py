@@ -21,12 +21,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from flask import current_app
 from pydantic import BaseModel, Field
 
 from api.errors import ApiError
 from api.openapi_models import MessageOut, public_messages
 from api.live import EventStreamBody, TurnOutcomeBody, live_response, wants_event_stream
+from api.services import services
 from cancellation import CancelToken
 from events import Live
 from events.follow import FollowPlan
@@ -119,7 +119,7 @@ class TurnRunner:
 
 
 def runner() -> TurnRunner:
-    return current_app.extensions["turn_runner"]
+    return services().turn_runner
 
 
 def answer_turn(lease: TurnLease, work: TurnWork):  # type: ignore[no-untyped-def]

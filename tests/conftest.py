@@ -17,6 +17,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from api.services import services_of
 from app import create_app
 from config import Settings
 from storage.users import create_user
@@ -88,7 +89,7 @@ def client(app: Flask) -> FlaskClient:
 
 
 def new_token(app: Flask, name: str = "alice") -> str:
-    with app.extensions["database"].connection() as conn:
+    with services_of(app).database.connection() as conn:
         _, token = create_user(conn, name)
     return token
 

@@ -16,6 +16,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from api.services import services_of
 from testing.fake_llm import FakeLLMServer, tiny_png
 from tests.conftest import new_token
 
@@ -298,7 +299,7 @@ def five_messages(app, client, auth) -> tuple[str, list[int]]:
     from storage.messages import add_message
 
     session = new_session(client, auth, "paged")
-    with app.extensions["database"].connection() as conn:
+    with services_of(app).database.connection() as conn:
         user_id = conn.execute("SELECT id FROM users WHERE name = 'alice'").fetchone()[0]
         ids = [
             add_message(conn, session_id=session["id"], user_id=user_id, role=role, content=f"m{n}").id
@@ -501,7 +502,7 @@ def test_non_image_upload_named_png_is_rejected(client, auth, fake_llm, app):
     assert fake_llm.requests == []
     # A rejected request leaves nothing behind: no session, no file.
     assert client.get("/sessions", headers=auth).get_json() == {"sessions": []}
-    uploads = app.extensions["settings"].uploads_dir
+    uploads = services_of(app).settings.uploads_dir
     assert not uploads.exists() or not any(p.is_file() for p in uploads.rglob("*"))
 
 
@@ -633,7 +634,7 @@ HOSTILE_BODIES = {
 
 def _concrete_paths(app: Flask, session_id: str) -> Iterator[tuple[str, str]]:
     """(method, path) for every route of the app, with real ids where the route takes one."""
-    tool_names = sorted(tool.name for tool in app.extensions["turn_services"].registry)
+    tool_names = sorted(tool.name for tool in services_of(app).turns.registry)
     for rule in app.url_map.iter_rules():
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
             names = tool_names if "name" in rule.arguments and rule.rule.startswith("/tools") else ["x"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from api.services import services_of
 from tests.conftest import new_token
 from tests.judge_support import leftover_containers, require_judge
 from tests.test_judge_api import wait_for_done
@@ -22,10 +23,10 @@ DEMO = Path(__file__).resolve().parent.parent / "examples" / "scripted_demo.json
 @pytest.fixture
 def demo_app(make_app):
     app = make_app(llm_provider="scripted", scripted_replies=str(DEMO), judge_enabled=True)
-    status = app.extensions["judge_status"]
+    status = services_of(app).judge_status
     require_judge(status["available"], status["reason"])
     yield app
-    judge = app.extensions["judge"]
+    judge = services_of(app).judge
     assert leftover_containers(judge) == []
     judge.close()
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from api.services import services_of
 from pipeline.turn import TOOL_LIMIT_REACHED
 from tests.conftest import new_token
 from tests.test_streams import STREAM, parse
@@ -118,13 +119,13 @@ def test_failed_handler_then_retry_then_success(client, auth, fake_llm):
 def test_unexpected_failure_is_tool_execution_failed_and_logged(app, client, auth, fake_llm, caplog):
     fake_llm.queue(CHOICE, "Noted.")
     pending = chat(client, auth, "hi")["messages"][1]
-    with app.extensions["database"].connection() as conn:
+    with services_of(app).database.connection() as conn:
         conn.execute("UPDATE users SET profile = '{not json'")
     failed = answer(client, auth, pending, "none")
     assert failed.status_code == 500 and failed.get_json()["error"]["code"] == "TOOL_EXECUTION_FAILED"
     logged = [r for r in caplog.records if r.name == "tool_results"]
     assert any(pending["meta"]["tool_call_id"] in r.getMessage() and "ask_choice" in r.getMessage() for r in logged)
-    with app.extensions["database"].connection() as conn:
+    with services_of(app).database.connection() as conn:
         conn.execute("UPDATE users SET profile = '{}'")
     assert answer(client, auth, pending, "none").status_code == 200
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from api.services import services_of
 from events.bus import PRIVATE_KEYS
 from storage.problems import add_problem
 from tests.conftest import new_token
@@ -31,10 +32,10 @@ STARTER = "import sys\n# read the numbers and print their sum\n"
 @pytest.fixture
 def judge_app(make_app, fake_llm):
     app = make_app(llm_base_url=fake_llm.openai_base_url, judge_enabled=True)
-    status = app.extensions["judge_status"]
+    status = services_of(app).judge_status
     require_judge(status["available"], status["reason"])
     yield app
-    judge = app.extensions["judge"]
+    judge = services_of(app).judge
     assert leftover_containers(judge) == []
     judge.close()
 
@@ -51,7 +52,7 @@ def jauth(judge_app):
 
 def stored_problem(app, token_headers, client) -> str:
     user_id = client.get("/api/me", headers=token_headers).get_json()["id"]
-    with app.extensions["database"].connection() as conn:
+    with services_of(app).database.connection() as conn:
         problem = add_problem(conn, user_id=user_id, activity_id=None, language="python", difficulty="easy",
                               title="Sum", statement="Print the sum of the integers on stdin.",
                               starter_files={"main.py": STARTER}, reference_files={"main.py": SUM_SOLUTION},
@@ -85,7 +86,7 @@ def test_submit_runs_hidden_tests_and_stores_the_submission(judge_app, jclient, 
     assert wrong["status"] == "wrong_answer"
     assert [t["name"] for t in wrong["tests"] if not t["passed"]] == ["small", "secret-negative"]
     assert "-1" not in json.dumps(wrong["tests"])  # expected outputs stay hidden
-    with judge_app.extensions["database"].connection() as conn:
+    with services_of(judge_app).database.connection() as conn:
         rows = conn.execute("SELECT status FROM submissions WHERE problem_id = ? ORDER BY id", (problem_id,)).fetchall()
     assert [row[0] for row in rows] == ["ok", "wrong_answer"]
     view = jclient.get(f"/problems/{problem_id}", headers=jauth).get_json()
@@ -217,7 +218,7 @@ def test_stop_during_run_code_kills_the_container_and_ends_the_turn(judge_app, j
     thread = threading.Thread(target=lambda: results.append(judge_app.test_client().post(
         "/chat", json={"message": "run it", "session_id": session_id}, headers=jauth).get_json()))
     thread.start()
-    bus = judge_app.extensions["live"].bus
+    bus = services_of(judge_app).live.bus
     deadline = time.monotonic() + 30
     while not any(e.name == "tool.started" for e in bus.read(session_id, 0).events):
         assert time.monotonic() < deadline, "the tool never started"
@@ -234,7 +235,7 @@ def test_stop_during_run_code_kills_the_container_and_ends_the_turn(judge_app, j
     # The run's own 5 s wall limit would end it about 4 s after the cancel; killing it at once
     # ends the turn far sooner. (A behavioural bound with seconds of margin, not a speed target.)
     assert stopped_after < 3.0
-    assert leftover_containers(judge_app.extensions["judge"]) == []
+    assert leftover_containers(services_of(judge_app).judge) == []
 
 
 def test_a_draft_nested_too_deeply_is_rejected_with_a_reason():

@@ -17,6 +17,7 @@ import requests
 from flask import Flask
 
 from api.rate_limits import ENDPOINT_LIMITS, TOOL_LIMITS
+from api.services import services_of
 from config import ConfigError, Rate, load_settings
 from ratelimit import RateLimiter, StreamSlots
 from testing.hostile import running_server
@@ -119,7 +120,7 @@ def test_stream_slots_count_open_streams_per_user():
 def test_every_limited_endpoint_and_tool_exists(app: Flask):
     endpoints = {rule.endpoint for rule in app.url_map.iter_rules()}
     assert set(ENDPOINT_LIMITS) <= endpoints
-    tools = {tool.name for tool in app.extensions["turn_services"].registry}
+    tools = {tool.name for tool in services_of(app).turns.registry}
     assert set(TOOL_LIMITS) <= tools
 
 
@@ -215,7 +216,7 @@ def test_open_streams_are_capped_and_a_closed_one_frees_its_seat(limited: Flask)
     assert again.status_code == 200
     again.close()
     held.pop().close()
-    assert limited.extensions["stream_slots"].held(2) == 0
+    assert services_of(limited).stream_slots.held(2) == 0
 
 
 def test_a_streamed_chat_at_the_cap_is_refused_before_its_turn_starts(limited: Flask):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from api.services import services_of
+
 
 def test_login_sets_a_cookie_that_authenticates(client, token):
     response = client.post("/api/login", json={"token": token})
@@ -63,16 +65,16 @@ def test_revoking_or_rotating_the_token_ends_its_web_sessions(app, client, token
 
     client.post("/api/login", json={"token": token})
     assert client.get("/api/me").status_code == 200
-    with app.extensions["database"].connection() as conn:
+    with services_of(app).database.connection() as conn:
         user, token_id = find_token(conn, token)
         assert revoke_token(conn, token_id)
     assert client.get("/api/me").status_code == 401
 
-    with app.extensions["database"].connection() as conn:
+    with services_of(app).database.connection() as conn:
         fresh = replace_tokens(conn, user.id)
     client.post("/api/login", json={"token": fresh})
     assert client.get("/api/me").status_code == 200
-    with app.extensions["database"].connection() as conn:
+    with services_of(app).database.connection() as conn:
         replace_tokens(conn, user.id)
     assert client.get("/api/me").status_code == 401
     assert client.post("/api/login", json={"token": fresh}).status_code == 401
@@ -86,7 +88,7 @@ def test_a_cookie_of_the_old_kind_naming_a_user_is_refused(client, token):
 
 def test_an_expired_session_is_refused(app, client, token):
     client.post("/api/login", json={"token": token})
-    with app.extensions["database"].connection() as conn:
+    with services_of(app).database.connection() as conn:
         conn.execute("UPDATE web_sessions SET expires_at = '2000-01-01T00:00:00.000Z'")
     assert client.get("/api/me").status_code == 401
 
@@ -101,7 +103,7 @@ def test_each_user_keeps_a_bounded_number_of_web_sessions(make_app, fake_llm):
     first.post("/api/login", json={"token": token})
     for _ in range(MAX_PER_USER + 5):
         assert app.test_client().post("/api/login", json={"token": token}).status_code == 200
-    with app.extensions["database"].connection() as conn:
+    with services_of(app).database.connection() as conn:
         assert count_web_sessions(conn, 2) == MAX_PER_USER
     assert first.get("/api/me").status_code == 401  # the oldest one was ended
 

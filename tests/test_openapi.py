@@ -16,6 +16,7 @@ from api.instructor import MAX_ROW_ID
 from api.openapi import DocumentError, build_document, openapi_path
 from api.openapi_routes import OPERATIONS, UNDOCUMENTED
 from api.rate_limits import ENDPOINT_LIMITS, TOOL_LIMITS
+from api.services import services_of
 from storage.users import create_user
 from testing.fake_llm import FakeLLMServer
 
@@ -66,7 +67,7 @@ def test_a_new_route_without_an_entry_stops_the_document(app: Flask) -> None:
 
 
 def test_every_tool_is_one_operation_with_its_own_models(app: Flask, document: dict[str, Any]) -> None:
-    registry = app.extensions["turn_services"].registry
+    registry = services_of(app).turns.registry
     assert len(registry) > 10
     for tool in registry:
         operation = document["paths"][f"/tools/{tool.name}"]["post"]
@@ -182,7 +183,7 @@ def test_an_answer_that_breaks_its_schema_is_caught(document: dict[str, Any]) ->
 
 @pytest.mark.parametrize("path", ["/help-requests/{id}/resolve", "/task-reviews/{id}"])
 def test_an_id_beyond_sqlite_integers_is_404_not_500(app: Flask, client: FlaskClient, path: str) -> None:
-    with app.extensions["database"].connection() as conn:
+    with services_of(app).database.connection() as conn:
         _, token = create_user(conn, "staff", role="instructor")
     url = path.format(id=MAX_ROW_ID + 1)
     answer = client.post(url, json={"passed": True}, headers={"Authorization": f"Bearer {token}"})

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from api.services import services_of
 from commands.detect import MAX_COMMAND_NAME
 from pipeline.prompt import format_example
 from pipeline.reply_cap import ANSWER_CUT_NOTE, MAX_ANSWER_CHARS, MAX_REPLY_CHARS
@@ -66,7 +67,7 @@ def test_user_message_is_last_in_first_pass_context(client, auth, fake_llm):
 def test_system_prompt_lists_every_command_from_the_registry(app, client, auth, fake_llm):
     chat(client, auth, "hi")
     system = fake_llm.requests[0]["messages"][0]["content"]
-    for tool in app.extensions["turn_services"].registry.commands():
+    for tool in services_of(app).turns.registry.commands():
         assert tool.command.usage in system
         assert format_example(tool.command.example) in system
     assert "FIRST line" in system
@@ -468,7 +469,7 @@ def test_rows_stored_before_the_caps_are_replayed_capped(app, client, auth, fake
     fake_llm.queue("first")
     first = chat(client, auth, "hi").get_json()
     session_id, user_id = first["session_id"], first["messages"][0]
-    with app.extensions["database"].connection() as conn:
+    with services_of(app).database.connection() as conn:
         user = conn.execute("SELECT user_id FROM chat_messages WHERE id = ?", (user_id["id"],)).fetchone()[0]
         add_message(conn, session_id=session_id, user_id=user, role="memory_tools", content="> row\n" * 2_000_000,
                     meta={"command": "x" * 100_000, "command_line": "/memory_sql " + "y" * 2_000_000, "ok": True})

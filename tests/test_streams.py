@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from api.services import services_of
 from tests.conftest import new_token
 from testing.fake_llm import StreamReply
 
@@ -171,7 +172,7 @@ def test_cancel_keeps_the_shown_text_marked_stopped(app, client, auth, fake_llm)
     thread = threading.Thread(target=lambda: results.append(parse(app.test_client().post(
         "/chat", json={"message": "long", "session_id": session_id}, headers={**auth, **STREAM}).get_data(as_text=True))))
     thread.start()
-    live = app.extensions["live"]
+    live = services_of(app).live
     wait_for(lambda: "First" in json.dumps([e.data for e in live.bus.read(session_id, 0).events]))
     turn = active_turn(client, auth, session_id)
     answer = client.post(f"/sessions/{session_id}/cancel", json={"turn_id": turn["turn_id"]}, headers=auth)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from api.services import services_of
 from storage.users import create_user
 from tasks.importer import import_project
 from tasks.spec import ProjectFile
@@ -15,7 +16,7 @@ from tools.tasks import TASK_TOOLS
 
 @pytest.fixture
 def course(app):
-    with app.extensions["database"].connection() as conn:
+    with services_of(app).database.connection() as conn:
         import_project(conn, ProjectFile.model_validate(PROJECT))
         _, teacher = create_user(conn, "tess", role="instructor")
     return {"Authorization": f"Bearer {teacher}"}

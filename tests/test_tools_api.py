@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from api.services import services_of
 from tests.conftest import new_token
 
 
 def test_tools_lists_openai_function_schemas_for_every_tool(app, client, auth):
     body = client.get("/tools", headers=auth).get_json()
-    registry = app.extensions["turn_services"].registry
+    registry = services_of(app).turns.registry
     names = [entry["function"]["name"] for entry in body["tools"]]
     assert names == [tool.name for tool in registry]
     for entry, tool in zip(body["tools"], registry):

@@ -1,0 +1,65 @@
+"""The app's long-lived services, typed, in one frozen value (issue 13 item 1).
+
+`create_app` builds each service once and stores this value with `install`; request code
+reads it through `services()` (tests and the CLI through `services_of(app)`). One accessor,
+one key: a handler never looks a service up by a string, and a type checker sees what each
+field holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from flask import Flask, current_app
+
+if TYPE_CHECKING:
+    from api.health import ProviderProbe
+    from api.turns import TurnRunner
+    from bounded.pool import WorkerPool
+    from config import Settings
+    from events import Live
+    from judge.service import Judge
+    from pipeline.turn import TurnServices
+    from ratelimit import RateLimiter, StreamSlots
+    from storage.db import Database
+
+SERVICES_KEY = "services"  # the one `app.extensions` key this app uses for its services
+
+
+@dataclass(frozen=True)
+class Services:
+    """Everything a request handler may use that outlives the request."""
+
+    settings: Settings
+    database: Database
+    turns: TurnServices  # what a turn needs: registry, provider chains, prompt, tool services
+    judge: Judge | None  # None when Docker is off or JUDGE_ENABLED=0; `judge_status` says why
+    judge_status: dict[str, object]  # {"available": bool, "reason": str} as create_app found it
+    bounded: WorkerPool  # worker processes for untrusted SQL, regexes and pages
+    provider_probe: ProviderProbe
+    live: Live  # the event bus and the turn registry (SSE, SPEC 7)
+    turn_runner: TurnRunner
+    rate_limiter: RateLimiter  # RATE_LIMITS (SPEC 12)
+    stream_slots: StreamSlots  # MAX_STREAMS_PER_USER
+
+    def close(self) -> None:
+        """Release what lives outside this process: the judge's containers, the pool's workers."""
+        if self.judge is not None:
+            self.judge.close()
+        self.bounded.close()
+
+
+def install(app: Flask, services: Services) -> None:
+    app.extensions[SERVICES_KEY] = services
+
+
+def services_of(app: Flask) -> Services:
+    found = app.extensions[SERVICES_KEY]
+    assert isinstance(found, Services), "create_app stores the app's Services"
+    return found
+
+
+def services() -> Services:
+    """The current app's services (inside a request or an app context)."""
+    return services_of(current_app)
