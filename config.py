@@ -10,7 +10,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -68,11 +68,13 @@ def parse_rate(key: str, text: str) -> Rate | None:
     return Rate(count=count, window_s=multiple * _UNIT_S[unit], text=text.strip())
 
 
-def parse_rate_limits(value: object) -> object:
-    """`key=rate,key=rate` over the defaults; an unknown key or a bad rate is a ValueError
-    (so `load_settings` raises a ConfigError naming RATE_LIMITS and the key)."""
-    if not isinstance(value, str):
-        return value
+def default_rate_limits() -> RateLimits:
+    """The built-in budgets (`DEFAULT_RATE_LIMITS`), when RATE_LIMITS is not set."""
+    return parse_limits_text("")
+
+
+def parse_limits_text(value: str) -> RateLimits:
+    """`key=rate,key=rate` over the defaults; an unknown key or a bad rate is a ValueError."""
     rules: dict[str, Rate | None] = {}
     for text in (DEFAULT_RATE_LIMITS, value):
         for item in filter(str.strip, text.split(",")):
@@ -84,6 +86,12 @@ def parse_rate_limits(value: object) -> object:
                                  f"{', '.join(RateLimits.model_fields)} (e.g. turns=30/minute)")
             rules[key] = parse_rate(key, rate)
     return RateLimits(**rules)
+
+
+def parse_rate_limits(value: object) -> object:
+    """`key=rate,key=rate` over the defaults; an unknown key or a bad rate is a ValueError
+    (so `load_settings` raises a ConfigError naming RATE_LIMITS and the key)."""
+    return parse_limits_text(value) if isinstance(value, str) else value
 
 
 class Settings(BaseModel):
@@ -199,7 +207,7 @@ class Settings(BaseModel):
         description="Open event streams one user may hold (streamed `POST /chat` and widget answers, "
                     "`/generate/stream`, `/trace`); the next answers 429.")
     rate_limits: Annotated[RateLimits, BeforeValidator(parse_rate_limits)] = Field(
-        default_factory=lambda: parse_rate_limits(""),
+        default_factory=default_rate_limits,
         description="Per-user budgets, 429 beyond: SPEC's keys plus `sessions` (chat sessions created); "
                     "`COUNT/UNIT` with unit second, minute, hour or day (`100/10 minutes`, `5 per hour` also work) "
                     "or `off`; keys left out keep their defaults; an unknown key or a bad rate stops the start with "
@@ -281,7 +289,7 @@ def load_settings(environ: Mapping[str, str] | None = None, dotenv_path: Path | 
     """Build `Settings` from `.env` then the environment (the environment wins)."""
     merged: dict[str, str] = dict(read_dotenv(dotenv_path)) if dotenv_path else {}
     merged.update(os.environ if environ is None else environ)
-    raw = {field: merged[env] for field, env in _ENV_NAMES.items() if merged.get(env, "") != ""}
+    raw: dict[str, Any] = {field: merged[env] for field, env in _ENV_NAMES.items() if merged.get(env, "") != ""}
     raw["fallback_api_keys"] = {
         name: merged[f"{name.upper()}_API_KEY"]
         for name in ("ollama", "openai", "openrouter", "cerebras", "chutes")

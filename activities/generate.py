@@ -23,7 +23,7 @@ from judge.models import SqlCase, TestCase
 from judge.service import Judge
 from providers import ChatMessage, FallbackChain
 from storage.db import Database
-from storage.problems import Activity, add_problem, set_activity_status
+from storage.problems import Activity, ActivityStatus, add_problem, set_activity_status
 
 log = logging.getLogger("activities")
 
@@ -63,7 +63,7 @@ class GenerationJob:
             pass  # stopped by the user: keep what was stored
         except Exception:  # a job must always end: log, then report failure
             log.exception("generation job %s crashed", activity.id)
-        status = "ready" if len(stored) == activity.requested else "partial" if stored else "failed"
+        status: ActivityStatus = "ready" if len(stored) == activity.requested else "partial" if stored else "failed"
         with self.database.connection() as conn:
             set_activity_status(conn, activity.id, status)
         return {"activity_id": activity.id, "status": status, "problems": stored, "stopped": cancel.cancelled}

@@ -113,7 +113,8 @@ def lookup(name: str, modules: list[str]) -> Callable[..., Any]:
     module, _, attribute = name.partition(":")
     if module not in modules:
         raise LookupError(f"{module} is not loaded in this worker")
-    return getattr(sys.modules[module], attribute)
+    found: Callable[..., Any] = getattr(sys.modules[module], attribute)
+    return found
 
 
 def _failure(kind: str, detail: str) -> dict[str, Any]:

@@ -60,7 +60,7 @@ def _answer(outcome: Done) -> dict[str, Any] | SqlError:
     value = outcome.value if isinstance(outcome.value, dict) else {}
     if value.get("ok") is True and isinstance(value.get("answer"), dict):
         return dict(value["answer"])
-    error = value.get("error") if isinstance(value.get("error"), dict) else {}
+    error: dict[str, Any] = value["error"] if isinstance(value.get("error"), dict) else {}
     code = error.get("code", "UNAVAILABLE")
     if code not in ("VALIDATION_FAILED", "PERMISSION_DENIED", "TIMEOUT", "TOO_LARGE", "UNAVAILABLE"):
         code = "UNAVAILABLE"

@@ -190,7 +190,7 @@ class Worker:
         if message.get("ok") is True:
             return Done(message.get("value"))
         try:
-            kind = Failure(message.get("kind"))
+            kind = Failure(str(message.get("kind")))
         except ValueError:
             kind = Failure.CRASHED
         return JobFailed(kind, str(message.get("detail", ""))[:500])

@@ -11,9 +11,11 @@ exits 1. The backend parses this document; nothing else is printed on stdout.
 import json
 import sqlite3
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 
-def statements(script):
+def statements(script: str) -> Iterator[str]:
     buffer = ""
     for piece in script.split(";"):
         buffer += piece + ";"
@@ -25,13 +27,13 @@ def statements(script):
         yield buffer
 
 
-def cell(value):
+def cell(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
     return value
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     with open(argv[1], encoding="utf-8") as handle:
         query = handle.read()
     setup = ""
@@ -41,7 +43,7 @@ def main(argv):
         with open(argv[2], encoding="utf-8") as handle:
             setup = handle.read()
     db = sqlite3.connect(":memory:")
-    result = {"columns": [], "rows": []}
+    result: dict[str, list[Any]] = {"columns": [], "rows": []}
     try:
         db.executescript(setup)
         for statement in statements(query):

@@ -52,21 +52,21 @@ class Connection(sqlite3.Connection):
         read-only, the connection is kept: reads work, and reopening would change nothing)."""
         return (self.write_refused or self.opened_read_only) and writable(path)
 
-    def execute(self, sql: str, parameters: object = (), /) -> sqlite3.Cursor:  # type: ignore[override]
+    def execute(self, sql: str, parameters: object = (), /) -> sqlite3.Cursor:
         try:
             return super().execute(sql, parameters)  # type: ignore[arg-type]
         except sqlite3.OperationalError as error:
             self._note(error)
             raise
 
-    def executemany(self, sql: str, parameters: object, /) -> sqlite3.Cursor:  # type: ignore[override]
+    def executemany(self, sql: str, parameters: object, /) -> sqlite3.Cursor:
         try:
             return super().executemany(sql, parameters)  # type: ignore[arg-type]
         except sqlite3.OperationalError as error:
             self._note(error)
             raise
 
-    def executescript(self, script: str, /) -> sqlite3.Cursor:  # type: ignore[override]
+    def executescript(self, script: str, /) -> sqlite3.Cursor:
         try:
             return super().executescript(script)
         except sqlite3.OperationalError as error:

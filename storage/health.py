@@ -53,8 +53,8 @@ def probe_database(database: Database) -> DatabaseHealth:
     state, detail = _write_probe(database)
     if free is not None and free < MIN_FREE_BYTES and state in ("ok", "full", "unavailable"):
         # a full disk also fails the probe's open (no room for the WAL index) as an I/O error
-        state, detail = "full", f"only {free} bytes free on the database's filesystem" + (
-            "" if state == "ok" else f"; the probe failed: {detail}")
+        probe = "" if state == "ok" else f"; the probe failed: {detail}"
+        state, detail = "full", f"only {free} bytes free on the database's filesystem{probe}"
     return DatabaseHealth(state, detail, free, (time.perf_counter() - started) * 1000)
 
 

@@ -182,13 +182,17 @@ def _column(daily: dict[str, Any], name: str, index: int) -> Any:
     return values[index] if isinstance(values, list) and index < len(values) else None
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else empty (a missing or malformed units block)."""
+    return value if isinstance(value, dict) else {}
+
+
 def parse_forecast(data: dict[str, Any]) -> tuple[CurrentWeather, list[DayForecast], WeatherUnits]:
     """Read Open-Meteo's `current`, `daily` (parallel arrays keyed by `time`) and their units."""
     current, daily = data.get("current"), data.get("daily")
     if not isinstance(current, dict) or not isinstance(daily, dict) or not isinstance(daily.get("time"), list):
         raise ToolFailure(ErrorCode.UPSTREAM_ERROR, "the forecast service sent no current or daily data; try again later.")
-    current_units = data.get("current_units") if isinstance(data.get("current_units"), dict) else {}
-    daily_units = data.get("daily_units") if isinstance(data.get("daily_units"), dict) else {}
+    current_units, daily_units = _mapping(data.get("current_units")), _mapping(data.get("daily_units"))
     defaults = WeatherUnits()
     units = WeatherUnits(
         temperature=str(current_units.get("temperature_2m") or daily_units.get("temperature_2m_max") or defaults.temperature),

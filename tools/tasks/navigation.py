@@ -170,7 +170,8 @@ class GetContextOutput(ToolOutput):
 
 
 def build_context(ctx: ToolContext, state: LearnerProject, task: TaskRow) -> GetContextOutput:
-    ancestors, parent_id = [], task.parent_id
+    ancestors: list[TaskSummary] = []
+    parent_id = task.parent_id
     while parent_id is not None and (parent := state.task(parent_id)) is not None and len(ancestors) < 10:
         ancestors.insert(0, summary(state, parent))
         parent_id = parent.parent_id
