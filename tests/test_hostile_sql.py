@@ -8,7 +8,6 @@ would wait on any write lock the attack held.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import requests
 from testing.attacks import Attack, Target, hostile_target
 from testing.attacks.sql import ATTACKS, ENV
 from testing.hostile import Bystander, PeakMemory, process_tree
+from testing.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -85,8 +85,8 @@ def test_attack_is_bounded_and_others_keep_working(target: Target, name: str) ->
     assert memory.added_mb < 100, f"{memory.added_mb:.1f} MB"
     assert cpu < attack.deadline_s + 2, f"{cpu:.2f} s of CPU"
     assert bystander.failures == [] and statuses and set(statuses) == {200}, (bystander.failures, set(statuses))
-    if "UPDATE" in name:  # a turn that writes never waits for the attack's WHERE (it used to wait ~3 s)
-        assert bystander.worst_ms < 1000, f"{bystander.worst_ms:.0f} ms"
+    # that a turn that writes never waits for an UPDATE's WHERE (it used to wait ~3 s) is proved without a
+    # clock in test_memory_sql.py::test_a_looping_update_holds_no_write_lock (a writer that never waits)
 
 
 def test_the_wide_result_stored_by_chat_is_capped(target: Target) -> None:
@@ -97,12 +97,12 @@ def test_the_wide_result_stored_by_chat_is_capped(target: Target) -> None:
 def test_ordinary_queries_stay_fast(target: Target) -> None:
     sql = {"sql": "SELECT id, role, substr(content, 1, 40) FROM messages ORDER BY id DESC LIMIT 20"}
     target.post("/tools/memory_sql", json=sql).raise_for_status()
-    took = []
+    server = target.server.process.pid
+    workers = set(process_tree(server)) - {server}
     for _ in range(20):
-        started = time.perf_counter()
         target.post("/tools/memory_sql", json=sql).raise_for_status()
-        took.append(time.perf_counter() - started)
-    assert sorted(took)[10] < 0.05, took  # median; a warm worker, no process start per query
+        assert set(process_tree(server)) - {server} == workers  # the same warm worker: no process start per query
+    assert workers
 
 
 def test_workers_stop_with_the_server(tmp_path: Path) -> None:
@@ -110,7 +110,4 @@ def test_workers_stop_with_the_server(tmp_path: Path) -> None:
         assert own.post("/tools/memory_sql", json={"sql": "SELECT count(*) FROM memories"}).ok
         workers = [pid for pid in process_tree(own.server.process.pid) if pid != own.server.process.pid]
         assert workers
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
-        time.sleep(0.05)
-    assert not any(Path(f"/proc/{pid}").exists() for pid in workers)
+    wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers), "a worker outlived its server")
