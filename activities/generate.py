@@ -94,8 +94,10 @@ class GenerationJob:
         self.publish("problem.failed", {"index": index, "attempts": MAX_ATTEMPTS})
         return None
 
-    def _draft(self, activity: Activity, index: int, taken: list[str], feedback: str,  # type: ignore[no-untyped-def]
-               cancel: CancelToken = NEVER):
+    def _draft(
+        self, activity: Activity, index: int, taken: list[str], feedback: str, cancel: CancelToken = NEVER,
+    ) -> tuple[str, str, str, str, list[TestCase] | list[SqlCase]]:
+        """One draft from the model: title, statement, starter code, reference solution, tests."""
         prompt = (
             f"Write practice problem {index + 1} of {activity.requested} about: {activity.topic}\n"
             f"Language: {activity.language}. Difficulty: {activity.difficulty}.\n"

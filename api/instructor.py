@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.auth import current_user, require_user
@@ -70,7 +70,7 @@ def require_instructor() -> None:
 
 
 @bp.get("/help-requests")
-def help_requests():  # type: ignore[no-untyped-def]
+def help_requests() -> Response:
     status = request.args.get("status")
     if status not in (None, "open", "resolved"):
         raise ApiError(400, "invalid_request", "status must be open or resolved (or left out for all)")
@@ -79,14 +79,14 @@ def help_requests():  # type: ignore[no-untyped-def]
 
 
 @bp.post(f"/help-requests/<int(max={MAX_ROW_ID}):request_id>/resolve")
-def resolve(request_id: int):  # type: ignore[no-untyped-def]
+def resolve(request_id: int) -> Response:
     if not resolve_help_request(get_db(), request_id, current_user().id):
         raise not_found(f"open help request {request_id}")
     return jsonify(Resolved(id=request_id, status="resolved").model_dump(mode="json"))
 
 
 @bp.get("/task-reviews")
-def reviews():  # type: ignore[no-untyped-def]
+def reviews() -> Response:
     conn = get_db()
     items = []
     for attempt in pending_reviews(conn):
@@ -106,7 +106,7 @@ class ReviewBody(BaseModel):
 
 
 @bp.post(f"/task-reviews/<int(max={MAX_ROW_ID}):attempt_id>")
-def review(attempt_id: int):  # type: ignore[no-untyped-def]
+def review(attempt_id: int) -> Response:
     body = json_body(ReviewBody)
     done = review_attempt(get_db(), attempt_id, reviewer_id=current_user().id, passed=body.passed, note=body.note)
     if isinstance(done, ReviewRefused):

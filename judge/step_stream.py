@@ -146,4 +146,5 @@ class StepReader:
 
 def raw_socket(attached: Any) -> socket.socket:
     """The socket under what `APIClient.attach_socket` returns (a `SocketIO` on a unix socket)."""
-    return getattr(attached, "_sock", attached)  # type: ignore[no-any-return]
+    sock: socket.socket = getattr(attached, "_sock", attached)
+    return sock

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from storage.migrations import migrate
 
@@ -52,16 +53,16 @@ class Connection(sqlite3.Connection):
         read-only, the connection is kept: reads work, and reopening would change nothing)."""
         return (self.write_refused or self.opened_read_only) and writable(path)
 
-    def execute(self, sql: str, parameters: object = (), /) -> sqlite3.Cursor:
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         try:
-            return super().execute(sql, parameters)  # type: ignore[arg-type]
+            return super().execute(sql, parameters)
         except sqlite3.OperationalError as error:
             self._note(error)
             raise
 
-    def executemany(self, sql: str, parameters: object, /) -> sqlite3.Cursor:
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
         try:
-            return super().executemany(sql, parameters)  # type: ignore[arg-type]
+            return super().executemany(sql, parameters)
         except sqlite3.OperationalError as error:
             self._note(error)
             raise

@@ -235,7 +235,9 @@ def add_attempt(
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
         (learner_id, task_pk, number, answer, result, json.dumps(checks), utc_now()),
     )
-    return get_attempt(conn, int(cursor.lastrowid or 0))  # type: ignore[return-value]
+    stored = get_attempt(conn, int(cursor.lastrowid or 0))
+    assert stored is not None  # just inserted, in this transaction
+    return stored
 
 
 def get_attempt(conn: sqlite3.Connection, attempt_id: int) -> AttemptRow | None:
