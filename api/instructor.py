@@ -22,8 +22,8 @@ from api.errors import ApiError, not_found
 from storage.tasks import HelpRequestRow, get_task_by_pk, list_help_requests, pending_reviews, resolve_help_request
 from storage.users import get_user
 from tasks.review import ReviewRefused, review_attempt
+from tasks.roles import is_staff
 
-STAFF_ROLES = ("instructor", "admin")
 MAX_ROW_ID = 2**63 - 1  # SQLite's largest INTEGER: a larger id in the URL is a 404, not an OverflowError (500)
 
 bp = Blueprint("instructor", __name__)
@@ -65,7 +65,7 @@ class ReviewOutcome(BaseModel):
 @bp.before_request
 def require_instructor() -> None:
     require_user()
-    if current_user().role not in STAFF_ROLES:
+    if not is_staff(current_user().role):
         raise ApiError(403, "forbidden", "only instructors (or admins) can see help requests and reviews")
 
 

@@ -16,11 +16,9 @@ from storage.tasks import add_comment as store_comment
 from storage.tasks import add_help_request, open_help_request, visible_comments
 from storage.users import get_user
 from tasks.progress import Refused, move
+from tasks.roles import is_staff
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolOutput
 from tools.tasks.common import RESULT_ROLE, TaskRefInput, TaskTextInput, resolve
-
-STAFF_ROLES = ("instructor", "admin")
-
 
 # comments ----------------------------------------------------------------------------------
 
@@ -47,7 +45,7 @@ class CommentOutput(ToolOutput):
 def add_comment(data: AddCommentInput, ctx: ToolContext) -> CommentOutput:
     _, task = resolve(ctx, data.task_id)
     author = get_user(ctx.conn, ctx.user_id)
-    if data.shared and (author is None or author.role not in STAFF_ROLES):
+    if data.shared and (author is None or not is_staff(author.role)):
         raise ToolFailure(ErrorCode.PERMISSION_DENIED, "only instructors can write shared comments; "
                                                        "leave `shared` out to save a private comment.")
     comment_id = store_comment(ctx.conn, task_pk=task.pk, author_id=ctx.user_id,
