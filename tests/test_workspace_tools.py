@@ -18,6 +18,7 @@ from bounded.pool import WorkerPool
 from cancellation import CancelToken
 from testing.waiting import ReapedCpu, wait_until
 from tests.workspace_support import TOOLS, Workspaces
+from tools.base import ToolFailure
 from tools.runner import run_tool
 from tools.workspace import find_tools, fs
 from tools.workspace.find_tools import MAX_MATCHES, split_trailing_glob
@@ -115,21 +116,40 @@ def test_file_size_cap(ws: Workspaces) -> None:
     ws.fail("read_file", "VALIDATION_FAILED", path="huge.txt")
 
 
-def test_file_count_cap(ws: Workspaces, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fs, "MAX_FILES", 3)
-    for n in range(3):
-        ws.ok("write_file", path=f"f{n}.txt", content="x")
-    assert "3 files (limit 3)" in ws.fail("write_file", "PERMISSION_DENIED", path="f3.txt", content="x")
+def test_file_count_cap(ws: Workspaces) -> None:
+    """At the real cap: the workspace is filled on disk, the tool refuses one file more."""
+    ws.root().mkdir(parents=True, exist_ok=True)
+    for n in range(fs.MAX_FILES - 1):
+        (ws.root() / f"f{n}.txt").write_text("x")
+    ws.ok("write_file", path="last.txt", content="x")
+    limit = f"{fs.MAX_FILES} files (limit {fs.MAX_FILES})"
+    assert limit in ws.fail("write_file", "PERMISSION_DENIED", path="one-more.txt", content="x")
     ws.ok("write_file", path="f0.txt", content="replacing is fine")
 
 
-def test_total_bytes_cap(ws: Workspaces, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fs, "MAX_TOTAL_BYTES", 100)
+def test_total_bytes_cap(ws: Workspaces) -> None:
+    """At the real cap: files written on disk bring the workspace to it exactly."""
+    ws.root().mkdir(parents=True, exist_ok=True)
+    size = fs.MAX_FILE_BYTES
+    full, rest = divmod(fs.MAX_TOTAL_BYTES - 60, size)
+    for n in range(full):
+        (ws.root() / f"big{n}.txt").write_bytes(b"x" * size)
+    (ws.root() / "rest.txt").write_bytes(b"x" * rest)
+    ws.ok("write_file", path="a.txt", content="x" * 60)  # the workspace is now at the cap
+    ws.fail("write_file", "PERMISSION_DENIED", path="b.txt", content="x")
+    ws.ok("write_file", path="a.txt", content="y" * 60)  # replacing frees the old size
+    ws.fail("edit_file", "PERMISSION_DENIED", path="a.txt", edits=block("y" * 60, "z" * 61))
+    assert (ws.root() / "a.txt").read_text() == "y" * 60
+
+
+def test_the_caps_are_arguments_of_the_quota_check(ws: Workspaces) -> None:
     ws.ok("write_file", path="a.txt", content="x" * 60)
-    ws.fail("write_file", "PERMISSION_DENIED", path="b.txt", content="x" * 41)
-    ws.ok("write_file", path="a.txt", content="x" * 100)  # replacing frees the old size
-    ws.fail("edit_file", "PERMISSION_DENIED", path="a.txt", edits=block("x" * 100, "y" * 101))
-    assert (ws.root() / "a.txt").read_text() == "x" * 100
+    walk = fs.walk_workspace(ws.root())
+    fs.check_quota(walk, "a.txt", 100, max_files=1, max_bytes=100)  # replacing the one file within both caps
+    with pytest.raises(ToolFailure, match=r"1 files \(limit 1\)"):
+        fs.check_quota(walk, "b.txt", 1, max_files=1, max_bytes=100)
+    with pytest.raises(ToolFailure, match=r"101 bytes \(limit 100\)"):
+        fs.check_quota(walk, "b.txt", 41, max_files=2, max_bytes=100)
 
 
 # edit blocks -------------------------------------------------------------------------------

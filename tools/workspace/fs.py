@@ -240,8 +240,12 @@ def walk_workspace(root: Path, check_time: Callable[[], object] | None = None) -
     return walk
 
 
-def check_quota(walk: Walk, path: str, new_size: int) -> None:
-    """Refuse a write of `new_size` bytes to `path` that would break a workspace cap."""
+def check_quota(walk: Walk, path: str, new_size: int, *, max_files: int = MAX_FILES,
+                max_bytes: int = MAX_TOTAL_BYTES) -> None:
+    """Refuse a write of `new_size` bytes to `path` that would break a workspace cap.
+
+    The caps are arguments (defaulting to this module's) so that a caller, or a test, can
+    ask for other ones without changing the module for everybody."""
     if new_size > MAX_FILE_BYTES:
         raise ToolFailure(
             ErrorCode.VALIDATION_FAILED,
@@ -253,16 +257,16 @@ def check_quota(walk: Walk, path: str, new_size: int) -> None:
             ErrorCode.PERMISSION_DENIED,
             f"the workspace has more than {MAX_WALK_ENTRIES} entries; overwrite an existing file instead.",
         )
-    if old_size is None and len(walk.files) >= MAX_FILES:
+    if old_size is None and len(walk.files) >= max_files:
         raise ToolFailure(
             ErrorCode.PERMISSION_DENIED,
-            f"the workspace already holds {len(walk.files)} files (limit {MAX_FILES}); overwrite an existing file instead.",
+            f"the workspace already holds {len(walk.files)} files (limit {max_files}); overwrite an existing file instead.",
         )
     total = walk.total_bytes - (old_size or 0) + new_size
-    if total > MAX_TOTAL_BYTES:
+    if total > max_bytes:
         raise ToolFailure(
             ErrorCode.PERMISSION_DENIED,
-            f"this write would bring the workspace to {total} bytes (limit {MAX_TOTAL_BYTES}); write less or overwrite a large file.",
+            f"this write would bring the workspace to {total} bytes (limit {max_bytes}); write less or overwrite a large file.",
         )
 
 
