@@ -34,7 +34,8 @@ from pipeline.turn import EventSink, TurnServices, continue_turn
 from storage.db import transaction
 from storage.messages import Message, find_tool_call, mark_tool_call, recent_messages
 from tools.base import ErrorCode, ToolFailure, ToolResult
-from tools.interactive import apply_answer, check_answer
+from tools.interactive import InputMethod, WidgetOutput, apply_answer, check_answer
+from tools.meta import ToolMeta
 
 ROLE = "ui_tools"
 
@@ -44,7 +45,7 @@ class PendingQuestion:
     """A stored question (`ui_tools`, still pending) and the widget it shows."""
 
     call: Message
-    widget: dict[str, Any]
+    widget: WidgetOutput
 
     def public(self) -> dict[str, Any]:
         return self.call.public()
@@ -69,13 +70,13 @@ def pending_from_history(conn: sqlite3.Connection, user_id: int, assistant_text:
     return as_pending(find_tool_call(conn, user_id, ids[-1])) if ids else None
 
 
-def typed_answer(widget: dict[str, Any], text: str) -> Any:
+def typed_answer(widget: WidgetOutput, text: str) -> Any:
     """The user's message as the widget's value (`check_answer`; a choice may be its number).
 
     Raises ToolFailure(INVALID_TOOL_RESULT) with what fits, as `POST /api/ai/tool-result` does."""
     value = text.strip()
-    options = widget.get("options") or []
-    if widget.get("widget") == "choice" and value.rstrip(".").isdigit():
+    options = widget.options
+    if widget.widget == "choice" and value.rstrip(".").isdigit():
         number = int(value.rstrip("."))
         if not 1 <= number <= len(options):
             raise ToolFailure(ErrorCode.INVALID_TOOL_RESULT, f"there is no option {number}; "
@@ -87,7 +88,7 @@ def typed_answer(widget: dict[str, Any], text: str) -> Any:
 def invalid_answer_payload(question: PendingQuestion, failure: ToolFailure, turn_id: str) -> dict[str, Any]:
     """What a client gets for an answer that does not fit: the reason, then the question again."""
     reason = failure.message[:1].upper() + failure.message[1:]
-    asked = str(question.widget.get("question") or "")
+    asked = question.widget.question
     return {"turn_id": turn_id, "reply": f"That answer does not fit: {reason}.\n\n{asked}",
             "messages": [question.public()]}
 
@@ -100,7 +101,7 @@ def start_answer(services: TurnServices, question: PendingQuestion, user_id: int
     the error, leaves the question open and answers its code (`api.tool_results.fail`)."""
     conn = get_db()
     call = question.call
-    method = "selection" if question.widget.get("widget") != "text" else "text"
+    method: InputMethod = "selection" if question.widget.widget != "text" else "text"
     try:
         with transaction(conn):
             output = apply_answer(conn, user_id, question.widget, value, method)
@@ -108,8 +109,7 @@ def start_answer(services: TurnServices, question: PendingQuestion, user_id: int
                 raise ApiError(409, "already_answered", "this question was already answered")
     except ToolFailure as failure:
         fail(conn, call, user_id, failure.code, failure.message, 422)
-    meta = call.meta or {}
-    result = ToolResult(tool=meta["tool"], ok=True, output=output.model_dump(mode="json"), text=output.render())
+    result = ToolResult(tool=str(ToolMeta.of(call).tool), ok=True, output=output.model_dump(mode="json"), text=output.render())
     content, summary = stored_answer(call, result)
 
     def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:

@@ -33,7 +33,9 @@ import time
 from typing import Any
 
 from events.bus import Event
-from pipeline.context import UI_PENDING, is_tool_role
+from pipeline.context import is_tool_role
+from tools.interactive import WidgetOutput
+from tools.meta import ToolMeta
 
 MODEL_ID = "orchestrator"
 DONE_FRAME = "data: [DONE]\n\n"
@@ -79,11 +81,11 @@ def tool_block(message: dict[str, Any]) -> str:
 
     Its `id` is the call's `toolCallId` where it has one (a question waiting for the user),
     else `call_<message id>`."""
-    meta = message.get("meta") or {}
-    name = str(meta.get("command") or message["role"].removesuffix("_tools"))
-    arguments = json.dumps({"command_line": str(meta.get("command_line") or "")}, ensure_ascii=False)
+    meta = ToolMeta.model_validate(message.get("meta") or {})
+    name = meta.name(str(message["role"]))
+    arguments = json.dumps({"command_line": meta.command_line or ""}, ensure_ascii=False)
     result = json.dumps(str(message.get("content") or ""), ensure_ascii=False)
-    call_id = str(meta.get("tool_call_id") or f"call_{int(message['id'])}")
+    call_id = meta.tool_call_id or f"call_{int(message['id'])}"
     return (f'<details type="tool_calls" done="true" id="{attribute(call_id)}" name="{attribute(name)}" '
             f'arguments="{attribute(arguments)}" result="{attribute(result)}">\n'
             f"<summary>Tool Executed</summary>\n</details>\n\n")
@@ -121,21 +123,20 @@ def block_call_ids(text: str) -> list[str]:
             if match is not None]
 
 
-def pending_widget(message: dict[str, Any]) -> dict[str, Any] | None:
-    """The widget of a stored question still waiting for the user's answer, else None."""
-    meta = message.get("meta") or {}
-    if meta.get("kind") == UI_PENDING and meta.get("status") == "pending" and isinstance(meta.get("output"), dict):
-        return meta["output"]
-    return None
+def pending_widget(message: dict[str, Any]) -> WidgetOutput | None:
+    """The widget of a stored question (`Message.public()`) still waiting for the user's answer, else None."""
+    if not is_tool_role(str(message.get("role") or "")):
+        return None
+    return ToolMeta.model_validate(message.get("meta") or {}).pending_widget()
 
 
-def widget_prompt(widget: dict[str, Any]) -> str:
+def widget_prompt(widget: WidgetOutput) -> str:
     """How an OpenAI client's user answers a widget: the options, then what to send."""
-    options = [str(option) for option in widget.get("options") or []]
-    if widget.get("widget") == "choice":
+    options = widget.options
+    if widget.widget == "choice":
         listed = "\n".join(f"{number}. {option}" for number, option in enumerate(options, 1))
         return f"\n\n{listed}\n\n_Reply with one option (its text or its number)._"
-    if widget.get("widget") == "confirm":
+    if widget.widget == "confirm":
         return "\n\n_Reply **yes** to confirm or **no** to change it._"
     return "\n\n_Reply with your answer._"
 

@@ -30,14 +30,14 @@ from api.errors import ApiError
 from api.turns import answer_turn, runner, turn_payload
 from api.services import services as app_services
 from cancellation import CancelToken
-from pipeline.context import UI_RESULT
 from pipeline.turn import EventSink, continue_turn
 from storage.db import transaction
 from events.turns import TurnLease
 from storage.messages import Message, add_message, find_tool_call, mark_tool_call
 from tools.base import ErrorCode, ToolFailure, ToolResult
 from tools.contract import stored_result
-from tools.interactive import MAX_ANSWER_CHARS, apply_answer, check_answer
+from tools.interactive import MAX_ANSWER_CHARS, InputMethod, WidgetOutput, apply_answer, check_answer
+from tools.meta import UI_RESULT, ToolMeta
 
 bp = Blueprint("tool_results", __name__)
 bp.before_request(require_user)
@@ -77,38 +77,38 @@ def parse_body() -> ToolResultBody:
         raise invalid("; ".join(f"{d['field']}: {d['message']}" for d in details), details) from error
 
 
-def pending_call(body: ToolResultBody, user_id: int) -> Message:
+def pending_call(body: ToolResultBody, user_id: int) -> tuple[Message, WidgetOutput]:
+    """The stored question this body answers, and its widget (404, 409 or 400 otherwise)."""
     call = find_tool_call(get_db(), user_id, body.toolCallId)
     if call is None or call.session_id != body.conversationId:
         raise ApiError(404, "not_found", "tool call not found")
-    meta = call.meta or {}
-    if meta.get("status") != "pending":
+    meta = ToolMeta.of(call)
+    widget = meta.pending_widget()
+    if widget is None:
         raise ApiError(409, "already_answered", "this tool call was already answered")
-    widget = meta.get("output") or {}
-    if body.toolName != meta.get("command") or body.targetField != widget.get("target_field"):
-        raise invalid(f"this call is {meta.get('command')} for the field {widget.get('target_field')}")
-    return call
+    if body.toolName != meta.command or body.targetField != widget.target_field:
+        raise invalid(f"this call is {meta.command} for the field {widget.target_field}")
+    return call, widget
 
 
-def stored_answer(call: Message, result: ToolResult) -> tuple[str, dict[str, Any]]:
-    meta = call.meta or {}
-    stored = stored_result(ROLE, meta["command"], meta["command_line"], result, tool_call_id=meta["tool_call_id"],
+def stored_answer(call: Message, result: ToolResult) -> tuple[str, ToolMeta]:
+    """The answer's result message: the question's command and call id, `kind` ui_result."""
+    meta = ToolMeta.of(call)
+    stored = stored_result(ROLE, str(meta.command), str(meta.command_line), result, tool_call_id=meta.tool_call_id,
                            kind=UI_RESULT)
-    return stored.content, stored.meta
+    return stored.content, stored.tool_meta
 
 
 @bp.post("/api/ai/tool-result")
 def tool_result():  # type: ignore[no-untyped-def]
     body = parse_body()
     user = current_user()
-    call = pending_call(body, user.id)
-    meta = call.meta or {}
-    widget = meta["output"]
+    call, widget = pending_call(body, user.id)
     try:
         value = check_answer(widget, body.value)
     except ToolFailure as failure:
         raise invalid(failure.message) from failure
-    method = body.inputMethod or ("selection" if widget["widget"] != "text" else "text")
+    method = body.inputMethod or ("selection" if widget.widget != "text" else "text")
     conn = get_db()
     lease = runner().claim(call.session_id)  # 409 turn_in_progress before the answer is applied
     try:
@@ -118,10 +118,10 @@ def tool_result():  # type: ignore[no-untyped-def]
         raise
 
 
-def continue_with_answer(conn: sqlite3.Connection, call: Message, user_id: int, widget: dict[str, Any], value: Any,
-                         method: str, lease: TurnLease):  # type: ignore[no-untyped-def]
+def continue_with_answer(conn: sqlite3.Connection, call: Message, user_id: int, widget: WidgetOutput, value: Any,
+                         method: InputMethod, lease: TurnLease):  # type: ignore[no-untyped-def]
     """Apply the answer (one transaction), store it, and start the model's next pass."""
-    meta = call.meta or {}
+    meta = ToolMeta.of(call)
     try:
         with transaction(conn):
             output = apply_answer(conn, user_id, widget, value, method)
@@ -132,9 +132,9 @@ def continue_with_answer(conn: sqlite3.Connection, call: Message, user_id: int, 
     except ApiError:
         raise
     except Exception as error:
-        log.exception("tool %s failed (call %s, user %s)", meta["command"], meta.get("tool_call_id"), user_id)
+        log.exception("tool %s failed (call %s, user %s)", meta.command, meta.tool_call_id, user_id)
         fail(conn, call, user_id, ErrorCode.TOOL_EXECUTION_FAILED, f"saving the answer failed ({type(error).__name__})", 500)
-    result = ToolResult(tool=meta["tool"], ok=True, output=output.model_dump(mode="json"), text=output.render())
+    result = ToolResult(tool=str(meta.tool), ok=True, output=output.model_dump(mode="json"), text=output.render())
     content, summary = stored_answer(call, result)
     services = app_services().turns
 
@@ -148,10 +148,9 @@ def continue_with_answer(conn: sqlite3.Connection, call: Message, user_id: int, 
 
 def fail(conn: sqlite3.Connection, call: Message, user_id: int, code: str, message: str, status: int) -> None:
     """Store the failure as an error result (the call stays pending) and answer with its code."""
-    meta = call.meta or {}
-    log.warning("tool %s failed: %s %s (call %s, user %s)", meta.get("command"), code, message,
-                meta.get("tool_call_id"), user_id)
-    result = ToolResult.failure(str(meta.get("tool")), code, message)
+    meta = ToolMeta.of(call)
+    log.warning("tool %s failed: %s %s (call %s, user %s)", meta.command, code, message, meta.tool_call_id, user_id)
+    result = ToolResult.failure(str(meta.tool), code, message)
     content, summary = stored_answer(call, result)
-    add_message(conn, session_id=call.session_id, user_id=user_id, role=ROLE, content=content, meta=summary)
+    add_message(conn, session_id=call.session_id, user_id=user_id, role=ROLE, content=content, meta=summary.stored())
     raise ApiError(status, code, f"{message}; the question is still open, send the answer again when fixed")

@@ -17,11 +17,9 @@ from pipeline.reply_cap import clip_answer
 from providers import ChatMessage
 from storage.messages import Message
 from tools.contract import MAX_COMMAND_CHARS, TRUNCATION_NOTE
+from tools.meta import TOOL_ROLE_SUFFIX, UI_PENDING, UI_RESULT, ToolMeta
 from tools.result_caps import MAX_CONTRACT_BYTES
 
-TOOL_ROLE_SUFFIX = "_tools"
-UI_PENDING = "ui_pending"  # meta.kind of a widget waiting for the user's answer
-UI_RESULT = "ui_result"  # meta.kind of the stored answer
 ImageLoader = Callable[[Message], tuple[str, ...]]
 
 
@@ -42,18 +40,17 @@ def as_provider_messages(message: Message, images: tuple[str, ...] = ()) -> list
     if is_tool_role(message.role):
         # Stored rows are capped when written (SPEC 12); rows written before the caps are
         # capped here, so one old oversized result cannot fill every later context.
-        meta = message.meta or {}
-        command_line = str(meta.get("command_line") or f"/{meta.get('command', 'tool')}")[:MAX_COMMAND_CHARS]
-        command_name = str(meta.get("command") or message.role.removesuffix(TOOL_ROLE_SUFFIX))[:MAX_COMMAND_NAME]
+        meta = ToolMeta.of(message)
+        command_line = (meta.command_line or f"/{meta.command or 'tool'}")[:MAX_COMMAND_CHARS]
+        command_name = meta.name(message.role)[:MAX_COMMAND_NAME]
         content = message.content
         if len(content) > MAX_CONTRACT_BYTES:
             content = content[:MAX_CONTRACT_BYTES] + f"\n> {TRUNCATION_NOTE}"
         call = ChatMessage(role="assistant", content=command_line)
         result = ChatMessage(role="user", content=f"{tool_result_framing(command_name)}\n{content}")
-        kind = meta.get("kind")
-        if kind == UI_PENDING:
+        if meta.kind == UI_PENDING:
             return [call]  # the widget is the model's question; its answer is a later message
-        if kind == UI_RESULT:
+        if meta.kind == UI_RESULT:
             return [result]
         return [call, result]
     return []  # unknown stored roles never reach a provider

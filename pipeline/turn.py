@@ -29,7 +29,7 @@ from cancellation import NEVER, CancelToken
 from commands.detect import Command, detect_command, first_line_and_rest
 from commands.router import Routed, refuse, route
 from config import Settings
-from pipeline.context import UI_PENDING, UI_RESULT, ImageLoader, build_context, is_tool_role, needs_vision
+from pipeline.context import ImageLoader, build_context, is_tool_role, needs_vision
 from pipeline.reply_gate import Decision
 from pipeline.passes import provider_pass
 from pipeline.reply_cap import MAX_REPLY_CHARS, clip_answer
@@ -39,6 +39,7 @@ from storage.db import Database
 from storage.messages import Message, add_message, recent_messages
 from tools.base import ToolContext
 from tools.contract import command_text, stored_result
+from tools.meta import UI_PENDING, UI_RESULT, ToolMeta
 from tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
@@ -304,7 +305,7 @@ def rounds_used(history: list[Message]) -> tuple[int, int | None]:
     for message in reversed(history):
         if message.role == "user":
             return rounds, message.id
-        if is_tool_role(message.role) and (message.meta or {}).get("kind") != UI_RESULT:
+        if is_tool_role(message.role) and ToolMeta.of(message).kind != UI_RESULT:
             rounds += 1
     return rounds, None
 
@@ -317,7 +318,7 @@ def continue_turn(
     session_id: str,
     result_role: str,
     result_content: str,
-    result_meta: dict[str, Any],
+    result_meta: ToolMeta,
     emit: EventSink = ignore_event,
     cancel: CancelToken = NEVER,
 ) -> TurnResult:
@@ -332,7 +333,7 @@ def continue_turn(
     used, user_message_id = rounds_used(turn.history)
 
     def passes() -> TurnResult:
-        turn.store(result_role, result_content, {**result_meta, "kind": UI_RESULT})
+        turn.store(result_role, result_content, {**result_meta.stored(), "kind": UI_RESULT})
         return run_passes(turn, user_message_id or 0, first_pass=used)
 
     return guarded(turn, user_message_id, passes)

@@ -30,8 +30,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tools.base import ToolResult
 from text_safety import replace_surrogates
+from tools.base import ToolResult
+from tools.meta import ToolMeta
 from tools.result_caps import MAX_CONTRACT_BYTES, bounded
 
 TRUNCATION_NOTE = "[output truncated: the result was longer than 64 KiB]"
@@ -46,7 +47,12 @@ class StoredResult:
     """What a `<tool>_tools` message holds: the contract text and its `meta`."""
 
     content: str
-    meta: dict[str, Any]
+    tool_meta: ToolMeta
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The `meta` JSON object as stored (`ToolMeta.stored`)."""
+        return self.tool_meta.stored()
 
 
 def escape(text: str) -> str:
@@ -99,8 +105,9 @@ def command_text(args: str, body: str) -> dict[str, Any]:
 
 
 def stored_result(role: str, command: str, command_line: str, result: ToolResult, **extra: Any) -> StoredResult:
-    """The message for one tool result: the contract text and a `meta` whose structured
-    output is bounded too (`tools/result_caps.py`); `extra` adds the caller's keys."""
+    """The message for one tool result: the contract text and a `ToolMeta` whose structured
+    output is bounded too (`tools/result_caps.py`); `extra` adds the caller's keys (the
+    SPEC 8 call keys, `command_text`), validated with the rest."""
     result, command_line = bounded(result), replace_surrogates(command_line)
     meta: dict[str, Any] = {"command": command, "command_line": command_line, "tool": result.tool, "ok": result.ok,
                             "duration_ms": result.duration_ms}
@@ -109,4 +116,4 @@ def stored_result(role: str, command: str, command_line: str, result: ToolResult
     else:
         meta.update(code=result.error_code, message=result.message)
     meta.update(extra)
-    return StoredResult(render_contract(role, command_line, result), meta)
+    return StoredResult(render_contract(role, command_line, result), ToolMeta.model_validate(meta))

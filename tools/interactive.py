@@ -116,11 +116,11 @@ class UiAnswerOutput(ToolOutput):
         return f"The user answered: {self.value}\n(saved to the profile field {self.target_field})"
 
 
-def check_answer(widget: dict[str, Any], value: Any) -> Any:
+def check_answer(widget: WidgetOutput, value: Any) -> Any:
     """The answer normalised for its widget, or INVALID_TOOL_RESULT saying what fits."""
-    kind = widget["widget"]
+    kind = widget.widget
     if kind == "choice":
-        options = widget["options"]
+        options = widget.options
         match = next((option for option in options if isinstance(value, str) and option.lower() == value.strip().lower()), None)
         if match is None:
             raise ToolFailure(ErrorCode.INVALID_TOOL_RESULT, f"value must be one of: {', '.join(options)}")
@@ -137,12 +137,12 @@ def check_answer(widget: dict[str, Any], value: Any) -> Any:
 
 
 def apply_answer(
-    conn: sqlite3.Connection, user_id: int, widget: dict[str, Any], value: Any, input_method: InputMethod
+    conn: sqlite3.Connection, user_id: int, widget: WidgetOutput, value: Any, input_method: InputMethod
 ) -> UiAnswerOutput:
     """Write a checked answer to the profile (provenance: the user, how, when)."""
-    field = widget["target_field"]
+    field = widget.target_field
     try:
-        if widget["widget"] == "confirm":
+        if widget.widget == "confirm":
             confirm_field(conn, user_id, field, confirmed=bool(value))
             return UiAnswerOutput(widget="confirm", target_field=field, value=value, input_method=input_method,
                                   confirmed=bool(value))
@@ -152,7 +152,7 @@ def apply_answer(
                           f"there is no profile field {field} to confirm yet; ask for its value first") from error
     except ProfileError as error:
         raise ToolFailure(ErrorCode.PROFILE_UPDATE_FAILED, f"the profile could not be updated: {error}") from error
-    return UiAnswerOutput(widget=widget["widget"], target_field=field, value=value, input_method=input_method)
+    return UiAnswerOutput(widget=widget.widget, target_field=field, value=value, input_method=input_method)
 
 
 def _tool(name: str, description: str, model: type[_Ask], handler: Any, usage: str, example: str, parse: Any) -> Tool:
