@@ -33,11 +33,11 @@ from cancellation import CancelToken
 from pipeline.turn import EventSink, continue_turn
 from storage.db import transaction
 from events.turns import TurnLease
-from storage.messages import Message, add_message, find_tool_call, mark_tool_call
+from storage.messages import Message, find_tool_call, mark_tool_call
 from tools.base import ErrorCode, ToolFailure, ToolResult
 from tools.contract import stored_result
 from tools.interactive import MAX_ANSWER_CHARS, InputMethod, WidgetOutput, apply_answer, check_answer
-from tools.meta import UI_RESULT, ToolMeta
+from tools.meta import UI_RESULT, ToolMeta, add_tool_message
 
 bp = Blueprint("tool_results", __name__)
 bp.before_request(require_user)
@@ -152,5 +152,5 @@ def fail(conn: sqlite3.Connection, call: Message, user_id: int, code: str, messa
     log.warning("tool %s failed: %s %s (call %s, user %s)", meta.command, code, message, meta.tool_call_id, user_id)
     result = ToolResult.failure(str(meta.tool), code, message)
     content, summary = stored_answer(call, result)
-    add_message(conn, session_id=call.session_id, user_id=user_id, role=ROLE, content=content, meta=summary.stored())
+    add_tool_message(conn, session_id=call.session_id, user_id=user_id, role=ROLE, content=content, meta=summary)
     raise ApiError(status, code, f"{message}; the question is still open, send the answer again when fixed")

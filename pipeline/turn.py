@@ -39,7 +39,7 @@ from storage.db import Database
 from storage.messages import Message, add_message, recent_messages
 from tools.base import ToolContext
 from tools.contract import command_text, stored_result
-from tools.meta import UI_PENDING, UI_RESULT, ToolMeta
+from tools.meta import UI_PENDING, UI_RESULT, ToolMeta, add_tool_message
 from tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
@@ -131,10 +131,15 @@ class _Turn:
     stored: list[Message] = field(default_factory=list)
     last_tool: ToolSummary | None = None
 
-    def store(self, role: str, content: str, meta: dict[str, Any] | None = None) -> Message:
-        message = add_message(
-            self.conn, session_id=self.session_id, user_id=self.user_id, role=role, content=content, meta=meta
-        )
+    def store(self, role: str, content: str, meta: dict[str, Any] | ToolMeta | None = None) -> Message:
+        """Store one message of this turn; a tool message's meta is a `ToolMeta` (`add_tool_message`)."""
+        if isinstance(meta, ToolMeta):
+            message = add_tool_message(self.conn, session_id=self.session_id, user_id=self.user_id, role=role,
+                                       content=content, meta=meta)
+        else:
+            message = add_message(
+                self.conn, session_id=self.session_id, user_id=self.user_id, role=role, content=content, meta=meta
+            )
         self.stored.append(message)
         self.history.append(message)
         self.emit("message.stored", {"id": message.id, "role": role})
@@ -211,7 +216,7 @@ def run_command(turn: _Turn, command: Command, user_message_id: int, *, body_cut
         pending = {"kind": UI_PENDING, "status": "pending", "tool_call_id": f"call_{uuid.uuid4().hex}"}
     stored = stored_result(routed.role, command.name, command.line, result, **pending,
                            **command_text(command.args, command.body))  # the UI shows the body
-    turn.store(routed.role, stored.content, stored.meta)  # 6.5, 6.8
+    turn.store(routed.role, stored.content, stored.tool_meta)  # 6.5, 6.8
     turn.last_tool = ToolSummary(name=command.name, ok=result.ok, code=result.error_code)
     return routed
 
@@ -333,7 +338,7 @@ def continue_turn(
     used, user_message_id = rounds_used(turn.history)
 
     def passes() -> TurnResult:
-        turn.store(result_role, result_content, {**result_meta.stored(), "kind": UI_RESULT})
+        turn.store(result_role, result_content, ToolMeta.model_validate({**result_meta.stored(), "kind": UI_RESULT}))
         return run_passes(turn, user_message_id or 0, first_pass=used)
 
     return guarded(turn, user_message_id, passes)

@@ -41,7 +41,7 @@ COLUMNS = "id, session_id, role, content, created_at, meta"
 def _message(row: sqlite3.Row | tuple[object, ...]) -> Message:
     """A row of our own table, columns in `COLUMNS` order."""
     id_, session_id, role, content, created_at, meta = tuple(row)
-    return Message(id_, session_id, role, content, created_at, json.loads(meta) if meta else None)  # type: ignore[arg-type]
+    return Message(id_, session_id, role, content, created_at, json.loads(meta) if meta else None)
 
 
 def add_message(

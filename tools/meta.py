@@ -11,8 +11,8 @@ Every `<tool>_tools` message stores, next to its contract text, a JSON `meta`:
                                                      the answer's result (`ui_result`)
 
 `ToolMeta` is that shape. It is built by `tools.contract.stored_result` (the one builder),
-dumped with `stored()` where a message is written, and validated by `ToolMeta.of(message)`
-where one is read. The stored JSON keeps exactly the keys that were set (`exclude_unset`):
+written by `add_tool_message` (the storage boundary: only a `ToolMeta` goes in) and
+validated by `ToolMeta.of(message)` where one is read. The stored JSON keeps exactly the keys that were set (`exclude_unset`):
 the web UI and the clients read those keys, and rows written by older versions (fewer keys,
 or keys this model does not name, kept as extras) still read and round-trip unchanged.
 """
@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from storage.messages import Message, add_message
 from tools.interactive import WidgetOutput
 
 if TYPE_CHECKING:
-    from storage.messages import Message
+    import sqlite3
 
 UI_PENDING = "ui_pending"  # meta.kind of a widget waiting for the user's answer
 UI_RESULT = "ui_result"  # meta.kind of the stored answer
@@ -78,3 +79,13 @@ class ToolMeta(BaseModel):
     def pending_widget(self) -> WidgetOutput | None:
         """The widget of a question still waiting for the user's answer (SPEC 8), else None."""
         return self.widget() if self.status == "pending" else None
+
+
+def add_tool_message(
+    conn: sqlite3.Connection, *, session_id: str, user_id: int, role: str, content: str, meta: ToolMeta
+) -> Message:
+    """The one writer of a tool message: its `meta` is a validated `ToolMeta`, stored as the
+    keys that were set (`ToolMeta.of` is the one reader)."""
+    if not role.endswith(TOOL_ROLE_SUFFIX):
+        raise ValueError(f"{role!r} is not a tool message role")
+    return add_message(conn, session_id=session_id, user_id=user_id, role=role, content=content, meta=meta.stored())
