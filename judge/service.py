@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import docker
 
-from cancellation import NEVER, CancelToken
+from cancellation import NEVER, Callback, CancelToken
 from judge.compare import compare_sql, compare_stdout
 from judge.files import MAX_JUDGE_BYTES, SubmissionError, build_archive, check_files
 from judge.languages import LANGUAGES, SQL_RUNNER, Language
@@ -174,45 +174,61 @@ class Judge:
         if self.client is None:
             raise SandboxError(f"judge unavailable: {self._reason}")
         if language.compile is not None:
-            argv, timeout_s, stdin = list(language.compile), limits.compile_wall_s, b""
+            first = _FirstStep(list(language.compile), limits.compile_wall_s, b"")
         else:
-            (argv, stdin), timeout_s = run_step, limits.wall_s
+            first = _FirstStep(run_step[0], limits.wall_s, run_step[1])
         cancel.raise_if_cancelled()
-        box = self._pool.take(language.image, limits, POOL_WAIT_S) if self._pool else None
-        step: StepResult | None = None
-        forget = cancel.on_cancel(box.kill) if box is not None else None
-        if box is not None:
-            try:
-                step = box.run_step(argv, timeout_s, stdin, files=archive)
-            except UnpackError:  # a pooled container that died meanwhile: start a fresh one
-                self._release(box)
-                box = None
-            except BaseException:
-                self._release(box)
-                raise
-        if box is None:
-            if forget is not None:
-                forget()
-            box = Sandbox.start(self.client, language.image, limits, owner=self.owner)
-            forget = cancel.on_cancel(box.kill)
-            try:
-                step = box.run_step(argv, timeout_s, stdin, files=archive)
-            except BaseException:
-                forget()
-                self._release(box)
-                raise
-        assert step is not None and forget is not None
+        started = None
+        pooled = self._pool.take(language.image, limits, POOL_WAIT_S) if self._pool else None
+        if pooled is not None:
+            started = self._first_step(pooled, archive, first, cancel, pooled=True)
+        if started is None:
+            fresh = Sandbox.start(self.client, language.image, limits, owner=self.owner)
+            started = self._first_step(fresh, archive, first, cancel, pooled=False)
+        assert started is not None  # a fresh sandbox's failure raises
+        box, step, forget = started
         try:
             yield box, step
         finally:
             forget()
             self._release(box)
 
+    def _first_step(
+        self, box: Sandbox, archive: bytes, first: _FirstStep, cancel: CancelToken, *, pooled: bool,
+    ) -> tuple[Sandbox, StepResult, Callback] | None:
+        """Run `first` in `box` with the files, a cancel killing it; also returns the cancel hook's remover.
+
+        None when a pooled sandbox cannot take the files (it died meanwhile: nothing of the
+        user's ran, a fresh one is used); any other failure releases the box and raises.
+        """
+        forget = cancel.on_cancel(box.kill)
+        try:
+            return box, box.run_step(first.argv, first.timeout_s, first.stdin, files=archive), forget
+        except UnpackError:
+            forget()
+            self._release(box)
+            if pooled:
+                return None
+            raise
+        except BaseException:
+            forget()
+            self._release(box)
+            raise
+
     def _release(self, box: Sandbox) -> None:
         if self._pool is not None:
             self._pool.discard(box)
         else:
             box.destroy()
+
+
+@dataclass(frozen=True)
+class _FirstStep:
+    """What a sandbox runs first, with the files: the compile step, or the first test's run."""
+
+    argv: list[str]
+    timeout_s: float
+    stdin: bytes
 
 
 @dataclass
