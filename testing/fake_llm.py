@@ -142,6 +142,8 @@ class FakeLLMServer(LoopbackServer):
         self.connections = 0  # TCP connections accepted (a reused connection counts once)
         self.in_flight = 0  # chat requests being answered now
         self.peak_in_flight = 0  # the most chat requests answered at once (concurrency, without a clock)
+        self.released = threading.Event()  # cleared: chat answers wait until a test sets it (no race on a delay)
+        self.released.set()
         self._stopping = threading.Event()
         super().__init__()
 
@@ -177,6 +179,7 @@ class FakeLLMServer(LoopbackServer):
         self.token_delay_s = token_delay_s
         self.trickle_s = trickle_s
         self.hang_after_headers = hang_after_headers
+        self.released.set()
 
     def queue(self, *replies: Reply) -> None:
         with self._lock:
@@ -258,6 +261,9 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
         # --- answers -------------------------------------------------------------------
 
         def _answer(self, body: dict[str, Any], log: AnswerLog) -> None:
+            while not server.released.is_set():  # held by the test until it has done what it must meanwhile
+                if not self._wait(POLL_S, log):
+                    return
             if server.delay_s and not self._wait(server.delay_s, log):
                 return
             reply = server.next_reply()

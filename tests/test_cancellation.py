@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from cancellation import Cancelled, CancelToken, Watchdog
+from testing.waiting import HUNG_S, wait_until
 
 
 def test_cancel_runs_every_interrupt_once_and_late_ones_at_once():
@@ -36,22 +36,20 @@ def test_watchdog_fires_due_deadlines_in_order_and_never_unscheduled_ones():
     watchdog = Watchdog("t", idle_s=0.2)
     fired: list[str] = []
     done = threading.Event()
-    watchdog.schedule(0.10, lambda: fired.append("late"))
+    # "late" is scheduled first; only a stall of 0.95 s between these two lines could make it due first
+    watchdog.schedule(1.0, lambda: fired.append("late"))
     watchdog.schedule(0.05, lambda: fired.append("early"))
     cancel = watchdog.schedule(0.07, lambda: fired.append("unscheduled"))
-    watchdog.schedule(0.15, done.set)
+    watchdog.schedule(1.1, done.set)
     cancel()
-    assert done.wait(5)
+    assert done.wait(HUNG_S)
     assert fired == ["early", "late"]
 
 
 def test_watchdog_thread_ends_when_idle_and_comes_back():
     watchdog = Watchdog("t-idle", idle_s=0.05)
     watchdog.schedule(60, lambda: None)()  # scheduled and unscheduled at once
-    deadline = time.monotonic() + 5
-    while watchdog._thread is not None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert watchdog._thread is None
+    wait_until(lambda: watchdog._thread is None, "the idle watchdog thread never ended")
     fired = threading.Event()
     watchdog.schedule(0.01, fired.set)
-    assert fired.wait(5)
+    assert fired.wait(HUNG_S)

@@ -24,6 +24,7 @@ import pytest
 import requests
 
 from testing.fake_llm import FakeLLMServer, StreamReply
+from testing.waiting import wait_until
 from tests.process_support import stop_process, wait_until_serving
 from tests.test_cli import ROOT, clean_env, free_port
 
@@ -130,7 +131,9 @@ def test_waiting_json_turns_hold_no_request_thread(live: LiveServer):
         f"{live.base}/chat", json={"message": "wait"}, headers=live.auth, timeout=60).status_code)) for _ in range(20)]
     for thread in threads:
         thread.start()
-    time.sleep(0.5)
+    # as many turns waiting on the provider as the server has request threads: one thread per waiting
+    # request would leave none for /health
+    wait_until(lambda: live.llm.in_flight >= WEB_THREADS, "the turns never reached the provider")
     health = requests.get(f"{live.base}/health", timeout=30)
     for thread in threads:
         thread.join(60)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
@@ -19,6 +18,7 @@ import requests
 from api.openai_wire import tool_block
 from testing.fake_llm import FakeLLMServer
 from testing.hostile import ServerUnderTest, running_server
+from testing.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -311,21 +311,24 @@ def test_turns_budget_answers_openai_shaped_429(limited: ServerUnderTest, fake: 
 def test_a_busy_session_is_a_conflict(server: ServerUnderTest, fake: FakeLLMServer) -> None:
     auth = server.auth(server.admin_token)
     session_id = requests.post(f"{server.base}/sessions", json={}, headers=auth, timeout=10).json()["id"]
-    fake.reset(delay_s=1.5)
+    fake.reset()
     fake.queue("slow answer")
-    with ThreadPoolExecutor(1) as pool:
-        first = pool.submit(client(server).chat.completions.create, model="orchestrator",
-                            extra_headers={"X-Session-Id": session_id}, messages=[{"role": "user", "content": "a"}])
-        deadline = time.monotonic() + 10
-        url = f"{server.base}/sessions/{session_id}"
-        while requests.get(url, headers=auth, timeout=10).json()["active_turn"] is None:
-            assert time.monotonic() < deadline, "the first turn never started"
-            time.sleep(0.02)
-        with pytest.raises(openai.ConflictError) as caught:
-            client(server).chat.completions.create(model="orchestrator", extra_headers={"X-Session-Id": session_id},
-                                                   messages=[{"role": "user", "content": "b"}])
-        assert caught.value.body["code"] == "turn_in_progress"
-        assert first.result(timeout=30).choices[0].message.content == "slow answer"
+    fake.released.clear()  # the first turn's provider call waits until the second request was refused
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(client(server).chat.completions.create, model="orchestrator",
+                                extra_headers={"X-Session-Id": session_id}, messages=[{"role": "user", "content": "a"}])
+            url = f"{server.base}/sessions/{session_id}"
+            wait_until(lambda: requests.get(url, headers=auth, timeout=10).json()["active_turn"] is not None,
+                       "the first turn never started")
+            with pytest.raises(openai.ConflictError) as caught:
+                client(server).chat.completions.create(model="orchestrator", extra_headers={"X-Session-Id": session_id},
+                                                       messages=[{"role": "user", "content": "b"}])
+            assert caught.value.body["code"] == "turn_in_progress"
+            fake.released.set()
+            assert first.result(timeout=30).choices[0].message.content == "slow answer"
+    finally:
+        fake.released.set()
 
 
 QUIZ = "/ask_choice drink Which drink do you prefer?\ngreen tea\ncoffee\nwater"

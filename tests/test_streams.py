@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 from typing import Any
 
 import pytest
 
 from api.services import services_of
-from tests.conftest import new_token
 from testing.fake_llm import StreamReply
+from testing.waiting import HUNG_S, wait_until
+from tests.conftest import new_token
 
 STREAM = {"Accept": "text/event-stream"}
 
@@ -58,12 +58,8 @@ def deltas_after_last_reset(frames: list[dict[str, Any]]) -> str:
     return text
 
 
-def wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.01)
+def wait_for(predicate, timeout: float = HUNG_S) -> None:
+    wait_until(predicate, "condition not reached", timeout)
 
 
 def test_streamed_tool_turn_events_in_order_ending_with_done(client, auth, fake_llm):
