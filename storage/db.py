@@ -22,20 +22,25 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from storage.migrations import migrate
+from storage.migrations import MIGRATIONS, Migration, migrate
 
 BUSY_TIMEOUT_MS = 5000
 
 
 def utc_now() -> str:
     """ISO-8601 UTC timestamp with millisecond resolution, e.g. 2026-11-22T21:57:49.123Z."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_text(datetime.now(UTC))
+
+
+def utc_text(moment: datetime) -> str:
+    """`moment` as stored: UTC, always three digits of milliseconds, `Z`."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Connection(sqlite3.Connection):
@@ -165,10 +170,10 @@ class Database:
         finally:
             conn.close()
 
-    def migrate(self) -> list[str]:
+    def migrate(self, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
         """Bring the schema up to date; returns the migrations applied now."""
         with self.connection() as conn:
-            return migrate(conn)
+            return migrate(conn, migrations)
 
 
 @contextmanager

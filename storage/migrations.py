@@ -8,7 +8,7 @@ that has shipped: add a new one instead, so every database reaches the same sche
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 Migration = Callable[[sqlite3.Connection], None]
 
@@ -318,8 +318,10 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
-def migrate(conn: sqlite3.Connection) -> list[str]:
+def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
     """Apply pending migrations in order, each in its own transaction; return their names.
+
+    `migrations` is the product's list; a test passes its own (a failing step, a fixed one).
 
     Several processes may start at once on a fresh file (two servers, a server and a CLI
     command). Each migration's transaction takes the write lock first (`BEGIN IMMEDIATE`,
@@ -329,7 +331,7 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     start the write lock when the schema is already current.
     """
     applied: list[str] = []
-    for migration in MIGRATIONS:
+    for migration in migrations:
         name = migration.__name__
         if name in recorded_migrations(conn):
             continue

@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import storage.db
-import storage.migrations
-from storage.db import BUSY_TIMEOUT_MS, Database, storage_fault, transaction, utc_now
+from storage.db import BUSY_TIMEOUT_MS, Database, storage_fault, transaction, utc_now, utc_text
 from storage.messages import add_message, recent_messages
 from storage.migrations import MIGRATIONS, execute_script, m001_initial
 from storage.sessions import create_session, delete_session, get_session, list_sessions, rename_session
@@ -122,16 +120,15 @@ def test_processes_starting_at_once_on_a_fresh_file_migrate_it_once(tmp_path: Pa
             assert columns(conn, table) == expected, table
 
 
-def test_failing_migration_rolls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failing_migration_rolls_back(tmp_path: Path) -> None:
     def m002_broken(conn: sqlite3.Connection) -> None:
         execute_script(conn, "CREATE TABLE half_done (id INTEGER PRIMARY KEY);\nINSERT INTO half_done VALUES (1);")
         conn.execute("ALTER TABLE users ADD COLUMN nickname TEXT")
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(storage.migrations, "MIGRATIONS", (m001_initial, m002_broken))
     database = Database(tmp_path / "broken.db")
     with pytest.raises(RuntimeError, match="boom"):
-        database.migrate()
+        database.migrate((m001_initial, m002_broken))
     with database.connection() as conn:
         assert not conn.in_transaction
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
@@ -143,8 +140,7 @@ def test_failing_migration_rolls_back(tmp_path: Path, monkeypatch: pytest.Monkey
         conn.execute("CREATE TABLE half_done (id INTEGER PRIMARY KEY)")
 
     m002_fixed.__name__ = "m002_broken"
-    monkeypatch.setattr(storage.migrations, "MIGRATIONS", (m001_initial, m002_fixed))
-    assert database.migrate() == ["m002_broken"]
+    assert database.migrate((m001_initial, m002_fixed)) == ["m002_broken"]
 
 
 def test_incomplete_statement_in_a_migration_is_refused(conn: sqlite3.Connection) -> None:
@@ -269,14 +265,12 @@ def test_utc_now_format() -> None:
         (datetime(2026, 12, 31, 23, 59, 59, 120_000, tzinfo=UTC), "2026-12-31T23:59:59.120Z"),
     ],
 )
-def test_utc_now_always_three_digits(monkeypatch: pytest.MonkeyPatch, moment: datetime, expected: str) -> None:
-    class Frozen(datetime):
-        @classmethod
-        def now(cls, tz=None):  # noqa: ANN001, ANN206
-            return moment.astimezone(tz)
+def test_utc_text_always_three_digits(moment: datetime, expected: str) -> None:
+    assert utc_text(moment) == expected
 
-    monkeypatch.setattr(storage.db, "datetime", Frozen)
-    assert utc_now() == expected
+
+def test_utc_now_is_stored_text_of_now() -> None:
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z", utc_now())
 
 
 # --------------------------------------------------------------------------- messages
