@@ -125,6 +125,20 @@ def test_manual_review_closes_or_reopens(client, auth, bob, course, passed, stat
     assert client.post(f"/task-reviews/{pending['id']}", json={"passed": True}, headers=course).status_code == 404
 
 
+def test_a_review_of_a_task_no_longer_submitted_is_refused_and_writes_nothing(app, client, auth, course):
+    post(client, auth, "start_task", task_id="essay")
+    attempt = post(client, auth, "submit", task_id="essay", answer="My essay.").get_json()
+    with services_of(app).database.connection() as conn:  # moved behind the review's back
+        conn.execute("UPDATE task_progress SET status = 'in_progress'")
+        conn.commit()
+    answer = client.post(f"/task-reviews/{attempt['submission_id']}", json={"passed": True, "note": "ok"}, headers=course)
+    assert (answer.status_code, answer.get_json()["error"]["code"]) == (409, "invalid_state")
+    assert "in_progress, not submitted" in answer.get_json()["error"]["message"]
+    (pending,) = client.get("/task-reviews", headers=course).get_json()["reviews"]
+    assert pending["id"] == attempt["submission_id"]  # still waiting: the verdict was not recorded
+    assert post(client, auth, "get_comments", task_id="essay").get_json()["comments"] == []
+
+
 # chat commands through the pipeline --------------------------------------------------------
 
 
