@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from storage.tasks import list_events
+from storage.db import transaction
+from storage.tasks import find_tasks, list_events
+from tasks.progress import Moved, Refused, move
 from tests.task_support import SQL_ANSWER, Classroom
 
 
@@ -249,6 +251,42 @@ def test_add_comment_errors(room, data, code):
     assert result.error_code == code
     if code == "PERMISSION_DENIED":
         assert "leave `shared` out" in result.message
+
+
+# the state machine itself ------------------------------------------------------------------
+
+
+def test_move_follows_the_table_and_writes_only_changes(room):
+    (essay,) = find_tasks(room.conn, "essay")
+
+    def step(action, actor=None):
+        with transaction(room.conn):
+            return move(room.conn, learner_id=room.alice, task_pk=essay.pk, action=action, actor_id=actor)
+
+    walk = [
+        ("go_back", Refused(action="go_back", current="open")),
+        ("review_pass", Refused(action="review_pass", current="open")),
+        ("start", ("open", "in_progress", True)),
+        ("start", ("in_progress", "in_progress", False)),  # a resume writes nothing
+        ("submit_failed", ("in_progress", "in_progress", False)),
+        ("submit_pending", ("in_progress", "submitted", True)),
+        ("start", Refused(action="start", current="submitted")),
+        ("review_reject", ("submitted", "in_progress", True)),
+        ("submit_passed", ("in_progress", "closed", True)),
+        ("submit_failed", Refused(action="submit_failed", current="closed")),
+        ("go_back", ("closed", "in_progress", True)),
+    ]
+    for action, expected in walk:
+        moved = step(action)
+        if isinstance(expected, Refused):
+            assert moved == expected, action
+        else:
+            assert isinstance(moved, Moved), action
+            assert (moved.old, moved.new, moved.audit_id is not None) == expected, action
+    events = [(e.action, e.from_status, e.to_status) for e in list_events(room.conn, room.alice, essay.pk)]
+    assert events == [("start", "open", "in_progress"), ("submit", "in_progress", "submitted"),
+                      ("review", "submitted", "in_progress"), ("submit", "in_progress", "closed"),
+                      ("go_back", "closed", "in_progress")]
 
 
 # go_back -----------------------------------------------------------------------------------
