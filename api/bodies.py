@@ -1,7 +1,8 @@
 """Reading JSON request bodies: one object, validated by a pydantic model, or a 400.
 
-Every JSON body of the app is decoded by `api/bounded_json.py`, whichever way a handler
-asks for it (`json_body`, `json_object`, or `request.get_json` directly): Flask gives each
+Handlers read a JSON body here and nowhere else: `json_object` (the object, or 400
+`invalid_json`), `validated` (a pydantic model, or 400 `invalid_request` with details) and
+`json_body` (both). Every JSON body of the app is decoded by `api/bounded_json.py`: Flask gives each
 request the app's JSON provider as its JSON module, and `create_app` installs
 `BoundedJSONProvider`. A body nested too deep, holding too many values or a lone surrogate
 answers 400 `invalid_json` with what to fix, even for callers that pass `silent=True`; a
@@ -73,9 +74,15 @@ def json_object(*, optional: bool = False, hint: str = "") -> dict[str, Any]:
     return body
 
 
-def json_body(model: type[ModelT], *, optional: bool = False, hint: str = "") -> ModelT:
-    """The body validated by `model`; field errors answer 400 invalid_request with details."""
+def validated(model: type[ModelT], raw: dict[str, Any]) -> ModelT:
+    """`raw` (a JSON body, or a form read as one) validated by `model`; field errors answer
+    400 invalid_request with details."""
     try:
-        return model.model_validate(json_object(optional=optional, hint=hint))
+        return model.model_validate(raw)
     except ValidationError as error:
         raise validation_error(error) from error
+
+
+def json_body(model: type[ModelT], *, optional: bool = False, hint: str = "") -> ModelT:
+    """The body validated by `model` (`json_object`, then `validated`)."""
+    return validated(model, json_object(optional=optional, hint=hint))

@@ -8,18 +8,18 @@ from typing import Any
 from cancellation import CancelToken
 
 from flask import Blueprint, request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from api.auth import current_user, require_user
+from api.bodies import json_object, validated
 from api.database import get_db
-from api.errors import ApiError, not_found, validation_error
-from api.sessions import new_session
+from api.errors import ApiError
+from api.sessions import session_for
 from api.turns import answer_turn, runner, turn_payload
 from api.services import services as app_services
 from events.turns import TurnLease
 from pipeline.turn import EventSink, run_turn
 from storage.messages import Message, recent_messages
-from storage.sessions import get_session
 from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, inspect_image, save_image
 
 bp = Blueprint("chat", __name__)
@@ -49,14 +49,8 @@ def parse_chat_request() -> tuple[ChatRequest, list[bytes]]:
                 raw[name] = request.form[name]
         blobs = [file.read() for file in files]
     else:
-        body = request.get_json(silent=True)
-        if not isinstance(body, dict):
-            raise ApiError(400, "invalid_json", "the body must be a JSON object")
-        raw, blobs = body, []
-    try:
-        chat = ChatRequest.model_validate(raw)
-    except ValidationError as error:
-        raise validation_error(error) from error
+        raw, blobs = json_object(), []
+    chat = validated(ChatRequest, raw)
     if not chat.message.strip():
         raise ApiError(400, "empty_message", "message must not be empty")
     if chat.retry_of is not None and chat.session_id is None:
@@ -100,12 +94,7 @@ def chat():  # type: ignore[no-untyped-def]
     services = app_services().turns
     conn = get_db()
     user = current_user()
-    if chat_request.session_id is None:
-        session = new_session(" ".join(chat_request.message.split())[:SESSION_NAME_CHARS])
-    else:
-        session = get_session(conn, user.id, chat_request.session_id)
-        if session is None:
-            raise not_found("session")
+    session = session_for(chat_request.session_id, " ".join(chat_request.message.split())[:SESSION_NAME_CHARS])
     lease = runner().claim(session.id)  # 409 turn_in_progress before anything is written
     retried = retried_message(conn, session.id, chat_request, blobs, lease)
     try:

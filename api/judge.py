@@ -19,7 +19,7 @@ from api.bodies import json_body
 from api.auth import current_user, require_user
 from api.database import get_db
 from api.errors import ApiError, not_found
-from api.sessions import new_session
+from api.sessions import session_for
 from api.turns import runner
 from api.services import services as app_services
 from cancellation import CancelToken
@@ -37,7 +37,6 @@ from storage.problems import (
     get_problem,
     list_activities,
 )
-from storage.sessions import get_session
 
 bp = Blueprint("judge", __name__)
 bp.before_request(require_user)
@@ -146,12 +145,7 @@ def generate():  # type: ignore[no-untyped-def]
     body: GenerateBody = json_body(GenerateBody)
     conn, user = get_db(), current_user()
     judge = ready_judge()
-    if body.session_id is None:
-        session = new_session(f"Practice: {body.topic}"[:60])
-    else:
-        session = get_session(conn, user.id, body.session_id)
-        if session is None:
-            raise not_found("session")
+    session = session_for(body.session_id, f"Practice: {body.topic}"[:60])
     lease = runner().claim(session.id, kind="generation")  # the job is the session's turn while it runs
     try:
         activity = create_activity(conn, user_id=user.id, session_id=session.id, topic=body.topic,

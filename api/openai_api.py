@@ -47,19 +47,19 @@ import time
 from typing import Annotated, Any, Literal
 
 from flask import Blueprint, Response, jsonify, request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from api.auth import current_user, require_user
-from api.bodies import MAX_BODY_BYTES, json_object
+from api.bodies import MAX_BODY_BYTES, json_object, validated
 from api.database import get_db
-from api.errors import ApiError, not_found, validation_error
+from api.errors import ApiError
 from api.live import SSE_HEADERS, live_response, stream_seat
 from api.openai_bodies import ChunkStreamBody, CompletionBody, json_answer
 from api.openai_widgets import (PendingQuestion, invalid_answer_payload, pending_from_history, pending_in_session,
                                 start_answer, typed_answer)
 from api.openai_wire import (MODEL_ID, ChunkTranslator, chat_completion, openai_error, static_chunks,
                              strip_tool_blocks)
-from api.sessions import new_session
+from api.sessions import new_session, owned_session
 from api.turns import runner, turn_payload
 from api.services import services as app_services
 from events.follow import FollowPlan
@@ -176,10 +176,7 @@ def parse_request() -> CompletionRequest:
     if any(role in ("tool", "function") for role in roles):
         raise ApiError(400, "client_tools_unsupported", "tool and function messages are not accepted: this API "
                        "runs its own tools and keeps their results in the session")
-    try:
-        chat = CompletionRequest.model_validate(raw)
-    except ValidationError as error:
-        raise validation_error(error) from error
+    chat = validated(CompletionRequest, raw)
     if chat.model != MODEL_ID:
         raise ApiError(404, "model_not_found", f"unknown model {chat.model!r}; the only model is {MODEL_ID!r}")
     return chat
@@ -230,9 +227,7 @@ def target_session(chat: CompletionRequest, index: int, text: str) -> tuple[Chat
     session_id = request.headers.get(SESSION_HEADER, "").strip()
     user_id = current_user().id
     if session_id:
-        session = get_session(get_db(), user_id, session_id[:64])
-        if session is None:
-            raise not_found("session")
+        session = owned_session(session_id[:64])
         return session, False, pending_in_session(get_db(), session.id)
     last_answer = next((m.text() for m in reversed(chat.messages[:index]) if m.role == "assistant"), "")
     question = pending_from_history(get_db(), user_id, last_answer)

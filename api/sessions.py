@@ -90,10 +90,17 @@ def new_session(name: str | None) -> ChatSession:
 
 
 def owned_session(session_id: str) -> ChatSession:
+    """The current user's session `session_id`, else 404 (another user's session too)."""
     session = get_session(get_db(), current_user().id, session_id)
     if session is None:
         raise not_found("session")
     return session
+
+
+def session_for(session_id: str | None, name: str) -> ChatSession:
+    """The session a request names (404 if it is not the user's), or a new one called `name`
+    when it names none: the one get-or-create of every endpoint that starts a turn or a job."""
+    return new_session(name) if session_id is None else owned_session(session_id)
 
 
 @bp.get("/sessions")

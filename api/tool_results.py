@@ -21,10 +21,11 @@ import logging
 import sqlite3
 from typing import Annotated, Any, Literal
 
-from flask import Blueprint, request
+from flask import Blueprint
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from api.auth import current_user, require_user
+from api.bodies import json_object
 from api.database import get_db
 from api.errors import ApiError
 from api.turns import answer_turn, runner, turn_payload
@@ -63,11 +64,9 @@ def invalid(message: str, details: Any = None) -> ApiError:
 
 def parse_body() -> ToolResultBody:
     try:
-        raw = request.get_json(silent=True)
-    except ApiError as error:  # the body reader's limits (depth, size, Unicode), in SPEC 8's code
+        raw = json_object()
+    except ApiError as error:  # not an object, or past the body reader's limits: in SPEC 8's code
         raise invalid(error.message) from error
-    if not isinstance(raw, dict):
-        raise invalid("the body must be a JSON object")
     if "value" not in raw:
         raise invalid("value is required")
     try:
