@@ -1,7 +1,7 @@
 """What `python app.py` tells a newcomer before it serves: where to go, where the admin token
 is, whether the model answers (and how to fix it when not), and whether the judge can run.
 
-The report is built from what the app already holds (`app.extensions`): the provider line
+The report is built from what the app already holds (`api/services.py`): the provider line
 reuses `/health`'s probe (`api/health.py`, a short timeout, then cached), the judge line the
 state `create_app` found. The admin token itself is never logged, only the file it is in.
 """

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ratelimit import RateLimiter, StreamSlots
     from storage.db import Database
 
-SERVICES_KEY = "services"  # the one `app.extensions` key this app uses for its services
+SERVICES_KEY = "services"  # the services' one `app.extensions` key (api/openapi.py caches its document apart)
 
 
 @dataclass(frozen=True)
