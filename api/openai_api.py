@@ -232,9 +232,9 @@ def target_session(chat: CompletionRequest, index: int, text: str) -> tuple[Chat
     last_answer = next((m.text() for m in reversed(chat.messages[:index]) if m.role == "assistant"), "")
     question = pending_from_history(get_db(), user_id, last_answer)
     if question is not None:
-        session = get_session(get_db(), user_id, question.call.session_id)
-        if session is not None and pending_in_session(get_db(), session.id) is not None:
-            return session, False, question
+        asked_in = get_session(get_db(), user_id, question.call.session_id)
+        if asked_in is not None and pending_in_session(get_db(), asked_in.id) is not None:
+            return asked_in, False, question
     return new_session(" ".join(text.split())[:SESSION_NAME_CHARS]), True, None
 
 

@@ -21,7 +21,7 @@ import logging
 import sqlite3
 from typing import Annotated, Any, Literal
 
-from flask import Blueprint
+from flask import Blueprint, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from api.auth import current_user, require_user
@@ -118,7 +118,7 @@ def tool_result():  # type: ignore[no-untyped-def]
 
 
 def continue_with_answer(conn: sqlite3.Connection, call: Message, user_id: int, widget: WidgetOutput, value: Any,
-                         method: InputMethod, lease: TurnLease):  # type: ignore[no-untyped-def]
+                         method: InputMethod, lease: TurnLease) -> Response:
     """Apply the answer (one transaction), store it, and start the model's next pass."""
     meta = ToolMeta.of(call)
     try:

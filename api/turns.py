@@ -21,6 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from flask import Response
 from pydantic import BaseModel, Field
 
 from api.errors import ApiError
@@ -122,7 +123,7 @@ def runner() -> TurnRunner:
     return services().turn_runner
 
 
-def answer_turn(lease: TurnLease, work: TurnWork):  # type: ignore[no-untyped-def]
+def answer_turn(lease: TurnLease, work: TurnWork) -> Response:
     """Start the claimed turn and answer: its events as SSE, or its JSON when it ends."""
     turns = runner()
     turns.start(lease, work)
