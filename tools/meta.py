@@ -19,7 +19,7 @@ or keys this model does not name, kept as extras) still read and round-trip unch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -29,8 +29,8 @@ from tools.interactive import WidgetOutput
 if TYPE_CHECKING:
     import sqlite3
 
-UI_PENDING = "ui_pending"  # meta.kind of a widget waiting for the user's answer
-UI_RESULT = "ui_result"  # meta.kind of the stored answer
+UI_PENDING: Final = "ui_pending"  # meta.kind of a widget waiting for the user's answer
+UI_RESULT: Final = "ui_result"  # meta.kind of the stored answer
 TOOL_ROLE_SUFFIX = "_tools"
 
 Kind = Literal["ui_pending", "ui_result"]
