@@ -26,9 +26,11 @@ import requests
 
 from testing.attacks import Attack, Outcome, Target
 from testing.disk_faults import database_files, filled, read_only
+from testing.fake_llm import AnswerLog
 
 DATABASE_ENV = {"RATE_LIMITS": "turns=off,sessions=off"}  # many turns at once; limits are another class
 LLM_TIMEOUT_S = 1.0
+HUNG_MODEL_S = 30.0  # the hung model drops a call after this: far past LLM_TIMEOUT_S, so who ended it tells
 BREAKER_FAILURES = 2
 BREAKER_COOLDOWN_S = 3.0
 MODEL_ENV = {  # a server of its own: a 1 s deadline would fail the database faults' busy turns
@@ -118,11 +120,15 @@ def full_disk(target: Target) -> DatabaseWindow:
 @dataclass(frozen=True)
 class HungModel:
     """Turns while the model hangs, `/health` once the circuit is open, and the first turn
-    after the model came back and the cool-down passed."""
+    after the model came back and the cool-down passed. `provider_calls` counts the chat
+    requests the model had received after each hung turn, and `hung_answers` says how each of
+    them ended: the server hung up (its deadline) or the fake dropped it (`HUNG_MODEL_S` later)."""
 
     hung: list[Turn]
     health_open: dict[str, Any]
     recovered: Turn
+    provider_calls: list[int]
+    hung_answers: list[AnswerLog]
 
     def outcome(self) -> Outcome:
         last = self.hung[-1]
@@ -133,13 +139,20 @@ class HungModel:
 
 def hung_model(target: Target, turns: int = 5) -> HungModel:
     target.llm.reset(hang_after_headers=True)
+    hang_s, target.llm.hang_s = target.llm.hang_s, HUNG_MODEL_S
     try:
-        hung = [chat_turn(target, f"hung {n}") for n in range(turns)]
+        hung: list[Turn] = []
+        calls: list[int] = []
+        for n in range(turns):
+            hung.append(chat_turn(target, f"hung {n}"))
+            calls.append(len(target.llm.requests))
+        answers = [target.llm.answer(index, timeout=HUNG_MODEL_S + 5) for index in range(len(target.llm.answers))]
         health_open = health(target)[1]
     finally:
         target.llm.reset()
-    time.sleep(BREAKER_COOLDOWN_S + 0.2)
-    return HungModel(hung, health_open, chat_turn(target, "back again"))
+        target.llm.hang_s = hang_s
+    time.sleep(BREAKER_COOLDOWN_S + 0.2)  # at least the cool-down: a busy machine only makes it longer
+    return HungModel(hung, health_open, chat_turn(target, "back again"), calls, answers)
 
 
 ATTACKS = [
