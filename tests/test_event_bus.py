@@ -12,6 +12,7 @@ import pytest
 from events.bus import EventBus, PrivatePayloadError, Wakeup
 from events.follow import FollowPlan, StreamFollower
 from events.ids import IdClock
+from testing.waiting import HUNG_S
 
 
 def names(events):
@@ -209,8 +210,8 @@ def test_many_waiting_threads_all_wake(tmp_path):
     threads = [threading.Thread(target=lambda: results.append(bus.wait("s", after, 5))) for _ in range(20)]
     for thread in threads:
         thread.start()
-    time.sleep(0.05)
+    time.sleep(0.05)  # most threads wait by now; one that comes later sees the event at once (no race)
     bus.publish("s", "turn.started", {"turn_id": "t"})
     for thread in threads:
-        thread.join(5)
+        thread.join(HUNG_S)
     assert results == [True] * 20
