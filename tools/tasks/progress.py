@@ -11,9 +11,9 @@ from typing import ClassVar
 from pydantic import Field
 
 from storage.db import transaction
-from storage.tasks import add_attempt, set_status, statuses, supersede_pending
+from storage.tasks import add_attempt, supersede_pending
 from tasks.checks import AnswerRejected, CheckResult, JudgeUnavailable, outcome, parse_criteria, run_checks
-from tasks.progress import SUBMIT_ACTIONS, LearnerProject, next_status
+from tasks.progress import SUBMIT_ACTIONS, LearnerProject, Refused, can_submit, move, next_status
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolOutput
 from tools.tasks.common import RESULT_ROLE, TaskRefInput, TaskTextInput, block_message, resolve
 from tools.tasks.navigation import GetContextOutput, build_context
@@ -21,10 +21,20 @@ from tools.tasks.navigation import GetContextOutput, build_context
 MAX_ANSWER_CHARS = 100_000
 
 
-def _refuse_closed(task_id: str, status: str, verb: str) -> None:
+def _refused(task_id: str, status: str, verb: str) -> ToolFailure:
+    """INVALID_STATE for a start or submit that `tasks/progress.py` does not allow from `status`, with the call
+    that helps. Which statuses refuse is decided there; only the advice is written here."""
     if status == "closed":
-        raise ToolFailure(ErrorCode.INVALID_STATE, f"task {task_id!r} is already closed for you, so you cannot {verb} it; "
-                                                   f"to redo it call /go_back {task_id} <reason>, or /get_ready for the next task.")
+        return ToolFailure(ErrorCode.INVALID_STATE, f"task {task_id!r} is already closed for you, so you cannot {verb} it; "
+                                                    f"to redo it call /go_back {task_id} <reason>, or /get_ready for the next task.")
+    if status == "submitted":
+        return ToolFailure(ErrorCode.INVALID_STATE, f"task {task_id!r} already has an answer waiting for review; "
+                                                    f"/submit {task_id} again to replace it, or /get_ready for other work.")
+    if status == "open":
+        return ToolFailure(ErrorCode.INVALID_STATE, f"task {task_id!r} is not started; call /start_task {task_id} first, "
+                                                    "then submit again.")
+    return ToolFailure(ErrorCode.INVALID_STATE, f"task {task_id!r} is {status}, so you cannot {verb} it; "
+                                                f"call /show_task {task_id} to see what to do next.")
 
 
 # start_task --------------------------------------------------------------------------------
@@ -48,25 +58,18 @@ class StartTaskOutput(ToolOutput):
 
 def start_task(data: StartTaskInput, ctx: ToolContext) -> StartTaskOutput:
     state, task = resolve(ctx, data.task_id)
-    old = state.status[task.id]
-    _refuse_closed(task.id, old, "start")
-    if old == "submitted":
-        raise ToolFailure(ErrorCode.INVALID_STATE, f"task {task.id!r} already has an answer waiting for review; "
-                                                   f"/submit {task.id} again to replace it, or /get_ready for other work.")
+    if next_status("start", state.status[task.id]) is None:
+        raise _refused(task.id, state.status[task.id], "start")
     blockers = state.blocked_by(task)
     if blockers:
         raise ToolFailure(ErrorCode.BLOCKED, block_message(task, blockers))
-    if old == "in_progress":
-        message = f"You are already working on '{task.title}'."
-    else:
-        with transaction(ctx.conn):
-            current = statuses(ctx.conn, ctx.user_id, [task.pk])[task.pk]
-            new = next_status("start", current)
-            if new is not None:
-                set_status(ctx.conn, learner_id=ctx.user_id, task_pk=task.pk, old=current, new=new, action="start")
-        message = f"Started '{task.title}'."
+    with transaction(ctx.conn):
+        moved = move(ctx.conn, learner_id=ctx.user_id, task_pk=task.pk, action="start")
+    if isinstance(moved, Refused):  # changed since it was read above
+        raise _refused(task.id, moved.current, "start")
+    message = f"Started '{task.title}'." if moved.new != moved.old else f"You are already working on '{task.title}'."
     state = LearnerProject.load(ctx.conn, ctx.user_id, task.project_id)
-    return StartTaskOutput(task_id=task.id, project_id=task.project_id, old_status=old,
+    return StartTaskOutput(task_id=task.id, project_id=task.project_id, old_status=moved.old,
                            new_status=state.status[task.id], message=message, context=build_context(ctx, state, task))
 
 
@@ -99,11 +102,8 @@ class SubmitOutput(ToolOutput):
 
 def submit(data: SubmitInput, ctx: ToolContext) -> SubmitOutput:
     state, task = resolve(ctx, data.task_id)
-    old = state.status[task.id]
-    _refuse_closed(task.id, old, "submit to")
-    if old == "open":
-        raise ToolFailure(ErrorCode.INVALID_STATE, f"task {task.id!r} is not started; call /start_task {task.id} first, "
-                                                   "then submit again.")
+    if not can_submit(state.status[task.id]):
+        raise _refused(task.id, state.status[task.id], "submit to")
     blockers = state.blocked_by(task)
     if blockers:
         raise ToolFailure(ErrorCode.BLOCKED, block_message(task, blockers))
@@ -116,18 +116,15 @@ def submit(data: SubmitInput, ctx: ToolContext) -> SubmitOutput:
     except AnswerRejected as error:
         raise ToolFailure(ErrorCode.VALIDATION_FAILED, f"the answer cannot be run: {error}. Fix it and submit again.") from error
     result = outcome(checks)
-    with transaction(ctx.conn):
-        current = statuses(ctx.conn, ctx.user_id, [task.pk])[task.pk]
-        new = next_status(SUBMIT_ACTIONS[result], current)
-        if new is None:
-            raise ToolFailure(ErrorCode.INVALID_STATE, f"task {task.id!r} changed to {current} meanwhile; "
-                                                       f"call /show_task {task.id} and try again.")
+    with transaction(ctx.conn):  # a refusal below rolls the attempt back: nothing is counted
         supersede_pending(ctx.conn, ctx.user_id, task.pk)
         attempt = add_attempt(ctx.conn, learner_id=ctx.user_id, task_pk=task.pk, answer=data.answer, result=result,
                               checks=[check.model_dump() for check in checks])
-        if new != current:
-            set_status(ctx.conn, learner_id=ctx.user_id, task_pk=task.pk, old=current, new=new, action="submit",
-                       reason=f"attempt {attempt.attempt}: {result}")
+        moved = move(ctx.conn, learner_id=ctx.user_id, task_pk=task.pk, action=SUBMIT_ACTIONS[result],
+                     reason=f"attempt {attempt.attempt}: {result}")
+        if isinstance(moved, Refused):
+            raise ToolFailure(ErrorCode.INVALID_STATE, f"task {task.id!r} changed to {moved.current} meanwhile; "
+                                                       f"call /show_task {task.id} and try again.")
     if result == "passed":
         message = f"Attempt {attempt.attempt} passed: task '{task.title}' is closed. Next: /get_ready"
     elif result == "pending_review":
@@ -135,7 +132,7 @@ def submit(data: SubmitInput, ctx: ToolContext) -> SubmitOutput:
     else:
         message = f"Attempt {attempt.attempt} did not pass; fix what failed and /submit {task.id} again."
     return SubmitOutput(task_id=task.id, project_id=task.project_id, submission_id=attempt.id, attempt=attempt.attempt,
-                        result=result, checks=checks, old_status=current, new_status=new, message=message)
+                        result=result, checks=checks, old_status=moved.old, new_status=moved.new, message=message)
 
 
 START_TASK_TOOL = Tool(
