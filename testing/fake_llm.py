@@ -288,7 +288,7 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             if isinstance(reply, str):
                 return StreamReply(split_reply(reply, server.piece_chars), delay_s=server.token_delay_s)
             # None streams no content at all; a dict or list is sent as one (malformed) piece
-            return StreamReply(() if reply is None else (reply,))  # type: ignore[arg-type]
+            return StreamReply(() if reply is None else (reply,))
 
         def _stream(self, body: dict[str, Any], script: StreamReply, ollama: bool, log: AnswerLog) -> None:
             self.send_response(200)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import resource
 import threading
 from collections.abc import Iterator
@@ -269,11 +270,20 @@ def test_list_files_globs(tree: Workspaces, glob: str | None, expected: list[str
         assert f"{expected[0]}  (" in result.text
 
 
-def test_list_files_is_capped(tree: Workspaces, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(find_tools, "MAX_LIST_ENTRIES", 2)
-    result = tree.ok("list_files")
+def test_list_files_is_capped(tree: Workspaces) -> None:
+    capped = dataclasses.replace(TOOLS["list_files"], handler=functools.partial(find_tools.list_files, max_entries=2))
+    result = tree.run("list_files", tool=capped)
+    assert result.ok, result.display_text()
     assert len(result.output["files"]) == 2 and result.output["total_matches"] == 6
     assert "[... 4 more not shown; narrow the glob]" in result.text
+
+
+def test_list_files_shows_at_most_the_default_cap(ws: Workspaces) -> None:
+    ws.root().mkdir(parents=True, exist_ok=True)
+    for n in range(find_tools.MAX_LIST_ENTRIES + 1):
+        (ws.root() / f"f{n:03}.txt").write_text("x")
+    result = ws.ok("list_files")
+    assert len(result.output["files"]) == find_tools.MAX_LIST_ENTRIES and "[... 1 more not shown" in result.text
 
 
 def test_list_empty_workspace(ws: Workspaces) -> None:

@@ -91,13 +91,14 @@ class ListFilesOutput(ToolOutput):
         return "\n".join(lines)
 
 
-def list_files(data: ListFilesInput, ctx: ToolContext) -> ListFilesOutput:
+def list_files(data: ListFilesInput, ctx: ToolContext, *, max_entries: int = MAX_LIST_ENTRIES) -> ListFilesOutput:
+    """The workspace's files matching the glob, at most `max_entries` of them shown (all counted)."""
     matches = compile_glob(data.glob)
     walk = walk_workspace(workspace_root(ctx.settings, ctx.user_id), ctx.remaining)
     found = [entry for entry in walk.files if matches(entry.path)]
     return ListFilesOutput(
         glob=data.glob or None,
-        files=[FileInfo(path=entry.path, size=entry.size) for entry in found[:MAX_LIST_ENTRIES]],
+        files=[FileInfo(path=entry.path, size=entry.size) for entry in found[:max_entries]],
         total_matches=len(found),
         skipped=[path for path in walk.skipped if matches(path)],
         workspace_files=len(walk.files),
