@@ -24,7 +24,7 @@ import pytest
 import requests
 
 from testing.fake_llm import FakeLLMServer, StreamReply
-from testing.waiting import wait_until
+from testing.waiting import HUNG_S, wait_until
 from tests.process_support import stop_process, wait_until_serving
 from tests.test_cli import ROOT, clean_env, free_port
 
@@ -52,13 +52,11 @@ class LiveServer:
         return requests.get(f"{self.base}/sessions/{session_id}", headers=self.auth, timeout=10).json()["active_turn"]
 
     def wait_active(self, session_id: str) -> dict[str, Any]:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            turn = self.active_turn(session_id)
-            if turn is not None:
-                return turn
+        deadline = time.monotonic() + HUNG_S  # only stops a hung test
+        while (turn := self.active_turn(session_id)) is None:
+            assert time.monotonic() < deadline, "the turn never started"
             time.sleep(0.02)
-        raise AssertionError("the turn never started")
+        return turn
 
 
 @pytest.fixture(scope="module")
@@ -197,9 +195,7 @@ def test_closing_a_stream_never_stops_its_turn(live: LiveServer):
         if name == "answer.delta":
             break
     response.close()  # the tab closes
-    deadline = time.monotonic() + 15
-    while live.active_turn(session_id) is not None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: live.active_turn(session_id) is None, "the turn never ended")
     messages = requests.get(f"{live.base}/sessions/{session_id}/messages", headers=live.auth, timeout=10).json()
     answer = messages["messages"][-1]
     assert answer["role"] == "assistant" and answer["content"] == "".join(pieces) and "meta" not in answer
