@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger("events")
@@ -27,13 +28,15 @@ def now_us() -> int:
 
 
 class IdClock:
-    """Thread-safe allocator of strictly increasing ids; `path=None` keeps nothing on disk."""
+    """Thread-safe allocator of strictly increasing ids; `path=None` keeps nothing on disk.
+    `clock` (microseconds) is the wall clock; a test passes one that steps back."""
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, clock: Callable[[], int] = now_us) -> None:
         self._path = Path(path) if path else None
+        self._clock = clock
         self._lock = threading.Lock()
         self._reserved = self._load()
-        self._last = max(self._reserved, now_us() - 1)
+        self._last = max(self._reserved, clock() - 1)
         self.first = self._last + 1  # ids below this one were issued by an earlier process, if at all
 
     def _load(self) -> int:
@@ -61,7 +64,7 @@ class IdClock:
 
     def next(self) -> int:
         with self._lock:
-            issued = max(self._last + 1, now_us())
+            issued = max(self._last + 1, self._clock())
             self._last = issued
             if issued >= self._reserved:
                 self._reserved = issued + RESERVE_US
