@@ -88,8 +88,9 @@ def register(cli: click.Group, load_settings: Callable[[], Settings]) -> None:
         with database().connection() as conn:
             user = user_named(conn, user_name) if user_name else first_admin(conn)
             if user is None:
-                raise click.ClickException("there is no admin yet: start the server once, or run "
-                                           "`create-user NAME --role admin`")
+                raise click.ClickException(
+                    "there is no admin yet: start the server once, or run `create-user NAME --role admin`"
+                )
             if user.role != "admin":
                 raise click.ClickException(f"{user.name} is not an admin (role {user.role})")
             token = replace_tokens(conn, user.id)

@@ -24,21 +24,33 @@ import click
 from flask import Flask
 
 import admin_cli
-from api import auth, chat, files, health, profile, sessions, streams, tool_results, tools, ui
-from api import judge as judge_api
-from api import instructor
+from api import (
+    auth,
+    bodies,
+    chat,
+    files,
+    health,
+    instructor,
+    openai_api,
+    openapi,
+    profile,
+    rate_limits,
+    sessions,
+    streams,
+    tool_results,
+    tools,
+    ui,
+)
 from api import headers as security_headers
-from api import rate_limits
-from api import openai_api
-from api import openapi
-from api import bodies
+from api import judge as judge_api
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
 from api.health import ProviderProbe
 from api.services import Services
 from api.services import install as install_services
-from config import ConfigError, Settings, load_settings
 from api.turns import TurnRunner
+from bounded.pool import WorkerPool
+from config import ConfigError, Settings, load_settings
 from events import Live
 from events.bus import EventBus
 from events.ids import IdClock
@@ -49,14 +61,13 @@ from pipeline.prompt import build_system_prompt, load_persona
 from pipeline.turn import TurnServices
 from providers import FallbackChain, ProviderError, build_chain
 from ratelimit import RateLimiter, StreamSlots
-from bounded.pool import WorkerPool
+from startup import log_startup_report
 from storage.db import Database
 from storage.file_modes import owner_only_from_now, restrict, server_paths
 from storage.messages import Message
 from storage.uploads import StoredImage, load_data_url
 from storage.users import DuplicateUserError, count_users, create_user
 from tasks.importer import TaskFileError, import_task_file
-from startup import log_startup_report
 from tools.catalog import build_registry
 
 MAX_REQUEST_BYTES = 48 * 1024 * 1024
@@ -65,8 +76,12 @@ MAX_ADMIN_NAME_TRIES = 100
 
 def build_chains(settings: Settings) -> tuple[FallbackChain, FallbackChain]:
     """The text chain and the vision chain (the same object unless VISION_* differ)."""
-    chat_chain = build_chain(settings.llm_config(), settings.llm_fallbacks, api_keys=settings.fallback_api_keys,
-                             breaker=settings.breaker_policy())
+    chat_chain = build_chain(
+        settings.llm_config(),
+        settings.llm_fallbacks,
+        api_keys=settings.fallback_api_keys,
+        breaker=settings.breaker_policy(),
+    )
     vision_config = settings.vision_config()
     if vision_config == settings.llm_config():
         return chat_chain, chat_chain
@@ -171,25 +186,27 @@ def create_app(settings: Settings | None = None) -> Flask:
         judge=judge,
         bounded=bounded_pool,
     )
-    install_services(app, Services(
-        settings=settings,
-        database=database,
-        turns=turns,
-        judge=judge,
-        judge_status=judge_status,
-        bounded=bounded_pool,
-        provider_probe=ProviderProbe(chat_chain),
-        live=live,
-        turn_runner=TurnRunner(database, live, workers=settings.turn_workers),
-        rate_limiter=RateLimiter(settings.rate_limits),
-        stream_slots=StreamSlots(settings.max_streams_per_user),
-    ))
+    install_services(
+        app,
+        Services(
+            settings=settings,
+            database=database,
+            turns=turns,
+            judge=judge,
+            judge_status=judge_status,
+            bounded=bounded_pool,
+            provider_probe=ProviderProbe(chat_chain),
+            live=live,
+            turn_runner=TurnRunner(database, live, workers=settings.turn_workers),
+            rate_limiter=RateLimiter(settings.rate_limits),
+            stream_slots=StreamSlots(settings.max_streams_per_user),
+        ),
+    )
     init_database(app)
     register_error_handlers(app)
     rate_limits.init_app(app)  # RATE_LIMITS and MAX_STREAMS_PER_USER
     security_headers.init_app(app)
-    blueprints = (auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui,
-                  instructor)
+    blueprints = (auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui, instructor)
     blueprints += (openai_api,)  # /v1: the OpenAI-compatible API (SPEC 11)
     blueprints += (openapi,)  # GET /openapi.json and GET /docs (api/openapi.py)
     for blueprint in (module.bp for module in blueprints):

@@ -62,8 +62,10 @@ def parse_rate(key: str, text: str) -> Rate | None:
         return None
     match = _RATE.match(text)
     if match is None or int(match.group(1)) < 1 or match.group(2) == "0":
-        raise ValueError(f"bad rate {text.strip()!r} for {key!r}: use COUNT/UNIT (second, minute, hour or day), "
-                         "e.g. 30/minute, 100/10 minutes, or off")
+        raise ValueError(
+            f"bad rate {text.strip()!r} for {key!r}: use COUNT/UNIT (second, minute, hour or day), "
+            "e.g. 30/minute, 100/10 minutes, or off"
+        )
     count, multiple, unit = int(match.group(1)), int(match.group(2) or 1), match.group(3).lower()
     return Rate(count=count, window_s=multiple * _UNIT_S[unit], text=text.strip())
 
@@ -82,8 +84,10 @@ def parse_limits_text(value: str) -> RateLimits:
             if not sep:
                 raise ValueError(f"expected key=rate, got {item.strip()!r} (e.g. turns=30/minute)")
             if key not in RateLimits.model_fields:
-                raise ValueError(f"unknown limit {key!r} in {item.strip()!r}: the keys are "
-                                 f"{', '.join(RateLimits.model_fields)} (e.g. turns=30/minute)")
+                raise ValueError(
+                    f"unknown limit {key!r} in {item.strip()!r}: the keys are "
+                    f"{', '.join(RateLimits.model_fields)} (e.g. turns=30/minute)"
+                )
             rules[key] = parse_rate(key, rate)
     return RateLimits(**rules)
 
@@ -101,136 +105,188 @@ class Settings(BaseModel):
     port: int = Field(default=5000, ge=1, le=65535, description="Port the server listens on.")
     database_path: str = Field(
         default="./data/app.db",
-        description="The SQLite database file, created on first start (its `-wal` and `-shm` files sit beside it).")
+        description="The SQLite database file, created on first start (its `-wal` and `-shm` files sit beside it).",
+    )
     data_dir: str = Field(
         default="./data",
         description="Uploaded and generated images (`uploads/`, `generated/`), the users' workspaces "
-                    "(`workspaces/`) and the web UI's cookie key (`secret.key`).")
+        "(`workspaces/`) and the web UI's cookie key (`secret.key`).",
+    )
     llm_provider: ProviderName = Field(
         default="ollama",
         description="The chat model's provider: `ollama`, `openai` (any OpenAI-compatible server: vLLM, llama.cpp, "
-                    "LM Studio, OpenAI), `openrouter`, `cerebras`, `chutes`, or `scripted` (replies from "
-                    "`SCRIPTED_REPLIES`, no model).")
+        "LM Studio, OpenAI), `openrouter`, `cerebras`, `chutes`, or `scripted` (replies from "
+        "`SCRIPTED_REPLIES`, no model).",
+    )
     llm_base_url: str | None = Field(
         default=None,
         description="Base URL of the provider (for `openai` it ends in `/v1`, e.g. `http://127.0.0.1:8000/v1`). "
-                    "Unset: the provider's public URL; for ollama `http://127.0.0.1:11434`.")
+        "Unset: the provider's public URL; for ollama `http://127.0.0.1:11434`.",
+    )
     llm_model: str | None = Field(
-        default=None, description="Model name, e.g. `qwen2.5:7b` (ollama) or `meta-llama/llama-3.3-70b-instruct` "
-                                  "(openrouter).")
+        default=None,
+        description="Model name, e.g. `qwen2.5:7b` (ollama) or `meta-llama/llama-3.3-70b-instruct` (openrouter).",
+    )
     llm_api_key: str | None = Field(default=None, description="Bearer key of the provider (unset: none is sent).")
     llm_fallbacks: str = Field(
         default="",
         description="Comma-separated `provider:model` tried in order when the primary fails, e.g. "
-                    "`openrouter:meta-llama/llama-3.3-70b-instruct,ollama:qwen2.5:7b`. A fallback of the primary's "
-                    "own provider reuses its base URL and key; another provider uses its public base URL and the key "
-                    "in `<PROVIDER>_API_KEY`.")
+        "`openrouter:meta-llama/llama-3.3-70b-instruct,ollama:qwen2.5:7b`. A fallback of the primary's "
+        "own provider reuses its base URL and key; another provider uses its public base URL and the key "
+        "in `<PROVIDER>_API_KEY`.",
+    )
     llm_timeout_s: float = Field(
-        default=120.0, gt=0,
-        description="Deadline in seconds of one provider call, from connect to last byte (not per read).")
+        default=120.0,
+        gt=0,
+        description="Deadline in seconds of one provider call, from connect to last byte (not per read).",
+    )
     vision_provider: ProviderName | None = Field(
         default=None,
         description="Provider for turns with images and for `/image_analyze`. Unset: `LLM_PROVIDER`; while it is "
-                    "unset or the same as `LLM_PROVIDER`, each unset `VISION_*` value is taken from its `LLM_*` value.")
+        "unset or the same as `LLM_PROVIDER`, each unset `VISION_*` value is taken from its `LLM_*` value.",
+    )
     vision_model: str | None = Field(default=None, description="Model of the vision provider (see `VISION_PROVIDER`).")
     vision_base_url: str | None = Field(
-        default=None, description="Base URL of the vision provider (see `VISION_PROVIDER`).")
+        default=None, description="Base URL of the vision provider (see `VISION_PROVIDER`)."
+    )
     vision_api_key: str | None = Field(default=None, description="Key of the vision provider (see `VISION_PROVIDER`).")
     vision_followup_turns: int = Field(
-        default=2, ge=0, description="Turns after an image during which the image stays in the context.")
+        default=2, ge=0, description="Turns after an image during which the image stays in the context."
+    )
     image_provider: Literal["openai", "chutes"] | None = Field(
         default=None,
         description="Image generation for `/imagine`: `openai` (the images API shape, `/images/generations`) or "
-                    "`chutes`. Unset: `/imagine` answers that it is not configured.")
+        "`chutes`. Unset: `/imagine` answers that it is not configured.",
+    )
     image_base_url: str | None = Field(default=None, description="Base URL of the image provider.")
     image_api_key: str | None = Field(default=None, description="Key of the image provider.")
     image_model: str | None = Field(default=None, description="Model of the image provider.")
     search_url: str | None = Field(
         default=None,
         description="Backend of `/web_search`: a SearXNG instance (queried as `/search?format=json`; trusted, not "
-                    "SSRF-checked). Unset: DuckDuckGo's HTML page.")
+        "SSRF-checked). Unset: DuckDuckGo's HTML page.",
+    )
     weather_url: str = Field(
-        default="https://api.open-meteo.com/v1/forecast", description="Open-Meteo forecast URL of `/weather`.")
+        default="https://api.open-meteo.com/v1/forecast", description="Open-Meteo forecast URL of `/weather`."
+    )
     geocoding_url: str = Field(
         default="https://geocoding-api.open-meteo.com/v1/search",
-        description="Open-Meteo geocoding URL of `/weather` (place names to coordinates).")
+        description="Open-Meteo geocoding URL of `/weather` (place names to coordinates).",
+    )
     scripted_replies: str | None = Field(
         default=None,
         description="Path of the JSON reply file of the `scripted` provider (see Scripted reply files), e.g. "
-                    "`examples/scripted_demo.json`.")
+        "`examples/scripted_demo.json`.",
+    )
     context_messages: int = Field(
-        default=40, ge=1, le=1000, description="How many stored messages go into the model's context (1-1000).")
+        default=40, ge=1, le=1000, description="How many stored messages go into the model's context (1-1000)."
+    )
     max_tool_rounds: int = Field(
-        default=1, ge=1, le=5,
-        description="Tool rounds per user turn, 1-5 (1 = strict two-phase: one command, then the answer).")
+        default=1,
+        ge=1,
+        le=5,
+        description="Tool rounds per user turn, 1-5 (1 = strict two-phase: one command, then the answer).",
+    )
     auth_token_file: str = Field(
         default="./data/admin.token",
         description="Where the first start writes the `admin` user's API token (mode 0600); `reset-admin-token` "
-                    "writes a new one here.")
+        "writes a new one here.",
+    )
     judge_enabled: bool | None = Field(
         default=None,
         description="`1` uses the Docker judge (`/run`, `/submit`, `/run_code`, generated problems, `code_test` "
-                    "tasks), `0` turns it off. Unset: used when a Docker engine answers (`DOCKER_HOST` or the "
-                    "local socket); without one the server starts and `/health` says why the judge is unavailable.")
+        "tasks), `0` turns it off. Unset: used when a Docker engine answers (`DOCKER_HOST` or the "
+        "local socket); without one the server starts and `/health` says why the judge is unavailable.",
+    )
     system_prompt_file: str | None = Field(
         default=None,
         description="A file whose text replaces the persona part of the system prompt (the command list is "
-                    "always generated from the registry). Unset: the built-in persona.")
+        "always generated from the registry). Unset: the built-in persona.",
+    )
     trace_enabled: bool = Field(
         default=False,
-        description="`1` serves `GET /sessions/<id>/trace` (a turn's internal steps); off it answers 404.")
+        description="`1` serves `GET /sessions/<id>/trace` (a turn's internal steps); off it answers 404.",
+    )
     web_threads: int = Field(
-        default=32, ge=1, le=1024,
-        description="Threads for ordinary requests (open streams and waiting turns hold none).")
-    turn_workers: int = Field(
-        default=64, ge=1, le=1024, description="Turns that run at once (more wait for a worker).")
+        default=32,
+        ge=1,
+        le=1024,
+        description="Threads for ordinary requests (open streams and waiting turns hold none).",
+    )
+    turn_workers: int = Field(default=64, ge=1, le=1024, description="Turns that run at once (more wait for a worker).")
     header_timeout_s: float = Field(
-        default=10.0, gt=0, le=300,
-        description="A request (head and body) must arrive within this many seconds of its first byte.")
+        default=10.0,
+        gt=0,
+        le=300,
+        description="A request (head and body) must arrive within this many seconds of its first byte.",
+    )
     keepalive_s: float = Field(
-        default=5.0, gt=0, le=300, description="An idle kept-alive connection is closed after this many seconds.")
+        default=5.0, gt=0, le=300, description="An idle kept-alive connection is closed after this many seconds."
+    )
     max_connections: int = Field(
-        default=20_000, ge=10, le=1_000_000,
-        description="Open connections (streams included) before new requests answer 503.")
+        default=20_000,
+        ge=10,
+        le=1_000_000,
+        description="Open connections (streams included) before new requests answer 503.",
+    )
     sse_heartbeat_s: float = Field(
-        default=15.0, gt=0, le=15.0,
-        description="Seconds of silence on an event stream before a heartbeat (at most 15).")
+        default=15.0,
+        gt=0,
+        le=15.0,
+        description="Seconds of silence on an event stream before a heartbeat (at most 15).",
+    )
     access_log: bool = Field(default=False, description="`1` writes uvicorn's access log.")
     allow_private_fetch: bool = Field(
         default=False,
         description="`1` lets `/open_url` reach loopback and private addresses (tests, private deployments; cloud "
-                    "metadata addresses stay refused).")
+        "metadata addresses stay refused).",
+    )
     judge_pool_size: int = Field(
-        default=2, ge=0, le=16, description="Pre-started single-use judge containers per image (0-16).")
+        default=2, ge=0, le=16, description="Pre-started single-use judge containers per image (0-16)."
+    )
     max_streams_per_user: int = Field(
-        default=8, ge=1, le=1_000_000,
+        default=8,
+        ge=1,
+        le=1_000_000,
         description="Open event streams one user may hold (streamed `POST /chat` and widget answers, "
-                    "`/generate/stream`, `/trace`); the next answers 429.")
+        "`/generate/stream`, `/trace`); the next answers 429.",
+    )
     rate_limits: Annotated[RateLimits, BeforeValidator(parse_rate_limits)] = Field(
         default_factory=default_rate_limits,
         description="Per-user budgets, 429 beyond: SPEC's keys plus `sessions` (chat sessions created); "
-                    "`COUNT/UNIT` with unit second, minute, hour or day (`100/10 minutes`, `5 per hour` also work) "
-                    "or `off`; keys left out keep their defaults; an unknown key or a bad rate stops the start with "
-                    "an error naming it (see Per-user limits).")
+        "`COUNT/UNIT` with unit second, minute, hour or day (`100/10 minutes`, `5 per hour` also work) "
+        "or `off`; keys left out keep their defaults; an unknown key or a bad rate stops the start with "
+        "an error naming it (see Per-user limits).",
+    )
     fallback_api_keys: dict[str, str] = Field(
         default_factory=dict,
         description="Keys for fallbacks of another provider than the primary's (see `LLM_FALLBACKS`), one variable "
-                    "per provider.")
+        "per provider.",
+    )
     provider_breaker_failures: int = Field(
-        default=3, ge=0, le=1000,
+        default=3,
+        ge=0,
+        le=1000,
         description="Consecutive timeouts or connection failures of one provider that open its circuit: its calls "
-                    "then fail at once (the chain goes to the next provider) until the cool-down ends, when one call "
-                    "probes it; `0` turns the breaker off. `/health` shows each provider's `breaker` (`state`, "
-                    "`failures`, `retry_at`).")
+        "then fail at once (the chain goes to the next provider) until the cool-down ends, when one call "
+        "probes it; `0` turns the breaker off. `/health` shows each provider's `breaker` (`state`, "
+        "`failures`, `retry_at`).",
+    )
     provider_breaker_cooldown_s: float = Field(
-        default=30.0, gt=0, le=3600,
-        description="Seconds an open circuit fails fast before one call probes the provider again.")
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="Seconds an open circuit fails fast before one call probes the provider again.",
+    )
     sandbox_workers: int = Field(
-        default=4, ge=1, le=256,
+        default=4,
+        ge=1,
+        le=256,
         description="Worker processes for untrusted work (`/memory_sql`, task SQL checks, `/search_files`, "
-                    "`/open_url` parsing) over every kind and user, idle ones included, so the server's extra memory "
-                    "stays under this many times one worker's limit (its imports plus 64 MB); a job that finds every "
-                    "worker busy waits at most its own deadline, then its tool answers that the server is busy.")
+        "`/open_url` parsing) over every kind and user, idle ones included, so the server's extra memory "
+        "stays under this many times one worker's limit (its imports plus 64 MB); a job that finds every "
+        "worker busy waits at most its own deadline, then its tool answers that the server is busy.",
+    )
 
     def breaker_policy(self) -> BreakerPolicy | None:
         """Each provider's circuit breaker (provider_breaker.py), or None when turned off."""

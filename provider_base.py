@@ -162,8 +162,7 @@ class ReplyFeed:
     deadline, so that a provider between two pieces asks one object whether to go on.
     """
 
-    def __init__(self, sink: StreamSink | None, cancel: CancelToken, *, started: float,
-                 deadline: float) -> None:
+    def __init__(self, sink: StreamSink | None, cancel: CancelToken, *, started: float, deadline: float) -> None:
         self.sink = sink
         self.cancel = cancel
         self.deadline = deadline  # time.monotonic() value
@@ -267,8 +266,7 @@ class Provider(ABC):
         """
         started = time.perf_counter()
         token = cancel if cancel is not None else CancelToken()
-        feed = ReplyFeed(sink, token, started=started,
-                         deadline=time.monotonic() + self.config.timeout_s)
+        feed = ReplyFeed(sink, token, started=started, deadline=time.monotonic() + self.config.timeout_s)
         if self.needs_key and not self.config.api_key:
             attempt = Attempt(failure=FailureKind.NOT_CONFIGURED, detail="no API key configured")
         elif token.cancelled:
@@ -339,12 +337,15 @@ def configure_session(session: requests.Session, base_url: str) -> None:
 def _log_outcome(completion: Completion) -> None:
     """One line per call: a warning for a failure, info for a cancel, debug for a success."""
     if completion.failure is FailureKind.CANCELLED:
-        log.info("provider call cancelled: provider=%s model=%s elapsed_ms=%.1f",
-                 completion.provider, completion.model, completion.elapsed_ms)
+        log.info(
+            "provider call cancelled: provider=%s model=%s elapsed_ms=%.1f",
+            completion.provider,
+            completion.model,
+            completion.elapsed_ms,
+        )
     elif completion.failure is not None:
         log.warning(
-            "provider call failed: provider=%s model=%s kind=%s status=%s "
-            "elapsed_ms=%.1f detail=%s",
+            "provider call failed: provider=%s model=%s kind=%s status=%s elapsed_ms=%.1f detail=%s",
             completion.provider,
             completion.model,
             completion.failure.value,
@@ -368,5 +369,3 @@ def _log_outcome(completion: Completion) -> None:
 
 def ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
-
-

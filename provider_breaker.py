@@ -94,5 +94,7 @@ class CircuitBreaker:
     def refusal_detail(self) -> str:
         """Why a call was refused, for the Completion's `detail` (logs and events)."""
         state = self.snapshot()
-        return (f"circuit open after {state.failures} consecutive timeouts or connection failures; "
-                f"next try at {state.retry_at}")
+        return (
+            f"circuit open after {state.failures} consecutive timeouts or connection failures; "
+            f"next try at {state.retry_at}"
+        )

@@ -38,7 +38,7 @@ def probe_failure(detail: str) -> FailureKind | None:
     if detail == "no API key configured":
         return FailureKind.NOT_CONFIGURED
     if detail.endswith(")") and "(" in detail:
-        return as_failure(detail[detail.rindex("(") + 1:-1])
+        return as_failure(detail[detail.rindex("(") + 1 : -1])
     return None
 
 

@@ -89,7 +89,6 @@ def _status_failure(status: int) -> FailureKind:
     return FailureKind.CLIENT_ERROR
 
 
-
 def _json(raw: bytes | str) -> tuple[Any, bool]:
     """``(value, True)`` when ``raw`` is JSON, ``(None, False)`` otherwise (nested too deeply
     for the parser's recursion included: a reply is never that deep)."""
@@ -180,8 +179,14 @@ class HttpProvider(Provider):
 
     def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed) -> Attempt:
         payload = json.dumps(self.request_body(messages), ensure_ascii=False).encode("utf-8")
-        exchange = Exchange(self.http, self.watchdog, cancel=feed.cancel, deadline=feed.deadline,
-                            timeout_s=self.config.timeout_s, max_bytes=REPLY_MAX)
+        exchange = Exchange(
+            self.http,
+            self.watchdog,
+            cancel=feed.cancel,
+            deadline=feed.deadline,
+            timeout_s=self.config.timeout_s,
+            max_bytes=REPLY_MAX,
+        )
         with exchange:
             sent = 0
             retries = 0
@@ -189,13 +194,16 @@ class HttpProvider(Provider):
                 sent += len(payload)
                 response = exchange.post(self.endpoint(), payload, self.headers())
                 if isinstance(response, Broken):
-                    return Attempt(failure=response.kind, detail=response.detail,
-                                   request_bytes=sent, response_bytes=exchange.received)
+                    return Attempt(
+                        failure=response.kind,
+                        detail=response.detail,
+                        request_bytes=sent,
+                        response_bytes=exchange.received,
+                    )
                 status = response.status_code
                 if 200 <= status < 300:
                     outcome = self._read_reply(exchange, response, feed)
-                    return replace(outcome, status_code=status, request_bytes=sent,
-                                   response_bytes=exchange.received)
+                    return replace(outcome, status_code=status, request_bytes=sent, response_bytes=exchange.received)
                 body = exchange.read_body(response, ERROR_BODY_MAX)
                 sizes = {"status_code": status, "request_bytes": sent, "response_bytes": exchange.received}
                 if isinstance(body, Broken):
@@ -203,8 +211,13 @@ class HttpProvider(Provider):
                 delay = self._retry_delay(response, retries, feed)
                 if delay is not None:
                     retries += 1
-                    log.info("provider rate limited, retrying: provider=%s model=%s "
-                             "retry_after_s=%s retry=%d", self.name, self.model, delay, retries)
+                    log.info(
+                        "provider rate limited, retrying: provider=%s model=%s retry_after_s=%s retry=%d",
+                        self.name,
+                        self.model,
+                        delay,
+                        retries,
+                    )
                     self._pause(delay, feed)
                     continue
                 message = _error_message(_json(body)[0]) or f"HTTP {status}"
@@ -266,13 +279,15 @@ class HttpProvider(Provider):
                 if parsed.end:
                     exchange.settle(response)
                     if finish_reason is None and self.finish_reason_required:
-                        return Attempt(failure=FailureKind.CONNECTION, usage=usage,
-                                       detail="stream ended without a finish reason (cut short by the server)")
+                        return Attempt(
+                            failure=FailureKind.CONNECTION,
+                            usage=usage,
+                            detail="stream ended without a finish reason (cut short by the server)",
+                        )
                     return Attempt(finish_reason=finish_reason, usage=usage)
             if not data:
                 if finish_reason is None:
-                    return Attempt(failure=FailureKind.CONNECTION, detail="stream ended early",
-                                   usage=usage)
+                    return Attempt(failure=FailureKind.CONNECTION, detail="stream ended early", usage=usage)
                 return Attempt(finish_reason=finish_reason, usage=usage)
 
 
@@ -294,8 +309,7 @@ def _upstream_error(data: dict[str, Any]) -> Attempt | None:
     """A 200 body or stream chunk that carries an ``error`` object (OpenRouter forwards
     upstream failures so, also in the middle of a stream)."""
     if data.get("error"):
-        return Attempt(failure=FailureKind.UPSTREAM_ERROR,
-                       detail=_error_message(data) or "error in 200 response")
+        return Attempt(failure=FailureKind.UPSTREAM_ERROR, detail=_error_message(data) or "error in 200 response")
     return None
 
 
@@ -341,8 +355,9 @@ class OllamaProvider(HttpProvider):
         message = data.get("message")
         if not isinstance(message, dict):
             return _malformed("no message object")
-        return Parsed(content=message.get("content"), finish_reason=_string(data.get("done_reason")),
-                      usage=_ollama_usage(data))
+        return Parsed(
+            content=message.get("content"), finish_reason=_string(data.get("done_reason")), usage=_ollama_usage(data)
+        )
 
     def parse_chunk(self, payload: str) -> Parsed:
         data, decoded = _json(payload)
@@ -355,13 +370,13 @@ class OllamaProvider(HttpProvider):
         content = message.get("content") if isinstance(message, dict) else None
         if data.get("done") is not True:
             return Parsed(content=content)
-        return Parsed(content=content, end=True, finish_reason=_string(data.get("done_reason")),
-                      usage=_ollama_usage(data))
+        return Parsed(
+            content=content, end=True, finish_reason=_string(data.get("done_reason")), usage=_ollama_usage(data)
+        )
 
 
 def _ollama_usage(data: dict[str, Any]) -> dict[str, int] | None:
-    return _token_counts(prompt_tokens=data.get("prompt_eval_count"),
-                         completion_tokens=data.get("eval_count"))
+    return _token_counts(prompt_tokens=data.get("prompt_eval_count"), completion_tokens=data.get("eval_count"))
 
 
 def _strip_data_url(image: str) -> str:
@@ -401,8 +416,7 @@ class OpenAICompatibleProvider(HttpProvider):
             content: str | list[dict[str, Any]] = message.content
             if message.images:
                 content = [{"type": "text", "text": message.content}] + [
-                    {"type": "image_url", "image_url": {"url": image}}
-                    for image in message.images
+                    {"type": "image_url", "image_url": {"url": image}} for image in message.images
                 ]
             wire.append({"role": message.role, "content": content})
         return {"model": self.model, "messages": wire, "stream": True}
@@ -426,8 +440,11 @@ class OpenAICompatibleProvider(HttpProvider):
         message = choice.get("message")
         if not isinstance(message, dict):
             return _malformed("no choices[0].message")
-        return Parsed(content=message.get("content"), finish_reason=_string(choice.get("finish_reason")),
-                      usage=_openai_usage(data.get("usage")))
+        return Parsed(
+            content=message.get("content"),
+            finish_reason=_string(choice.get("finish_reason")),
+            usage=_openai_usage(data.get("usage")),
+        )
 
     def parse_chunk(self, payload: str) -> Parsed:
         if payload.strip() == "[DONE]":
@@ -450,8 +467,9 @@ class OpenAICompatibleProvider(HttpProvider):
             return Parsed(failure=upstream)
         finish_reason = _string(choice.get("finish_reason"))
         if finish_reason == "error":
-            return Parsed(failure=Attempt(failure=FailureKind.UPSTREAM_ERROR,
-                                          detail="stream ended with finish_reason error"))
+            return Parsed(
+                failure=Attempt(failure=FailureKind.UPSTREAM_ERROR, detail="stream ended with finish_reason error")
+            )
         delta = choice.get("delta")
         content = delta.get("content") if isinstance(delta, dict) else None
         return Parsed(content=content, finish_reason=finish_reason, usage=usage)
@@ -460,9 +478,11 @@ class OpenAICompatibleProvider(HttpProvider):
 def _openai_usage(raw: Any) -> dict[str, int] | None:
     if not isinstance(raw, dict):
         return None
-    return _token_counts(prompt_tokens=raw.get("prompt_tokens"),
-                         completion_tokens=raw.get("completion_tokens"),
-                         total_tokens=raw.get("total_tokens"))
+    return _token_counts(
+        prompt_tokens=raw.get("prompt_tokens"),
+        completion_tokens=raw.get("completion_tokens"),
+        total_tokens=raw.get("total_tokens"),
+    )
 
 
 class OpenRouterProvider(OpenAICompatibleProvider):
@@ -486,5 +506,3 @@ class ChutesProvider(OpenAICompatibleProvider):
     needs_key = True
     default_base_url = "https://llm.chutes.ai/v1"
     default_model = "deepseek-ai/DeepSeek-V3-0324"
-
-

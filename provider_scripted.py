@@ -38,7 +38,6 @@ TOOL_RESULT_RE = re.compile(r"^Tool result for /([A-Za-z][A-Za-z0-9_]*)")
 PIECE_RE = re.compile(r"\s*\S+\s*")
 
 
-
 class UserRule(BaseModel):
     """Reply when the last user message (not a tool result) matches ``user`` (re.search, i)."""
 
@@ -111,9 +110,11 @@ class ScriptedProvider(Provider):
         if isinstance(self.script, list):
             with self._lock:
                 if self._cursor >= len(self.script):
-                    return Attempt(failure=FailureKind.SCRIPT_EXHAUSTED,
-                                   detail=f"all {len(self.script)} replies used",
-                                   request_bytes=sent)
+                    return Attempt(
+                        failure=FailureKind.SCRIPT_EXHAUSTED,
+                        detail=f"all {len(self.script)} replies used",
+                        request_bytes=sent,
+                    )
                 reply = self.script[self._cursor]
                 self._cursor += 1
         else:
@@ -169,8 +170,10 @@ def load_script(path: str | None) -> list[str | None] | RuleScript:
     """Read and validate a reply script once; any problem is a developer error of one line
     (`python app.py` prints it and exits with 2, no traceback)."""
     if not path:
-        raise ProviderError("LLM_PROVIDER=scripted needs SCRIPTED_REPLIES, the path of a JSON reply file "
-                            "(see examples/scripted_demo.json)")
+        raise ProviderError(
+            "LLM_PROVIDER=scripted needs SCRIPTED_REPLIES, the path of a JSON reply file "
+            "(see examples/scripted_demo.json)"
+        )
     try:
         raw = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError as exc:
@@ -197,4 +200,4 @@ def first_problem(error: ValidationError) -> str:
     where = ".".join(str(part) for part in deepest["loc"][1:]) or "top level"
     message = " ".join(str(deepest["msg"]).split())
     more = f" ({len(problems) - 1} more)" if len(problems) > 1 else ""
-    return f"{message} at {where}{more}; expected a JSON list of replies or {{\"rules\": [...], \"default\": ...}}"
+    return f'{message} at {where}{more}; expected a JSON list of replies or {{"rules": [...], "default": ...}}'

@@ -206,8 +206,16 @@ class Exchange:
     early return nor an exception (a sink that raises) leaves a connection half-read.
     """
 
-    def __init__(self, session: requests.Session, watchdog: Watchdog, *, cancel: CancelToken,
-                 deadline: float, timeout_s: float, max_bytes: int) -> None:
+    def __init__(
+        self,
+        session: requests.Session,
+        watchdog: Watchdog,
+        *,
+        cancel: CancelToken,
+        deadline: float,
+        timeout_s: float,
+        max_bytes: int,
+    ) -> None:
         self._session = session
         self._watchdog = watchdog
         self._cancel = cancel
@@ -226,8 +234,7 @@ class Exchange:
         self._disarm.append(self._cancel.on_cancel(lambda: handle.abort(FailureKind.CANCELLED)))
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         for disarm in self._disarm:
             disarm()
         for response in self._responses:
@@ -254,8 +261,7 @@ class Exchange:
             return stop
         token = _CURRENT_CALL.set(self._handle)
         try:
-            response = self._session.post(url, data=body, headers=headers,
-                                          timeout=self._timeout_s, stream=True)
+            response = self._session.post(url, data=body, headers=headers, timeout=self._timeout_s, stream=True)
         except requests.RequestException as exc:
             return self._failed(exc)
         finally:
@@ -327,4 +333,3 @@ class Exchange:
             return stop
         kind, detail = _exception_kind(exc)
         return Broken(kind, detail)
-

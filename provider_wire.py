@@ -56,7 +56,7 @@ class LineSplitter:
         lines: list[str] = []
         start = 0
         for match in LINE_END.finditer(self._buffer, scan_from):
-            lines.append(self._decode(self._buffer[start:match.start()]))
+            lines.append(self._decode(self._buffer[start : match.start()]))
             start = match.end()
             if match.group() == b"\r" and start == len(self._buffer):
                 self._skip_lf = True

@@ -47,10 +47,30 @@ from provider_http import (
 from provider_scripted import ScriptedProvider, load_script, quoted_result
 
 __all__ = [
-    "BreakerPolicy", "BreakerState", "CerebrasProvider", "ChatMessage", "ChutesProvider", "Completion", "FailureKind", "FallbackChain",
-    "HttpProvider", "OllamaProvider", "OpenAICompatibleProvider", "OpenRouterProvider", "ProbeResult", "Provider",
-    "ProviderConfig", "ProviderError", "ScriptedProvider", "StreamSink", "build_chain", "build_provider", "load_script",
-    "parse_fallbacks", "provider_registry", "quoted_result",
+    "BreakerPolicy",
+    "BreakerState",
+    "CerebrasProvider",
+    "ChatMessage",
+    "ChutesProvider",
+    "Completion",
+    "FailureKind",
+    "FallbackChain",
+    "HttpProvider",
+    "OllamaProvider",
+    "OpenAICompatibleProvider",
+    "OpenRouterProvider",
+    "ProbeResult",
+    "Provider",
+    "ProviderConfig",
+    "ProviderError",
+    "ScriptedProvider",
+    "StreamSink",
+    "build_chain",
+    "build_provider",
+    "load_script",
+    "parse_fallbacks",
+    "provider_registry",
+    "quoted_result",
 ]
 
 
@@ -126,8 +146,14 @@ class FallbackChain:
         for index, provider in enumerate(self.providers):
             breaker = self.breakers[index] if self.breakers is not None else None
             if breaker is not None and not breaker.admit():
-                result = Completion(text=None, provider=provider.name, model=provider.model,
-                                    failure=FailureKind.CIRCUIT_OPEN, detail=breaker.refusal_detail(), elapsed_ms=0.0)
+                result = Completion(
+                    text=None,
+                    provider=provider.name,
+                    model=provider.model,
+                    failure=FailureKind.CIRCUIT_OPEN,
+                    detail=breaker.refusal_detail(),
+                    elapsed_ms=0.0,
+                )
                 log.info("provider skipped: provider=%s model=%s %s", provider.name, provider.model, result.detail)
             else:
                 if sink is not None:
@@ -141,12 +167,20 @@ class FallbackChain:
                 return result
             if index + 1 < len(self.providers):
                 nxt = self.providers[index + 1]
-                log.info("falling back: from=%s/%s kind=%s to=%s/%s", provider.name,
-                         provider.model, result.failure.value if result.failure else None,
-                         nxt.name, nxt.model)
+                log.info(
+                    "falling back: from=%s/%s kind=%s to=%s/%s",
+                    provider.name,
+                    provider.model,
+                    result.failure.value if result.failure else None,
+                    nxt.name,
+                    nxt.model,
+                )
         assert result is not None
-        log.warning("all %d providers failed; last kind=%s", len(self.providers),
-                    result.failure.value if result.failure else None)
+        log.warning(
+            "all %d providers failed; last kind=%s",
+            len(self.providers),
+            result.failure.value if result.failure else None,
+        )
         return result
 
     def call(self, messages: Sequence[ChatMessage], *, cancel: CancelToken | None = None) -> Completion:
@@ -193,12 +227,13 @@ def build_chain(
         if name not in registry:
             raise ProviderError(f"unknown fallback provider {name!r}")
         same = name == primary.provider
-        config = primary.model_copy(update={
-            "provider": name,
-            "model": model,
-            "base_url": primary.base_url if same else None,
-            "api_key": keys.get(name, primary.api_key if same else None),
-        })
+        config = primary.model_copy(
+            update={
+                "provider": name,
+                "model": model,
+                "base_url": primary.base_url if same else None,
+                "api_key": keys.get(name, primary.api_key if same else None),
+            }
+        )
         providers.append(build_provider(config, http=http, sleep=sleep))
     return FallbackChain(providers, breaker)
-

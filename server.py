@@ -25,8 +25,8 @@ from types import FrameType
 
 import uvicorn
 from flask import Flask
-from api.services import services_of
 
+from api.services import services_of
 from config import Settings
 from serving.asgi import OrchestratorApp
 from serving.protocol import with_request_timeout

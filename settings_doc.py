@@ -89,8 +89,14 @@ def env_example() -> str:
     """`.env.example`: each setting commented out at its default, under its meaning."""
     blocks = [ENV_EXAMPLE_HEADER]
     for doc in setting_docs():
-        comment = textwrap.fill(doc.meaning, width=98, initial_indent="# ", subsequent_indent="# ",
-                                break_on_hyphens=False, break_long_words=False)
+        comment = textwrap.fill(
+            doc.meaning,
+            width=98,
+            initial_indent="# ",
+            subsequent_indent="# ",
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
         assignments = "\n".join(f"# {env}={doc.default}" for env in doc.env_names)
         blocks.append(f"{comment}\n{assignments}\n")
     return "\n".join(blocks)
@@ -107,8 +113,10 @@ def readme_with_table(readme: str) -> str:
 def write(root: Path) -> list[Path]:
     """Regenerate README.md's table and `.env.example` under `root`; answers the files changed."""
     changed = []
-    for path, text in ((root / "README.md", readme_with_table((root / "README.md").read_text(encoding="utf-8"))),
-                       (root / ".env.example", env_example())):
+    for path, text in (
+        (root / "README.md", readme_with_table((root / "README.md").read_text(encoding="utf-8"))),
+        (root / ".env.example", env_example()),
+    ):
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
             changed.append(path)

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask
-from api.services import services_of
 from pydantic import BaseModel, ConfigDict
 
+from api.services import services_of
 from config import Settings
 
 log = logging.getLogger("startup")
@@ -41,10 +41,12 @@ def open_url(host: str, port: int) -> str:
 def token_line(token_file: str) -> ReportLine:
     path = Path(token_file).resolve()
     if path.is_file():
-        return ReportLine(text=f"admin token: in {path} (log in with it; "
-                               "`python app.py reset-admin-token` writes a new one)")
-    return ReportLine(text=f"admin token: {path} is missing; `python app.py reset-admin-token` writes a new one",
-                      warning=True)
+        return ReportLine(
+            text=f"admin token: in {path} (log in with it; `python app.py reset-admin-token` writes a new one)"
+        )
+    return ReportLine(
+        text=f"admin token: {path} is missing; `python app.py reset-admin-token` writes a new one", warning=True
+    )
 
 
 def provider_lines(report: dict[str, Any]) -> list[ReportLine]:
@@ -56,8 +58,9 @@ def provider_lines(report: dict[str, Any]) -> list[ReportLine]:
         if entry["ok"]:
             lines.append(ReportLine(text=f"{head}: answers ({entry['detail']})"))
         else:
-            lines.append(ReportLine(text=f"{head}: NOT reachable ({entry['detail']}); to fix it, {entry['hint']}",
-                                    warning=True))
+            lines.append(
+                ReportLine(text=f"{head}: NOT reachable ({entry['detail']}); to fix it, {entry['hint']}", warning=True)
+            )
     return lines
 
 
@@ -68,8 +71,11 @@ def judge_line(status: dict[str, Any]) -> ReportLine:
     reason = str(status.get("reason") or "unknown reason")
     if "JUDGE_ENABLED" in reason:
         return ReportLine(text=f"judge: off ({reason}); /run_code and task checks answer that it is unavailable")
-    return ReportLine(text=f"judge: unavailable ({reason}); chat works, /run_code and task checks do not "
-                           "(`make judge-images` sets up Docker and the judge's images)", warning=True)
+    return ReportLine(
+        text=f"judge: unavailable ({reason}); chat works, /run_code and task checks do not "
+        "(`make judge-images` sets up Docker and the judge's images)",
+        warning=True,
+    )
 
 
 def startup_report(app: Flask, settings: Settings) -> list[ReportLine]:

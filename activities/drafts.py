@@ -58,7 +58,9 @@ def parse_draft(reply: str, language: str) -> tuple[ProblemDraft, list[TestCase]
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        raise DraftRejected("invalid_json", f"the reply is not one JSON object ({error.msg} at line {error.lineno})") from error
+        raise DraftRejected(
+            "invalid_json", f"the reply is not one JSON object ({error.msg} at line {error.lineno})"
+        ) from error
     except RecursionError as error:
         raise DraftRejected("invalid_json", "the reply is nested too deeply to be a problem draft") from error
     if not isinstance(data, dict):
@@ -71,14 +73,18 @@ def parse_draft(reply: str, language: str) -> tuple[ProblemDraft, list[TestCase]
 
 
 def _errors(error: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in item['loc']) or 'draft'}: {item['msg']}" for item in error.errors()[:8])
+    return "; ".join(
+        f"{'.'.join(str(p) for p in item['loc']) or 'draft'}: {item['msg']}" for item in error.errors()[:8]
+    )
 
 
 def schema_text(language: str) -> str:
     """The JSON shape the model must produce, written for the prompt."""
     if language == "sql":
-        test = ('{"name": "basic", "setup_sql": "CREATE TABLE t(x INTEGER); INSERT INTO t VALUES (1);", '
-                '"expected_columns": ["x"], "expected_rows": [[1]], "ordered": false}')
+        test = (
+            '{"name": "basic", "setup_sql": "CREATE TABLE t(x INTEGER); INSERT INTO t VALUES (1);", '
+            '"expected_columns": ["x"], "expected_rows": [[1]], "ordered": false}'
+        )
         solution = "the SQL query that solves it"
     else:
         test = '{"name": "basic", "stdin": "1 2\\n", "expected_stdout": "3\\n"}'

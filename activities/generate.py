@@ -49,8 +49,9 @@ class GenerationJob:
 
         A cancelled job stops before its next draft and keeps the problems already stored.
         """
-        self.publish("job.started", {"activity_id": activity.id, "count": activity.requested,
-                                     "language": activity.language})
+        self.publish(
+            "job.started", {"activity_id": activity.id, "count": activity.requested, "language": activity.language}
+        )
         stored: list[dict[str, str]] = []
         try:
             for index in range(activity.requested):
@@ -68,8 +69,9 @@ class GenerationJob:
             set_activity_status(conn, activity.id, status)
         return {"activity_id": activity.id, "status": status, "problems": stored, "stopped": cancel.cancelled}
 
-    def _one(self, user_id: int, activity: Activity, index: int, taken: list[str],
-             cancel: CancelToken) -> dict[str, str] | None:
+    def _one(
+        self, user_id: int, activity: Activity, index: int, taken: list[str], cancel: CancelToken
+    ) -> dict[str, str] | None:
         feedback = ""
         for attempt in range(1, MAX_ATTEMPTS + 1):
             if cancel.cancelled:
@@ -85,9 +87,17 @@ class GenerationJob:
             entry = LANGUAGES[activity.language].entry
             with self.database.connection() as conn:
                 problem = add_problem(
-                    conn, user_id=user_id, activity_id=activity.id, language=activity.language,
-                    difficulty=activity.difficulty, title=title, statement=statement, starter_files={entry: starter},
-                    reference_files={entry: reference}, tests=[case.model_dump() for case in cases], position=index,
+                    conn,
+                    user_id=user_id,
+                    activity_id=activity.id,
+                    language=activity.language,
+                    difficulty=activity.difficulty,
+                    title=title,
+                    statement=statement,
+                    starter_files={entry: starter},
+                    reference_files={entry: reference},
+                    tests=[case.model_dump() for case in cases],
+                    position=index,
                 )
             self.publish("problem.stored", {"index": index, "problem_id": problem.id, "title": title})
             return {"id": problem.id, "title": title}
@@ -95,7 +105,12 @@ class GenerationJob:
         return None
 
     def _draft(
-        self, activity: Activity, index: int, taken: list[str], feedback: str, cancel: CancelToken = NEVER,
+        self,
+        activity: Activity,
+        index: int,
+        taken: list[str],
+        feedback: str,
+        cancel: CancelToken = NEVER,
     ) -> tuple[str, str, str, str, list[TestCase] | list[SqlCase]]:
         """One draft from the model: title, statement, starter code, reference solution, tests."""
         prompt = (
@@ -113,8 +128,14 @@ class GenerationJob:
         draft, cases = parse_draft(reply, activity.language)
         return draft.title, draft.statement, draft.starter_code, draft.reference_solution, cases
 
-    def _verify(self, language: str, starter: str, reference: str, cases: list[TestCase] | list[SqlCase],
-                cancel: CancelToken = NEVER) -> None:
+    def _verify(
+        self,
+        language: str,
+        starter: str,
+        reference: str,
+        cases: list[TestCase] | list[SqlCase],
+        cancel: CancelToken = NEVER,
+    ) -> None:
         entry = LANGUAGES[language].entry
         try:
             verdict = self.judge.run_tests(language, {entry: reference}, cases, cancel=cancel)
@@ -123,6 +144,8 @@ class GenerationJob:
         if verdict.status != "ok":
             failing = next((t for t in verdict.tests or [] if not t.passed), None)
             detail = f"test {failing.name!r}: {failing.message}" if failing else verdict.status
-            raise DraftRejected("reference_failed", f"the reference solution fails its own tests ({verdict.status}; {detail})")
+            raise DraftRejected(
+                "reference_failed", f"the reference solution fails its own tests ({verdict.status}; {detail})"
+            )
         if self.judge.run_tests(language, {entry: starter}, cases, cancel=cancel).status == "ok":
             raise DraftRejected("starter_passes", "the starter code already passes every test; make it a skeleton")

@@ -60,8 +60,11 @@ def limit_body_size() -> None:
     limit = MAX_BODY_BYTES if app_limit is None else min(app_limit, MAX_BODY_BYTES)
     request.max_content_length = limit  # also bounds a body sent without Content-Length
     if request.content_length is not None and request.content_length > limit:
-        raise ApiError(413, "payload_too_large",
-                       f"the body has {request.content_length} bytes; this endpoint takes at most {limit // 1024 // 1024} MiB")
+        raise ApiError(
+            413,
+            "payload_too_large",
+            f"the body has {request.content_length} bytes; this endpoint takes at most {limit // 1024 // 1024} MiB",
+        )
 
 
 def json_object(*, optional: bool = False, hint: str = "") -> dict[str, Any]:

@@ -81,8 +81,11 @@ def decode(data: bytes | str, limits: Limits = Limits()) -> Decoded | Rejected:
     except RecursionError:  # unreachable after the depth check; kept so it can never be a 500
         return _too_deep(limits)
     if holds_surrogate(value):
-        return Rejected(NOT_UNICODE, "a string in the JSON body holds a lone surrogate (an unpaired \\ud800-\\udfff "
-                                     "escape), which is not text; send valid Unicode")
+        return Rejected(
+            NOT_UNICODE,
+            "a string in the JSON body holds a lone surrogate (an unpaired \\ud800-\\udfff "
+            "escape), which is not text; send valid Unicode",
+        )
     return Decoded(value)
 
 
@@ -125,4 +128,3 @@ def _too_many(limits: Limits) -> Rejected:
 
 def _too_deep(limits: Limits) -> Rejected:
     return Rejected(TOO_DEEP, f"the JSON body is nested deeper than {limits.max_depth} levels; send a flatter body")
-

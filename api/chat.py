@@ -5,8 +5,6 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from cancellation import CancelToken
-
 from flask import Blueprint, request
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,9 +12,10 @@ from api.auth import current_user, require_user
 from api.bodies import json_object, validated
 from api.database import get_db
 from api.errors import ApiError
+from api.services import services as app_services
 from api.sessions import session_for
 from api.turns import answer_turn, runner, turn_payload
-from api.services import services as app_services
+from cancellation import CancelToken
 from events.turns import TurnLease
 from pipeline.turn import EventSink, run_turn
 from storage.messages import Message, recent_messages
@@ -64,8 +63,9 @@ def parse_chat_request() -> tuple[ChatRequest, list[bytes]]:
     return chat, blobs
 
 
-def retried_message(conn: sqlite3.Connection, session_id: str, chat: ChatRequest, blobs: list[bytes],
-                    lease: TurnLease) -> Message | None:
+def retried_message(
+    conn: sqlite3.Connection, session_id: str, chat: ChatRequest, blobs: list[bytes], lease: TurnLease
+) -> Message | None:
     """The stored message a Retry answers again, so a retried message is stored once.
 
     Only the session's last message qualifies: a user message with the same text whose turn
@@ -78,8 +78,12 @@ def retried_message(conn: sqlite3.Connection, session_id: str, chat: ChatRequest
     if blobs:
         problem = ApiError(400, "invalid_request", "a retry reuses the stored images; send none")
     elif not last or last[0].id != chat.retry_of or last[0].role != "user":
-        problem = ApiError(409, "not_retryable", "retry_of must be this chat's last message, a user message that "
-                           "got no answer; send the text as a new message instead")
+        problem = ApiError(
+            409,
+            "not_retryable",
+            "retry_of must be this chat's last message, a user message that "
+            "got no answer; send the text as a new message instead",
+        )
     elif last[0].content != chat.message:
         problem = ApiError(400, "invalid_request", "a retry sends the same text as the message it retries")
     if problem is not None:
@@ -105,8 +109,17 @@ def chat():  # type: ignore[no-untyped-def]
     meta = {"images": [image.model_dump() for image in images]} if images else None
 
     def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
-        result = run_turn(services, conn, user_id=user.id, session_id=session.id, text=chat_request.message,
-                          user_meta=meta, emit=emit, cancel=cancel, retry_of=retried)
+        result = run_turn(
+            services,
+            conn,
+            user_id=user.id,
+            session_id=session.id,
+            text=chat_request.message,
+            user_meta=meta,
+            emit=emit,
+            cancel=cancel,
+            retry_of=retried,
+        )
         return turn_payload(result)
 
     return answer_turn(lease, work)

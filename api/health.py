@@ -98,7 +98,7 @@ class ProviderProbe:
         results = self.results()
         entries: list[dict[str, Any]] = [
             {"name": provider.name, "model": provider.model, "ok": result.ok, "detail": result.detail}
-            for provider, result in zip(self.chain.providers, results)
+            for provider, result in zip(self.chain.providers, results, strict=True)
         ]
         for entry in entries:
             if not entry["ok"]:

@@ -92,10 +92,19 @@ def reviews() -> Response:
     for attempt in pending_reviews(conn):
         task = get_task_by_pk(conn, attempt.task_pk)
         learner = get_user(conn, attempt.learner_id)
-        items.append(ReviewItem(id=attempt.id, learner=learner.name if learner else None, learner_id=attempt.learner_id,
-                                project_id=task.project_id if task else None, task_id=task.id if task else None,
-                                attempt=attempt.attempt, answer=attempt.answer, checks=attempt.checks,
-                                created_at=attempt.created_at))
+        items.append(
+            ReviewItem(
+                id=attempt.id,
+                learner=learner.name if learner else None,
+                learner_id=attempt.learner_id,
+                project_id=task.project_id if task else None,
+                task_id=task.id if task else None,
+                attempt=attempt.attempt,
+                answer=attempt.answer,
+                checks=attempt.checks,
+                created_at=attempt.created_at,
+            )
+        )
     return jsonify(ReviewList(reviews=items).model_dump(mode="json"))
 
 

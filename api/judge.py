@@ -15,18 +15,18 @@ from flask import Blueprint, jsonify
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from activities.generate import GenerationJob
-from api.bodies import json_body
 from api.auth import current_user, require_user
+from api.bodies import json_body
 from api.database import get_db
 from api.errors import ApiError, not_found
+from api.services import services as app_services
 from api.sessions import session_for
 from api.turns import runner
-from api.services import services as app_services
 from cancellation import CancelToken
-from pipeline.turn import EventSink
 from judge.files import SubmissionError
 from judge.models import Language, RunRequest, SqlCase, TestCase, Verdict
 from judge.service import Judge
+from pipeline.turn import EventSink
 from storage.problems import (
     Activity,
     ProblemView,
@@ -135,8 +135,9 @@ def submit():  # type: ignore[no-untyped-def]
     except SubmissionError as error:
         raise ApiError(400, "invalid_files", str(error)) from error
     result = verdict.to_dict()
-    submission = add_submission(conn, user_id=user.id, problem_id=problem.id, language=body.language,
-                                files=body.files, verdict=result)
+    submission = add_submission(
+        conn, user_id=user.id, problem_id=problem.id, language=body.language, files=body.files, verdict=result
+    )
     return jsonify(SubmitResult(**verdict.model_dump(), submission_id=submission.id, problem_id=problem.id).to_dict())
 
 
@@ -148,8 +149,15 @@ def generate():  # type: ignore[no-untyped-def]
     session = session_for(body.session_id, f"Practice: {body.topic}"[:60])
     lease = runner().claim(session.id, kind="generation")  # the job is the session's turn while it runs
     try:
-        activity = create_activity(conn, user_id=user.id, session_id=session.id, topic=body.topic,
-                                   language=body.language, difficulty=body.difficulty, count=body.count)
+        activity = create_activity(
+            conn,
+            user_id=user.id,
+            session_id=session.id,
+            topic=body.topic,
+            language=body.language,
+            difficulty=body.difficulty,
+            count=body.count,
+        )
     except BaseException:
         runner().live.turns.abandon(lease)
         raise
@@ -160,8 +168,13 @@ def generate():  # type: ignore[no-untyped-def]
         return job.run(user.id, activity, cancel)
 
     runner().start(lease, work)
-    started = GenerationStarted(activity_id=activity.id, session_id=session.id, status=activity.status,
-                                turn_id=lease.turn_id, stream=f"/sessions/{session.id}/generate/stream")
+    started = GenerationStarted(
+        activity_id=activity.id,
+        session_id=session.id,
+        status=activity.status,
+        turn_id=lease.turn_id,
+        stream=f"/sessions/{session.id}/generate/stream",
+    )
     return jsonify(started.model_dump(mode="json")), 202
 
 

@@ -194,8 +194,13 @@ class EventStreamBody:
             self.seat.give_back()
 
     async def _stream(self, start: ASGIMessage, send: Send, receive: Receive) -> None:
-        await send({"type": "http.response.start", "status": start.get("status", 200),
-                    "headers": _headers(start, (b"content-length",))})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": start.get("status", 200),
+                "headers": _headers(start, (b"content-length",)),
+            }
+        )
         async with watching_client(receive) as client:
             await self._follow(send, client)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -224,8 +229,10 @@ class EventStreamBody:
 async def _refuse(start: ASGIMessage, send: Send, verdict: Verdict) -> None:
     body = json.dumps(refusal_body(verdict)).encode()
     headers = _headers(start, (b"content-length", b"content-type", b"cache-control", b"x-accel-buffering")) + [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(verdict.retry_after_s).encode())]
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(verdict.retry_after_s).encode()),
+    ]
     await send({"type": "http.response.start", "status": 429, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
@@ -248,6 +255,8 @@ class TurnOutcomeBody:
         status, payload = await asyncio.wrap_future(self.lease.outcome)
         body = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
         headers = _headers(start, (b"content-length", b"content-type")) + [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body, "more_body": False})

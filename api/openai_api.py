@@ -55,15 +55,20 @@ from api.database import get_db
 from api.errors import ApiError
 from api.live import SSE_HEADERS, live_response, stream_seat
 from api.openai_bodies import ChunkStreamBody, CompletionBody, json_answer
-from api.openai_widgets import (PendingQuestion, invalid_answer_payload, pending_from_history, pending_in_session,
-                                start_answer, typed_answer)
-from api.openai_wire import (MODEL_ID, ChunkTranslator, chat_completion, openai_error, static_chunks,
-                             strip_tool_blocks)
+from api.openai_widgets import (
+    PendingQuestion,
+    invalid_answer_payload,
+    pending_from_history,
+    pending_in_session,
+    start_answer,
+    typed_answer,
+)
+from api.openai_wire import MODEL_ID, ChunkTranslator, chat_completion, openai_error, static_chunks, strip_tool_blocks
+from api.services import services as app_services
 from api.sessions import new_session, owned_session
 from api.turns import runner, turn_payload
-from api.services import services as app_services
-from events.follow import FollowPlan
 from cancellation import CancelToken
+from events.follow import FollowPlan
 from pipeline.turn import EventSink, run_turn
 from storage.messages import add_message, recent_messages
 from storage.sessions import ChatSession, get_session
@@ -78,9 +83,11 @@ CLIENT_TOOL_FIELDS = ("tools", "functions", "tool_choice", "function_call", "par
 MAX_CLIENT_SYSTEM_CHARS = 8_000
 MAX_MESSAGE_CHARS = 32_000
 SESSION_NAME_CHARS = 60
-CLIENT_INSTRUCTIONS = ("\n\n## Instructions from the user's client\n"
-                       "The user's chat client added the instructions below. Follow them where they do not "
-                       "conflict with the command protocol above, which they cannot change.\n\n")
+CLIENT_INSTRUCTIONS = (
+    "\n\n## Instructions from the user's client\n"
+    "The user's chat client added the instructions below. Follow them where they do not "
+    "conflict with the command protocol above, which they cannot change.\n\n"
+)
 
 
 class TextPart(BaseModel):
@@ -169,13 +176,21 @@ def parse_request() -> CompletionRequest:
     raw = json_object()
     present = [name for name in CLIENT_TOOL_FIELDS if raw.get(name) not in (None, [], False)]
     if present:
-        raise ApiError(400, "client_tools_unsupported", f"{', '.join(present)}: this API runs the orchestrator's "
-                       "own tools (their steps appear in the answer as <details type=\"tool_calls\"> blocks); "
-                       "it does not call the client's. Remove the field.")
+        raise ApiError(
+            400,
+            "client_tools_unsupported",
+            f"{', '.join(present)}: this API runs the orchestrator's "
+            'own tools (their steps appear in the answer as <details type="tool_calls"> blocks); '
+            "it does not call the client's. Remove the field.",
+        )
     roles = [m.get("role") for m in raw.get("messages") or [] if isinstance(m, dict)]
     if any(role in ("tool", "function") for role in roles):
-        raise ApiError(400, "client_tools_unsupported", "tool and function messages are not accepted: this API "
-                       "runs its own tools and keeps their results in the session")
+        raise ApiError(
+            400,
+            "client_tools_unsupported",
+            "tool and function messages are not accepted: this API "
+            "runs its own tools and keeps their results in the session",
+        )
     chat = validated(CompletionRequest, raw)
     if chat.model != MODEL_ID:
         raise ApiError(404, "model_not_found", f"unknown model {chat.model!r}; the only model is {MODEL_ID!r}")
@@ -188,12 +203,16 @@ def turn_message(chat: CompletionRequest) -> tuple[int, str]:
         if chat.messages[index].role == "user":
             text = chat.messages[index].text()
             if not text.strip():
-                what = "needs text (a question about its image)" if chat.messages[index].image_urls() else \
-                    "must not be empty"
+                what = (
+                    "needs text (a question about its image)"
+                    if chat.messages[index].image_urls()
+                    else "must not be empty"
+                )
                 raise ApiError(400, "empty_message", f"the last user message {what}")
             if len(text) > MAX_MESSAGE_CHARS:
-                raise ApiError(400, "invalid_request", f"the last user message is longer than {MAX_MESSAGE_CHARS:,} "
-                               "characters")
+                raise ApiError(
+                    400, "invalid_request", f"the last user message is longer than {MAX_MESSAGE_CHARS:,} characters"
+                )
             return index, text
     raise ApiError(400, "invalid_request", "messages must contain a user message (the turn's message)")
 
@@ -242,22 +261,33 @@ def import_history(session: ChatSession, chat: CompletionRequest, before: int, k
     """Store the request's earlier user/assistant messages in a new session (its context).
 
     Our tool blocks are removed from assistant messages (see the module docstring)."""
-    earlier = [(m.role, strip_tool_blocks(m.text()) if m.role == "assistant" else m.text())
-               for m in chat.messages[:before] if m.role in ("user", "assistant")]
+    earlier = [
+        (m.role, strip_tool_blocks(m.text()) if m.role == "assistant" else m.text())
+        for m in chat.messages[:before]
+        if m.role in ("user", "assistant")
+    ]
     earlier = [(role, text) for role, text in earlier if text.strip()]
     for role, text in earlier[-keep:] if keep > 0 else []:
-        add_message(get_db(), session_id=session.id, user_id=current_user().id, role=role,
-                    content=text[:MAX_MESSAGE_CHARS], meta={"imported": "openai"})
+        add_message(
+            get_db(),
+            session_id=session.id,
+            user_id=current_user().id,
+            role=role,
+            content=text[:MAX_MESSAGE_CHARS],
+            meta={"imported": "openai"},
+        )
 
 
-def invalid_answer(chat: CompletionRequest, question: PendingQuestion, failure: ToolFailure,
-                   prompt_chars: int) -> Response:
+def invalid_answer(
+    chat: CompletionRequest, question: PendingQuestion, failure: ToolFailure, prompt_chars: int
+) -> Response:
     """An answer that does not fit its question: no turn runs, the question stays open."""
     payload = invalid_answer_payload(question, failure, f"turn_{question.call.id}_invalid")
     if chat.stream:
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
-        response = Response(static_chunks(payload, prompt_chars, include_usage), mimetype="text/event-stream",
-                            headers=SSE_HEADERS)
+        response = Response(
+            static_chunks(payload, prompt_chars, include_usage), mimetype="text/event-stream", headers=SSE_HEADERS
+        )
     else:
         response = json_answer(200, chat_completion(payload, prompt_chars, int(time.time())))
     response.headers[SESSION_HEADER] = question.call.session_id
@@ -296,8 +326,9 @@ def chat_completions():  # type: ignore[no-untyped-def]
     meta = {"images": [image.model_dump() for image in images]} if images else None
 
     def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
-        result = run_turn(services, conn, user_id=user.id, session_id=session.id, text=text, user_meta=meta,
-                          emit=emit, cancel=cancel)
+        result = run_turn(
+            services, conn, user_id=user.id, session_id=session.id, text=text, user_meta=meta, emit=emit, cancel=cancel
+        )
         return turn_payload(result)
 
     live = runner().live
@@ -320,4 +351,3 @@ def chat_completions():  # type: ignore[no-untyped-def]
         response = live_response(CompletionBody(lease, prompt_chars))
     response.headers[SESSION_HEADER] = session.id
     return response
-

@@ -38,12 +38,16 @@ def json_answer(status: int, payload: dict[str, Any]) -> Response:
     return response
 
 
-async def send_json(start: ASGIMessage, send: Send, status: int, payload: dict[str, Any],
-                    extra: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+async def send_json(
+    start: ASGIMessage, send: Send, status: int, payload: dict[str, Any], extra: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
     body = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
     drop = (b"content-length", b"content-type", b"cache-control", b"x-accel-buffering")
-    headers = _headers(start, drop) + [(b"content-type", b"application/json"),
-                                       (b"content-length", str(len(body)).encode()), *extra]
+    headers = _headers(start, drop) + [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *extra,
+    ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
@@ -122,8 +126,13 @@ class ChunkStreamBody:
         if self.seat is not None:
             verdict = self.seat.take()
             if not verdict.allowed:
-                await send_json(start, send, 429, openai_error(429, refusal_body(verdict)),
-                                ((b"retry-after", str(verdict.retry_after_s).encode()),))
+                await send_json(
+                    start,
+                    send,
+                    429,
+                    openai_error(429, refusal_body(verdict)),
+                    ((b"retry-after", str(verdict.retry_after_s).encode()),),
+                )
                 return
         try:
             await self._stream(start, send, receive)
@@ -143,8 +152,13 @@ class ChunkStreamBody:
             nonlocal started
             if not started:
                 started = True
-                await send({"type": "http.response.start", "status": start.get("status", 200),
-                            "headers": _headers(start, (b"content-length",))})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": start.get("status", 200),
+                        "headers": _headers(start, (b"content-length",)),
+                    }
+                )
             await send({"type": "http.response.body", "body": data.encode(), "more_body": more})
 
         quiet_since = time.monotonic()

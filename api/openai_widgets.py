@@ -25,9 +25,9 @@ from typing import Any
 
 from api.database import get_db
 from api.errors import ApiError
+from api.openai_wire import block_call_ids, pending_widget
 from api.tool_results import fail, stored_answer
 from api.turns import runner, turn_payload
-from api.openai_wire import block_call_ids, pending_widget
 from cancellation import CancelToken
 from events.turns import TurnLease
 from pipeline.turn import EventSink, TurnServices, continue_turn
@@ -79,8 +79,10 @@ def typed_answer(widget: WidgetOutput, text: str) -> Any:
     if widget.widget == "choice" and value.rstrip(".").isdigit():
         number = int(value.rstrip("."))
         if not 1 <= number <= len(options):
-            raise ToolFailure(ErrorCode.INVALID_TOOL_RESULT, f"there is no option {number}; "
-                              f"choose 1-{len(options)} or one of: {', '.join(options)}")
+            raise ToolFailure(
+                ErrorCode.INVALID_TOOL_RESULT,
+                f"there is no option {number}; choose 1-{len(options)} or one of: {', '.join(options)}",
+            )
         value = options[number - 1]
     return check_answer(widget, value)
 
@@ -89,12 +91,14 @@ def invalid_answer_payload(question: PendingQuestion, failure: ToolFailure, turn
     """What a client gets for an answer that does not fit: the reason, then the question again."""
     reason = failure.message[:1].upper() + failure.message[1:]
     asked = question.widget.question
-    return {"turn_id": turn_id, "reply": f"That answer does not fit: {reason}.\n\n{asked}",
-            "messages": [question.public()]}
+    return {
+        "turn_id": turn_id,
+        "reply": f"That answer does not fit: {reason}.\n\n{asked}",
+        "messages": [question.public()],
+    }
 
 
-def start_answer(services: TurnServices, question: PendingQuestion, user_id: int, value: Any,
-                 lease: TurnLease) -> None:
+def start_answer(services: TurnServices, question: PendingQuestion, user_id: int, value: Any, lease: TurnLease) -> None:
     """Apply the answer (one transaction), store it, and start the model's next pass on `lease`.
 
     The same steps as `POST /api/ai/tool-result` after its checks; a failing handler stores
@@ -109,12 +113,23 @@ def start_answer(services: TurnServices, question: PendingQuestion, user_id: int
                 raise ApiError(409, "already_answered", "this question was already answered")
     except ToolFailure as failure:
         fail(conn, call, user_id, failure.code, failure.message, 422)
-    result = ToolResult(tool=str(ToolMeta.of(call).tool), ok=True, output=output.model_dump(mode="json"), text=output.render())
+    result = ToolResult(
+        tool=str(ToolMeta.of(call).tool), ok=True, output=output.model_dump(mode="json"), text=output.render()
+    )
     content, summary = stored_answer(call, result)
 
     def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
-        result = continue_turn(services, conn, user_id=user_id, session_id=call.session_id, result_role=ROLE,
-                               result_content=content, result_meta=summary, emit=emit, cancel=cancel)
+        result = continue_turn(
+            services,
+            conn,
+            user_id=user_id,
+            session_id=call.session_id,
+            result_role=ROLE,
+            result_content=content,
+            result_meta=summary,
+            emit=emit,
+            cancel=cancel,
+        )
         return turn_payload(result)
 
     runner().start(lease, work)

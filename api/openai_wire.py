@@ -40,9 +40,16 @@ from tools.meta import ToolMeta
 MODEL_ID = "orchestrator"
 DONE_FRAME = "data: [DONE]\n\n"
 
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                404: "invalid_request_error", 409: "invalid_request_error", 413: "invalid_request_error",
-                415: "invalid_request_error", 429: "rate_limit_error"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    409: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+}
 
 
 def openai_error(status: int, body: dict[str, Any]) -> dict[str, Any]:
@@ -86,9 +93,11 @@ def tool_block(message: dict[str, Any]) -> str:
     arguments = json.dumps({"command_line": meta.command_line or ""}, ensure_ascii=False)
     result = json.dumps(str(message.get("content") or ""), ensure_ascii=False)
     call_id = meta.tool_call_id or f"call_{int(message['id'])}"
-    return (f'<details type="tool_calls" done="true" id="{attribute(call_id)}" name="{attribute(name)}" '
-            f'arguments="{attribute(arguments)}" result="{attribute(result)}">\n'
-            f"<summary>Tool Executed</summary>\n</details>\n\n")
+    return (
+        f'<details type="tool_calls" done="true" id="{attribute(call_id)}" name="{attribute(name)}" '
+        f'arguments="{attribute(arguments)}" result="{attribute(result)}">\n'
+        f"<summary>Tool Executed</summary>\n</details>\n\n"
+    )
 
 
 #: Where Open WebUI's temporary chats put a block's `result` in its place (its frontend's
@@ -111,7 +120,7 @@ def strip_tool_blocks(text: str) -> str:
             _, end = decoder.raw_decode(text, match.start())
         except ValueError:
             continue  # not a whole JSON string: the client's own text, kept
-        kept.append(text[position:match.start()])
+        kept.append(text[position : match.start()])
         position = end
     kept.append(text[position:])
     return "".join(kept).strip()
@@ -119,8 +128,12 @@ def strip_tool_blocks(text: str) -> str:
 
 def block_call_ids(text: str) -> list[str]:
     """The `id`s of the tool blocks in a client's assistant message, in order."""
-    return [match.group(1) for block in TOOL_BLOCK_RE.finditer(text) for match in [BLOCK_ID_RE.search(block.group())]
-            if match is not None]
+    return [
+        match.group(1)
+        for block in TOOL_BLOCK_RE.finditer(text)
+        for match in [BLOCK_ID_RE.search(block.group())]
+        if match is not None
+    ]
 
 
 def pending_widget(message: dict[str, Any]) -> WidgetOutput | None:
@@ -152,11 +165,11 @@ def answer_tail(payload: dict[str, Any], shown: str) -> str:
     messages = payload.get("messages") or []
     widget = pending_widget(messages[-1]) if messages else None
     if widget is not None:
-        return (reply[len(shown):] if reply.startswith(shown) else reply) + widget_prompt(widget)
+        return (reply[len(shown) :] if reply.startswith(shown) else reply) + widget_prompt(widget)
     if messages and is_tool_role(messages[-1]["role"]) and messages[-1].get("content") == reply:
         return ""
     if reply.startswith(shown):
-        return reply[len(shown):]
+        return reply[len(shown) :]
     return "\n\n---\n\n" + reply
 
 
@@ -178,8 +191,14 @@ def chat_completion(payload: dict[str, Any], prompt_chars: int, created: int) ->
         "object": "chat.completion",
         "created": created,
         "model": MODEL_ID,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": None},
-                     "finish_reason": "stop", "logprobs": None}],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": None},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
         "usage": usage(prompt_chars, content),
     }
 
@@ -211,8 +230,15 @@ class ChunkTranslator:
         self.failure: tuple[int, dict[str, Any]] | None = None
 
     def chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
-        return sse({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": MODEL_ID,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]})
+        return sse(
+            {
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": MODEL_ID,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+            }
+        )
 
     def text(self, piece: str) -> str:
         if not piece:
@@ -251,8 +277,16 @@ class ChunkTranslator:
             self.started = True
         out += self.chunk({}, "stop")
         if self.include_usage:
-            out += sse({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": MODEL_ID,
-                        "choices": [], "usage": usage(self.prompt_chars, self.content)})
+            out += sse(
+                {
+                    "id": self.id,
+                    "object": "chat.completion.chunk",
+                    "created": self.created,
+                    "model": MODEL_ID,
+                    "choices": [],
+                    "usage": usage(self.prompt_chars, self.content),
+                }
+            )
         return out + DONE_FRAME
 
 

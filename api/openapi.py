@@ -25,8 +25,8 @@ from werkzeug.routing import Rule
 from api.openapi_models import ErrorBody, OpenAIErrorBody, TaskErrorBody
 from api.openapi_routes import HEADERS, OPENAI_BLUEPRINTS, OPERATIONS, SSE, TAGS, UNDOCUMENTED, Operation, Reply
 from api.rate_limits import ENDPOINT_LIMITS, TOOL_LIMITS
-from api.ui import PAGE_HEADERS
 from api.services import services_of
+from api.ui import PAGE_HEADERS
 from tools.base import Tool
 
 bp = Blueprint("openapi", __name__)
@@ -105,15 +105,21 @@ def response_object(reply: Reply, schemas: SchemaSet, error_model: type[BaseMode
         elif media == "application/json":
             content[media] = {"schema": {"type": "object"}}
         else:
-            content[media] = {"schema": {"type": "string"} if media.startswith("text/") else
-                              {"type": "string", "contentMediaType": media}}
+            content[media] = {
+                "schema": {"type": "string"}
+                if media.startswith("text/")
+                else {"type": "string", "contentMediaType": media}
+            }
     if content:
         answer["content"] = content
     if reply.links:
-        answer["links"] = {target: {"operationId": target, "parameters": parameters}
-                           for target, parameters in reply.links.items()}
+        answer["links"] = {
+            target: {"operationId": target, "parameters": parameters} for target, parameters in reply.links.items()
+        }
     if reply.headers:
-        answer["headers"] = {name: {"description": HEADERS[name], "schema": {"type": "string"}} for name in reply.headers}
+        answer["headers"] = {
+            name: {"description": HEADERS[name], "schema": {"type": "string"}} for name in reply.headers
+        }
     return answer
 
 
@@ -126,12 +132,15 @@ def sse_event_schema(reply: Reply, schemas: SchemaSet) -> dict[str, Any]:
     data: dict[str, Any] = {"type": "string"}
     if json_data:
         data = {"type": "string", "contentMediaType": "application/json", "contentSchema": {"type": "object"}}
-    event: dict[str, Any] = {"type": "object", "properties": {
-        "event": {"type": "string", "description": "`turn.started`, `answer.delta`, `done`, `error`, … (SPEC 7)"},
-        "id": {"type": "string", "pattern": "^[0-9]+$"},
-        "retry": {"type": "integer"},
-        "data": data,
-    }}
+    event: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "event": {"type": "string", "description": "`turn.started`, `answer.delta`, `done`, `error`, … (SPEC 7)"},
+            "id": {"type": "string", "pattern": "^[0-9]+$"},
+            "retry": {"type": "integer"},
+            "data": data,
+        },
+    }
     if json_data and reply.model is not None:
         event["if"] = {"required": ["event"], "properties": {"event": {"const": "done"}}}
         event["then"] = {"properties": {"data": {**data, "contentSchema": schemas.ref(reply.model, "serialization")}}}
@@ -142,27 +151,36 @@ def implied_replies(endpoint: str, operation: Operation, limited: bool) -> dict[
     """Answers that follow from the app's rules rather than from the view."""
     implied: dict[int, Reply] = {}
     if operation.body is not None:
-        implied[400] = Reply("the body is not a JSON object or fails validation (`invalid_json`, `invalid_request`; "
-                             "field errors in `details`)")
+        implied[400] = Reply(
+            "the body is not a JSON object or fails validation (`invalid_json`, `invalid_request`; "
+            "field errors in `details`)"
+        )
         implied[413] = Reply("the body is larger than this endpoint takes (`payload_too_large`)")
     if operation.auth:
         implied[401] = Reply("no valid bearer token or session cookie (`unauthorized`)")
         if operation.body is not None or endpoint.split(".")[-1] in ("delete", "resolve"):
             implied[403] = Reply("a cookie-authenticated change without `X-Requested-With` (`csrf_header_missing`)")
     if limited:
-        implied[429] = Reply("a per-user limit is spent (`rate_limited`); `Retry-After` says when to retry",
-                             headers=("Retry-After",))
+        implied[429] = Reply(
+            "a per-user limit is spent (`rate_limited`); `Retry-After` says when to retry", headers=("Retry-After",)
+        )
     return implied
 
 
 def is_limited(endpoint: str, operation: Operation) -> bool:
     streams = SSE in (reply_media for reply in operation.replies.values() for reply_media in reply.media)
-    return endpoint in ENDPOINT_LIMITS or endpoint in SESSION_CREATORS or endpoint in STREAMS or streams or \
-        endpoint == "auth.login"
+    return (
+        endpoint in ENDPOINT_LIMITS
+        or endpoint in SESSION_CREATORS
+        or endpoint in STREAMS
+        or streams
+        or endpoint == "auth.login"
+    )
 
 
-def operation_object(endpoint: str, operation: Operation, schemas: SchemaSet,
-                     path_params: list[dict[str, Any]]) -> dict[str, Any]:
+def operation_object(
+    endpoint: str, operation: Operation, schemas: SchemaSet, path_params: list[dict[str, Any]]
+) -> dict[str, Any]:
     blueprint = endpoint.split(".")[0]
     error_model = OpenAIErrorBody if blueprint in OPENAI_BLUEPRINTS else ErrorBody
     replies = {**implied_replies(endpoint, operation, is_limited(endpoint, operation)), **operation.replies}
@@ -174,8 +192,15 @@ def operation_object(endpoint: str, operation: Operation, schemas: SchemaSet,
     if operation.description:
         answer["description"] = operation.description
     params = path_params + [
-        {"name": p.name, "in": p.where, "required": False, "schema": p.schema,
-         **({"description": p.description} if p.description else {})} for p in operation.params]
+        {
+            "name": p.name,
+            "in": p.where,
+            "required": False,
+            "schema": p.schema,
+            **({"description": p.description} if p.description else {}),
+        }
+        for p in operation.params
+    ]
     if params:
         answer["parameters"] = params
     if operation.body is not None:
@@ -183,19 +208,24 @@ def operation_object(endpoint: str, operation: Operation, schemas: SchemaSet,
         if operation.multipart:
             content["multipart/form-data"] = {"schema": multipart_schema()}
         answer["requestBody"] = {"required": not operation.body_optional, "content": content}
-    answer["responses"] = {str(status): response_object(reply, schemas, error_model, status)
-                           for status, reply in sorted(replies.items())}
+    answer["responses"] = {
+        str(status): response_object(reply, schemas, error_model, status) for status, reply in sorted(replies.items())
+    }
     answer["security"] = [{"bearerAuth": []}, {"cookieAuth": []}] if operation.auth else []
     return answer
 
 
 def multipart_schema() -> dict[str, Any]:
-    return {"type": "object", "required": ["message"], "properties": {
-        "message": {"type": "string", "maxLength": 32000},
-        "session_id": {"type": "string", "maxLength": 64},
-        "retry_of": {"type": "integer", "minimum": 1},
-        "images[]": {"type": "array", "maxItems": 4, "items": {"type": "string", "contentMediaType": "image/*"}},
-    }}
+    return {
+        "type": "object",
+        "required": ["message"],
+        "properties": {
+            "message": {"type": "string", "maxLength": 32000},
+            "session_id": {"type": "string", "maxLength": 64},
+            "retry_of": {"type": "integer", "minimum": 1},
+            "images[]": {"type": "array", "maxItems": 4, "items": {"type": "string", "contentMediaType": "image/*"}},
+        },
+    }
 
 
 def tool_operation(tool: Tool[Any, Any]) -> Operation:
@@ -205,8 +235,13 @@ def tool_operation(tool: Tool[Any, Any]) -> Operation:
     replies = {200: Reply("the tool's output", tool.output_model)}
     for status in (400, 403, 404, 409, 500, 502, 503, 504):
         replies[status] = Reply(failure)
-    return Operation(summary=tool.description.split("\n")[0][:200], body=tool.input_model,
-                     description=tool.description, replies=replies, tag="tools")
+    return Operation(
+        summary=tool.description.split("\n")[0][:200],
+        body=tool.input_model,
+        description=tool.description,
+        replies=replies,
+        tag="tools",
+    )
 
 
 def tool_paths(app: Flask, schemas: SchemaSet) -> dict[str, dict[str, Any]]:
@@ -217,11 +252,20 @@ def tool_paths(app: Flask, schemas: SchemaSet) -> dict[str, dict[str, Any]]:
         if tool.error_style == "task":  # 400 from the body reader is ours; the tool's own refusals are SPEC 10's
             for status, response in item["responses"].items():
                 if status[0] in "45" and status not in ("401", "413", "429"):
-                    response["content"] = {"application/json": {"schema": {"anyOf": [
-                        schemas.ref(TaskErrorBody, "serialization"), schemas.ref(ErrorBody, "serialization")]}}}
+                    response["content"] = {
+                        "application/json": {
+                            "schema": {
+                                "anyOf": [
+                                    schemas.ref(TaskErrorBody, "serialization"),
+                                    schemas.ref(ErrorBody, "serialization"),
+                                ]
+                            }
+                        }
+                    }
         if tool.name in TOOL_LIMITS and "429" not in item["responses"]:
             item["responses"]["429"] = response_object(
-                Reply("a per-user limit is spent (`rate_limited`)", headers=("Retry-After",)), schemas, ErrorBody, 429)
+                Reply("a per-user limit is spent (`rate_limited`)", headers=("Retry-After",)), schemas, ErrorBody, 429
+            )
         item["operationId"] = f"tools.call.{tool.name}"
         paths[f"/tools/{tool.name}"] = {"post": item}
     return paths
@@ -249,19 +293,32 @@ def build_document(app: Flask) -> dict[str, Any]:
         raise DocumentError("routes without an entry in api/openapi_routes.py OPERATIONS: " + ", ".join(missing))
     document = {
         "openapi": "3.1.0",
-        "info": {"title": "Chat orchestrator API", "version": "1",
-                 "description": "Every endpoint of the orchestrator (SPEC section 4). Errors are "
-                                "`{\"error\": {\"code\", \"message\", \"details\"?}}`, except `/v1/*` (OpenAI's "
-                                "shape) and the learner-task tools (`{\"success\": false, \"error_code\", "
-                                "\"message\"}`)."},
+        "info": {
+            "title": "Chat orchestrator API",
+            "version": "1",
+            "description": "Every endpoint of the orchestrator (SPEC section 4). Errors are "
+            '`{"error": {"code", "message", "details"?}}`, except `/v1/*` (OpenAI\'s '
+            'shape) and the learner-task tools (`{"success": false, "error_code", '
+            '"message"}`).',
+        },
         "jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
         "tags": [{"name": name} for name in dict.fromkeys([*TAGS.values(), "tools"])],
         "paths": paths,
-        "components": {"securitySchemes": {
-            "bearerAuth": {"type": "http", "scheme": "bearer", "description": "an API token (`python app.py create-user`)"},
-            "cookieAuth": {"type": "apiKey", "in": "cookie", "name": "session",
-                           "description": "the web UI's cookie from `POST /api/login`; changes also need `X-Requested-With`"},
-        }},
+        "components": {
+            "securitySchemes": {
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "an API token (`python app.py create-user`)",
+                },
+                "cookieAuth": {
+                    "type": "apiKey",
+                    "in": "cookie",
+                    "name": "session",
+                    "description": "the web UI's cookie from `POST /api/login`; changes also need `X-Requested-With`",
+                },
+            }
+        },
     }
     return schemas.resolve(document)
 

@@ -45,7 +45,9 @@ class TaskErrorBody(BaseModel):
 
 class OpenAIErrorDetail(BaseModel):
     message: str
-    type: str = Field(description="`invalid_request_error`, `authentication_error`, `rate_limit_error`, `server_error` …")
+    type: str = Field(
+        description="`invalid_request_error`, `authentication_error`, `rate_limit_error`, `server_error` …"
+    )
     code: str | None = Field(description="our error code (`model_not_found`, `client_tools_unsupported`, …)")
     param: None = None
     details: JsonValue = None

@@ -11,8 +11,8 @@ from typing import Annotated, Any
 from flask import Blueprint, jsonify
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints
 
-from api.bodies import json_body
 from api.auth import current_user, require_user
+from api.bodies import json_body
 from api.database import get_db
 from api.errors import ApiError
 from storage.db import transaction
@@ -37,8 +37,9 @@ class ProfilePatch(BaseModel):
 
     # pydantic writes the key pattern as `patternProperties`, which lets other keys through;
     # `propertyNames` says in the schema what validation does: every name must match
-    fields: dict[FieldName, JsonValue] = Field(min_length=1, max_length=MAX_FIELDS,
-                                               json_schema_extra={"propertyNames": {"pattern": FIELD_NAME_PATTERN}})
+    fields: dict[FieldName, JsonValue] = Field(
+        min_length=1, max_length=MAX_FIELDS, json_schema_extra={"propertyNames": {"pattern": FIELD_NAME_PATTERN}}
+    )
 
 
 class Profile(BaseModel):

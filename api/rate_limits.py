@@ -36,8 +36,13 @@ ENDPOINT_LIMITS: dict[str, str] = {
     "judge.generate": "generate",
 }
 TOOL_LIMITS: dict[str, str] = {  # POST /tools/<name>: what a direct call of the tool costs
-    "run_code": "runs", "submit": "runs",
-    "imagine": "turns", "image_analyze": "turns", "web_search": "turns", "open_url": "turns", "weather": "turns",
+    "run_code": "runs",
+    "submit": "runs",
+    "imagine": "turns",
+    "image_analyze": "turns",
+    "web_search": "turns",
+    "open_url": "turns",
+    "weather": "turns",
 }
 
 

@@ -13,8 +13,13 @@ from ratelimit import Verdict
 def refusal_body(verdict: Verdict) -> dict[str, object]:
     what = "open event streams" if verdict.limit == "streams" else verdict.limit
     message = f"too many {what} (at most {verdict.rule}); retry in {verdict.retry_after_s} s"
-    return {"error": {"code": "rate_limited", "message": message,
-                      "details": {"limit": verdict.limit, "retry_after_s": verdict.retry_after_s}}}
+    return {
+        "error": {
+            "code": "rate_limited",
+            "message": message,
+            "details": {"limit": verdict.limit, "retry_after_s": verdict.retry_after_s},
+        }
+    }
 
 
 def refuse_unless(verdict: Verdict) -> None:

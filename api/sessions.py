@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 from flask import Blueprint, jsonify, request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from api.bodies import json_body
 from api.auth import current_user, require_user
+from api.bodies import json_body
 from api.database import get_db
 from api.errors import ApiError, not_found
 from api.openapi_models import MessageOut, public_messages
@@ -78,8 +78,12 @@ def active_turn(session_id: str) -> ActiveTurn | None:
     lease = live.turns.active(session_id)
     if lease is None:
         return None
-    return ActiveTurn(turn_id=lease.turn_id, started_at=lease.started_at, kind=lease.kind,
-                      last_event_id=live.bus.last_id(session_id) or lease.start_cursor)
+    return ActiveTurn(
+        turn_id=lease.turn_id,
+        started_at=lease.started_at,
+        kind=lease.kind,
+        last_event_id=live.bus.last_id(session_id) or lease.start_cursor,
+    )
 
 
 def new_session(name: str | None) -> ChatSession:
@@ -129,8 +133,11 @@ def cancel(session_id: str):  # type: ignore[no-untyped-def]
     live = services().live
     turn_id = live.turns.cancel(session_id, body.turn_id)
     if turn_id is None:
-        raise ApiError(409, "no_turn_in_progress", "no turn of this chat is running" +
-                       (f" with id {body.turn_id}" if body.turn_id else ""))
+        raise ApiError(
+            409,
+            "no_turn_in_progress",
+            "no turn of this chat is running" + (f" with id {body.turn_id}" if body.turn_id else ""),
+        )
     return jsonify(Cancelled(turn_id=turn_id, cancelled=True).model_dump(mode="json"))
 
 

@@ -16,8 +16,8 @@ from flask import Blueprint, request
 from api.auth import require_user
 from api.errors import not_found
 from api.live import EventStreamBody, last_event_id, live_response
-from api.sessions import owned_session
 from api.services import services
+from api.sessions import owned_session
 from events import Live
 from events.follow import FollowPlan
 
@@ -38,8 +38,9 @@ def follow_plan(live: Live, session_id: str, turn_id: str | None, after: int | N
             return FollowPlan(session_id, end.id - 1 if after is None else after, end.turn_id, from_client=from_client)
     elif turn_id is not None:
         raise not_found("turn")
-    return FollowPlan(session_id, live.bus.position() if after is None else after, turn_id, from_client=from_client,
-                      replay_only=True)
+    return FollowPlan(
+        session_id, live.bus.position() if after is None else after, turn_id, from_client=from_client, replay_only=True
+    )
 
 
 @bp.get("/sessions/<session_id>/generate/stream")
@@ -58,6 +59,11 @@ def trace(session_id: str):  # type: ignore[no-untyped-def]
     owned_session(session_id)
     live = services().live
     after = last_event_id()
-    plan = FollowPlan(session_id, live.bus.position() if after is None else after, None,
-                      from_client=after is not None, until_terminal=False)
+    plan = FollowPlan(
+        session_id,
+        live.bus.position() if after is None else after,
+        None,
+        from_client=after is not None,
+        until_terminal=False,
+    )
     return live_response(EventStreamBody(live.bus, plan))

@@ -28,12 +28,12 @@ from api.auth import current_user, require_user
 from api.bodies import json_object
 from api.database import get_db
 from api.errors import ApiError
-from api.turns import answer_turn, runner, turn_payload
 from api.services import services as app_services
+from api.turns import answer_turn, runner, turn_payload
 from cancellation import CancelToken
+from events.turns import TurnLease
 from pipeline.turn import EventSink, continue_turn
 from storage.db import transaction
-from events.turns import TurnLease
 from storage.messages import Message, find_tool_call, mark_tool_call
 from tools.base import ErrorCode, ToolFailure, ToolResult
 from tools.contract import stored_result
@@ -50,12 +50,12 @@ ROLE = "ui_tools"
 class ToolResultBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    conversationId: str = Field(min_length=1, max_length=64)  # noqa: N815 - SPEC field names
-    toolCallId: str = Field(min_length=1, max_length=100)  # noqa: N815
-    toolName: str = Field(min_length=1, max_length=64)  # noqa: N815
-    targetField: str = Field(min_length=1, max_length=64)  # noqa: N815
+    conversationId: str = Field(min_length=1, max_length=64)
+    toolCallId: str = Field(min_length=1, max_length=100)
+    toolName: str = Field(min_length=1, max_length=64)
+    targetField: str = Field(min_length=1, max_length=64)
     value: Annotated[str, Field(max_length=MAX_ANSWER_CHARS)] | StrictBool
-    inputMethod: Literal["selection", "text", "voice"] | None = None  # noqa: N815
+    inputMethod: Literal["selection", "text", "voice"] | None = None
 
 
 def invalid(message: str, details: Any = None) -> ApiError:
@@ -93,8 +93,9 @@ def pending_call(body: ToolResultBody, user_id: int) -> tuple[Message, WidgetOut
 def stored_answer(call: Message, result: ToolResult) -> tuple[str, ToolMeta]:
     """The answer's result message: the question's command and call id, `kind` ui_result."""
     meta = ToolMeta.of(call)
-    stored = stored_result(ROLE, str(meta.command), str(meta.command_line), result, tool_call_id=meta.tool_call_id,
-                           kind=UI_RESULT)
+    stored = stored_result(
+        ROLE, str(meta.command), str(meta.command_line), result, tool_call_id=meta.tool_call_id, kind=UI_RESULT
+    )
     return stored.content, stored.tool_meta
 
 
@@ -117,8 +118,15 @@ def tool_result():  # type: ignore[no-untyped-def]
         raise
 
 
-def continue_with_answer(conn: sqlite3.Connection, call: Message, user_id: int, widget: WidgetOutput, value: Any,
-                         method: InputMethod, lease: TurnLease) -> Response:
+def continue_with_answer(
+    conn: sqlite3.Connection,
+    call: Message,
+    user_id: int,
+    widget: WidgetOutput,
+    value: Any,
+    method: InputMethod,
+    lease: TurnLease,
+) -> Response:
     """Apply the answer (one transaction), store it, and start the model's next pass."""
     meta = ToolMeta.of(call)
     try:
@@ -132,14 +140,30 @@ def continue_with_answer(conn: sqlite3.Connection, call: Message, user_id: int, 
         raise
     except Exception as error:
         log.exception("tool %s failed (call %s, user %s)", meta.command, meta.tool_call_id, user_id)
-        fail(conn, call, user_id, ErrorCode.TOOL_EXECUTION_FAILED, f"saving the answer failed ({type(error).__name__})", 500)
+        fail(
+            conn,
+            call,
+            user_id,
+            ErrorCode.TOOL_EXECUTION_FAILED,
+            f"saving the answer failed ({type(error).__name__})",
+            500,
+        )
     result = ToolResult(tool=str(meta.tool), ok=True, output=output.model_dump(mode="json"), text=output.render())
     content, summary = stored_answer(call, result)
     services = app_services().turns
 
     def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
-        result = continue_turn(services, conn, user_id=user_id, session_id=call.session_id, result_role=ROLE,
-                               result_content=content, result_meta=summary, emit=emit, cancel=cancel)
+        result = continue_turn(
+            services,
+            conn,
+            user_id=user_id,
+            session_id=call.session_id,
+            result_role=ROLE,
+            result_content=content,
+            result_meta=summary,
+            emit=emit,
+            cancel=cancel,
+        )
         return turn_payload(result)
 
     return answer_turn(lease, work)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from api.bodies import json_object
 from api.auth import current_user, require_user
+from api.bodies import json_object
 from api.database import get_db
 from api.errors import ApiError
 from api.services import services

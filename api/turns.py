@@ -25,8 +25,8 @@ from flask import Response
 from pydantic import BaseModel, Field
 
 from api.errors import ApiError
-from api.openapi_models import MessageOut, public_messages
 from api.live import EventStreamBody, TurnOutcomeBody, live_response, wants_event_stream
+from api.openapi_models import MessageOut, public_messages
 from api.services import services
 from cancellation import CancelToken
 from events import Live
@@ -59,8 +59,13 @@ class TurnAnswer(TurnPayload):
 def turn_payload(result: TurnResult) -> dict[str, Any]:
     """The JSON answer of a finished chat turn (also the `done` event's data), without its `turn_id`."""
     tool = ToolSummary(**result.tool.model_dump(exclude_none=True)) if result.tool else None  # `code` unset: left out
-    payload = TurnPayload(session_id=result.session_id, reply=result.reply, messages=public_messages(result.messages),
-                          tool=tool, stopped=result.stopped)
+    payload = TurnPayload(
+        session_id=result.session_id,
+        reply=result.reply,
+        messages=public_messages(result.messages),
+        tool=tool,
+        stopped=result.stopped,
+    )
     return payload.model_dump(mode="json", exclude_unset=True)
 
 
@@ -71,12 +76,16 @@ def failure_outcome(error: Exception, session_id: str) -> TurnOutcome:
     if isinstance(error, ProviderUnavailable):
         failure = ApiError(502, "provider_unavailable", error.public_message, extra=extra)
     elif isinstance(error, StorageUnavailable):
-        failure = ApiError(503, "storage_unavailable", "the database refused a write (it is locked, full or "
-                           "read-only); what was stored before is kept, retry later", extra=extra)
+        failure = ApiError(
+            503,
+            "storage_unavailable",
+            "the database refused a write (it is locked, full or "
+            "read-only); what was stored before is kept, retry later",
+            extra=extra,
+        )
     else:
         log.error("turn failed in session %s", session_id, exc_info=error)
-        failure = ApiError(500, "internal_error", "the turn failed on the server; what was stored is kept",
-                           extra=extra)
+        failure = ApiError(500, "internal_error", "the turn failed on the server; what was stored is kept", extra=extra)
     return failure.status_code, failure.to_dict()
 
 
@@ -93,8 +102,12 @@ class TurnRunner:
         try:
             return self.live.turns.claim(session_id, kind, self.live.bus.position())
         except TurnInProgress as busy:
-            raise ApiError(409, "turn_in_progress", "this chat is still answering; wait for it or stop it "
-                           "(POST /sessions/<id>/cancel)", extra={"turn_id": busy.turn_id}) from busy
+            raise ApiError(
+                409,
+                "turn_in_progress",
+                "this chat is still answering; wait for it or stop it (POST /sessions/<id>/cancel)",
+                extra={"turn_id": busy.turn_id},
+            ) from busy
 
     def start(self, lease: TurnLease, work: TurnWork) -> TurnLease:
         lease.started = True
@@ -128,7 +141,6 @@ def answer_turn(lease: TurnLease, work: TurnWork) -> Response:
     turns = runner()
     turns.start(lease, work)
     if wants_event_stream():
-        plan = FollowPlan(session_id=lease.session_id, after=lease.start_cursor, turn_id=lease.turn_id,
-                          only_turn=True)
+        plan = FollowPlan(session_id=lease.session_id, after=lease.start_cursor, turn_id=lease.turn_id, only_turn=True)
         return live_response(EventStreamBody(turns.live.bus, plan))
     return live_response(TurnOutcomeBody(lease))

@@ -45,7 +45,7 @@ def timed(call: Callable[[], object], count: int) -> list[float]:
 
 
 def p50_p95(values: list[float]) -> str:
-    return f"p50 {percentile(values, .5):7.2f}  p95 {percentile(values, .95):7.2f}"
+    return f"p50 {percentile(values, 0.5):7.2f}  p95 {percentile(values, 0.95):7.2f}"
 
 
 # --------------------------------------------------------------------------- the server
@@ -74,17 +74,28 @@ def proc_status(pid: int) -> dict[str, int]:
 NO_USER_LIMITS = {"RATE_LIMITS": "turns=off,sessions=off,runs=off,generate=off", "MAX_STREAMS_PER_USER": "1000000"}
 
 
-def start_server(tmp: str, database_path: str, llm_base_url: str, extra_env: Mapping[str, str] = (),
-                 timeout_s: float = 30) -> tuple[subprocess.Popen[bytes], int]:
+def start_server(
+    tmp: str, database_path: str, llm_base_url: str, extra_env: Mapping[str, str] = (), timeout_s: float = 30
+) -> tuple[subprocess.Popen[bytes], int]:
     """The real server (`python app.py`, one process) on a free port; returns it and its port
     once `/health` answers. The judge is off so its pool does not compete for the CPU."""
     port = free_port()
-    env = {**os.environ, "PORT": str(port), "DATABASE_PATH": database_path, "DATA_DIR": tmp,
-           "AUTH_TOKEN_FILE": str(Path(tmp) / "admin.token"), "LLM_PROVIDER": "openai",
-           "LLM_BASE_URL": llm_base_url, "LLM_MODEL": "bench", "JUDGE_ENABLED": "0",
-           **NO_USER_LIMITS, **dict(extra_env)}
-    server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        "DATABASE_PATH": database_path,
+        "DATA_DIR": tmp,
+        "AUTH_TOKEN_FILE": str(Path(tmp) / "admin.token"),
+        "LLM_PROVIDER": "openai",
+        "LLM_BASE_URL": llm_base_url,
+        "LLM_MODEL": "bench",
+        "JUDGE_ENABLED": "0",
+        **NO_USER_LIMITS,
+        **dict(extra_env),
+    }
+    server = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -220,8 +231,9 @@ class AsyncHTTP:
                 if frame is not None:
                     yield frame
 
-    async def request(self, method: str, path: str, headers: Mapping[str, str] = (),
-                      body: bytes = b"") -> tuple[int, bytes]:
+    async def request(
+        self, method: str, path: str, headers: Mapping[str, str] = (), body: bytes = b""
+    ) -> tuple[int, bytes]:
         await self.send(method, path, headers, body)
         status = await self.read_head()
         return status, await self.read_body()

@@ -27,10 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import testing.attacks as attacks_package  # noqa: E402
-from testing.attacks import Attack, Target, hostile_target  # noqa: E402
-from testing.hostile import PeakMemory, ProcessBystander  # noqa: E402
-
+import testing.attacks as attacks_package
+from testing.attacks import Attack, Target, hostile_target
+from testing.hostile import PeakMemory, ProcessBystander
 
 MIN_WATCH_S = 1.0  # the bystander watches at least this long per attack
 
@@ -63,15 +62,18 @@ def measure(target: Target, attack: Attack) -> str:
     cpu = server.cpu_s() - cpu_before
     after_mb = server.rss_kb() / 1024
     over = max(0.0, cpu - attack.deadline_s)
-    failures = [failure for failure in bystander.failures
-                if not (attack.unhealthy_ok and failure.startswith("503:"))]  # an honest /health
-    healthy = bystander.percentile_ms(.99) < 100 and not failures
+    failures = [
+        failure for failure in bystander.failures if not (attack.unhealthy_ok and failure.startswith("503:"))
+    ]  # an honest /health
+    healthy = bystander.percentile_ms(0.99) < 100 and not failures
     verdict = "ok" if memory.added_mb < 100 and over <= 2 and healthy else "MISSED"
-    return (f"| {attack.name} | {result} | {memory.baseline_kb / 1024:.0f} / {memory.peak_kb / 1024:.0f} / "
-            f"{after_mb:.0f} (+{memory.added_mb:.1f}) | {cpu:.2f} / {attack.deadline_s:g} | {wall:.2f} | "
-            f"{bystander.percentile_ms(.5):.1f} / {bystander.percentile_ms(.99):.1f} / {bystander.worst_ms:.1f} | "
-            f"{len(failures)}{' (+503s: /health said so)' if len(failures) < len(bystander.failures) else ''} | "
-            f"{verdict} |")
+    return (
+        f"| {attack.name} | {result} | {memory.baseline_kb / 1024:.0f} / {memory.peak_kb / 1024:.0f} / "
+        f"{after_mb:.0f} (+{memory.added_mb:.1f}) | {cpu:.2f} / {attack.deadline_s:g} | {wall:.2f} | "
+        f"{bystander.percentile_ms(0.5):.1f} / {bystander.percentile_ms(0.99):.1f} / {bystander.worst_ms:.1f} | "
+        f"{len(failures)}{' (+503s: /health said so)' if len(failures) < len(bystander.failures) else ''} | "
+        f"{verdict} |"
+    )
 
 
 def main() -> None:
@@ -83,16 +85,20 @@ def main() -> None:
     for attack in all_attacks():
         if args.only.lower() in attack.name.lower():
             groups[tuple(sorted(attack.env.items()))].append(attack)
-    print("| attack | answer (status, size) | server RSS MB before / peak / after (added) | CPU s / deadline s "
-          "| wall s | /health ms p50 / p99 / worst | bystander failures | |")
+    print(
+        "| attack | answer (status, size) | server RSS MB before / peak / after (added) | CPU s / deadline s "
+        "| wall s | /health ms p50 / p99 / worst | bystander failures | |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for env, group in groups.items():
         with tempfile.TemporaryDirectory() as tmp, hostile_target(Path(tmp), dict(env)) as target:
             quiet = quiet_health(target)
             settings = ", ".join(f"{key}={value}" for key, value in env) or "defaults"
-            print(f"| *no attack ({settings})* | | {target.server.rss_kb() / 1024:.0f} | | | "
-                  f"{quiet.percentile_ms(.5):.1f} / {quiet.percentile_ms(.99):.1f} / {quiet.worst_ms:.1f} | "
-                  f"{len(quiet.failures)} | |")
+            print(
+                f"| *no attack ({settings})* | | {target.server.rss_kb() / 1024:.0f} | | | "
+                f"{quiet.percentile_ms(0.5):.1f} / {quiet.percentile_ms(0.99):.1f} / {quiet.worst_ms:.1f} | "
+                f"{len(quiet.failures)} | |"
+            )
             for attack in group:
                 for _ in range(args.repeat):
                     print(measure(target, attack), flush=True)

@@ -32,8 +32,8 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from judge.languages import LANGUAGES  # noqa: E402
 from bench.common import NO_USER_LIMITS, free_port, percentile, timed  # noqa: E402
+from judge.languages import LANGUAGES  # noqa: E402
 from storage.db import Database  # noqa: E402
 from storage.problems import add_problem  # noqa: E402
 from storage.users import create_user  # noqa: E402
@@ -41,8 +41,15 @@ from storage.users import create_user  # noqa: E402
 PROGRAM = "print(sum(range(10)))\n"
 HOST_PYTHON = "/usr/bin/python3"  # Debian's, as in the judge image (a pyenv shim adds ~100 ms)
 SOLUTION = "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))\n"
-TESTS = [{"name": f"t{i}", "stdin": " ".join(map(str, range(i))) + "\n", "expected_stdout": f"{sum(range(i))}\n",
-          "compare": "trimmed"} for i in range(10)]
+TESTS = [
+    {
+        "name": f"t{i}",
+        "stdin": " ".join(map(str, range(i))) + "\n",
+        "expected_stdout": f"{sum(range(i))}\n",
+        "compare": "trimmed",
+    }
+    for i in range(10)
+]
 
 
 def throughput(call, clients: int, total: int) -> float:  # type: ignore[no-untyped-def]
@@ -61,16 +68,33 @@ class Server:
         with self.database.connection() as conn:
             user, self.token = create_user(conn, "bench")
             self.problem_id = add_problem(
-                conn, user_id=user.id, activity_id=None, language="python", difficulty="easy", title="Sum",
-                statement="Sum the integers.", starter_files={"main.py": ""}, reference_files={"main.py": SOLUTION},
-                tests=TESTS).id
+                conn,
+                user_id=user.id,
+                activity_id=None,
+                language="python",
+                difficulty="easy",
+                title="Sum",
+                statement="Sum the integers.",
+                starter_files={"main.py": ""},
+                reference_files={"main.py": SOLUTION},
+                tests=TESTS,
+            ).id
         self.port = free_port()
-        env = {**os.environ, "PORT": str(self.port), "DATABASE_PATH": self.database.path, "DATA_DIR": str(tmp),
-               "AUTH_TOKEN_FILE": str(tmp / "admin.token"), "LLM_PROVIDER": "openai",
-               "LLM_BASE_URL": "http://127.0.0.1:9/v1", "JUDGE_ENABLED": "1", "JUDGE_POOL_SIZE": str(pool),
-               **NO_USER_LIMITS}
-        self.process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = {
+            **os.environ,
+            "PORT": str(self.port),
+            "DATABASE_PATH": self.database.path,
+            "DATA_DIR": str(tmp),
+            "AUTH_TOKEN_FILE": str(tmp / "admin.token"),
+            "LLM_PROVIDER": "openai",
+            "LLM_BASE_URL": "http://127.0.0.1:9/v1",
+            "JUDGE_ENABLED": "1",
+            "JUDGE_POOL_SIZE": str(pool),
+            **NO_USER_LIMITS,
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         self.http = requests.Session()
         self.http.headers["Authorization"] = f"Bearer {self.token}"
         self.base = f"http://127.0.0.1:{self.port}"
@@ -121,7 +145,9 @@ def main() -> None:
         bare = lambda: subprocess.run([python, str(tmp / "main.py")], check=True, capture_output=True)  # noqa: E731
         docker_run = lambda: subprocess.run(  # noqa: E731
             ["docker", "run", "--rm", "--network", "none", "-v", f"{tmp}:/src:ro", image, "python3", "/src/main.py"],
-            check=True, capture_output=True)
+            check=True,
+            capture_output=True,
+        )
         rows: list[tuple[str, list[float], dict[int, float]]] = []  # name, ms samples, runs/s by clients
         for name, call in (("bare host python3", bare), ("plain docker run --rm", docker_run)):
             timed(call, 3)
@@ -139,18 +165,25 @@ def main() -> None:
                 rows.append((label, timed(server.run, args.runs), rate))
                 if pool:
                     timed(server.submit, 2)
-                    rows.append(("judge POST /submit, 10 tests", timed(server.submit, max(10, args.runs // 4)),
-                                 {c: throughput(server.submit, c, max(8, args.runs // 4)) for c in (1, 4)}))
+                    rows.append(
+                        (
+                            "judge POST /submit, 10 tests",
+                            timed(server.submit, max(10, args.runs // 4)),
+                            {c: throughput(server.submit, c, max(8, args.runs // 4)) for c in (1, 4)},
+                        )
+                    )
             finally:
                 server.stop()
     print(f"judge overhead, trivial python program, {args.runs} runs each\n")
     print(f"{'':42}{'p50 ms':>9}{'p95 ms':>9}{'runs/s x1':>11}{'runs/s x4':>11}")
     for name, samples, rate in rows:
-        print(f"{name:42}{percentile(samples, .5):9.0f}{percentile(samples, .95):9.0f}{_rate(rate, 1)}{_rate(rate, 4)}")
-    bare_p50 = percentile(rows[0][1], .5)
+        print(
+            f"{name:42}{percentile(samples, 0.5):9.0f}{percentile(samples, 0.95):9.0f}{_rate(rate, 1)}{_rate(rate, 4)}"
+        )
+    bare_p50 = percentile(rows[0][1], 0.5)
     print()
     for name, samples, _ in rows[1:]:
-        print(f"{name:42} added p50 over bare: {percentile(samples, .5) - bare_p50:7.0f} ms")
+        print(f"{name:42} added p50 over bare: {percentile(samples, 0.5) - bare_p50:7.0f} ms")
 
 
 def _rate(rates: dict[int, float], clients: int) -> str:

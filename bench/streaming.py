@@ -90,8 +90,11 @@ def direct_call(client: Client, body: dict[str, Any]) -> tuple[float, list[tuple
 
 def server_turn(client: Client, token: str, session_id: str, message: str) -> tuple[float, list[Frame]]:
     """A streamed `POST /chat`: (send time, its frames up to `done`)."""
-    lines = client.post_lines("/chat", {"message": message, "session_id": session_id},
-                              {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"})
+    lines = client.post_lines(
+        "/chat",
+        {"message": message, "session_id": session_id},
+        {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"},
+    )
     sent = next(lines)
     parser, frames = SSEParser(), []
     for line, received in lines:
@@ -116,7 +119,7 @@ def piece_delays(log: AnswerLog, script: tuple[str, ...], received: list[tuple[i
     `received` is (text length so far, receipt time), so a delta holding several pieces
     counts for each of them."""
     ends, total = [], 0
-    for piece in script[:log.pieces_sent]:
+    for piece in script[: log.pieces_sent]:
         total += len(piece)
         ends.append(total)
     delays, index = [], 0
@@ -217,36 +220,50 @@ def main() -> None:
         finally:
             stop_server(server)
 
-    diff = percentile(ttft_server, .5) - percentile(ttft_direct, .5)
-    print(f"streaming benchmark: {args.turns} turns each (after {WARMUP} warm-up), provider streams "
-          f"{args.tokens} tokens at {args.rate:g}/s\n")
+    diff = percentile(ttft_server, 0.5) - percentile(ttft_direct, 0.5)
+    print(
+        f"streaming benchmark: {args.turns} turns each (after {WARMUP} warm-up), provider streams "
+        f"{args.tokens} tokens at {args.rate:g}/s\n"
+    )
     print("a. answers                                  ms")
     print(f"   time to first token, direct to fake      {p50_p95(ttft_direct)}")
     print(f"   time to first answer.delta, via server   {p50_p95(ttft_server)}")
-    print(f"   difference at p50: {diff:+.2f} ms (target < 5 ms);  at p95: "
-          f"{percentile(ttft_server, .95) - percentile(ttft_direct, .95):+.2f} ms")
+    print(
+        f"   difference at p50: {diff:+.2f} ms (target < 5 ms);  at p95: "
+        f"{percentile(ttft_server, 0.95) - percentile(ttft_direct, 0.95):+.2f} ms"
+    )
     print(f"   request -> fake writes 1st piece, direct {p50_p95(before_first_direct)}")
     print(f"   request -> fake writes 1st piece, server {p50_p95(before_first_server)}")
-    print(f"     server: request -> turn.started        {p50_p95(to_started)}  "
-          "(HTTP, auth, claim, hand-off, context read)")
-    print(f"             turn.started -> provider.request {p50_p95(to_request)}  "
-          "(store the user message, build the request)")
-    print(f"             provider.request -> 1st piece  {p50_p95(request_to_piece)}  (provider call + the "
-          f"{delay * 1000:g} ms token delay)")
+    print(
+        f"     server: request -> turn.started        {p50_p95(to_started)}  "
+        "(HTTP, auth, claim, hand-off, context read)"
+    )
+    print(
+        f"             turn.started -> provider.request {p50_p95(to_request)}  "
+        "(store the user message, build the request)"
+    )
+    print(
+        f"             provider.request -> 1st piece  {p50_p95(request_to_piece)}  (provider call + the "
+        f"{delay * 1000:g} ms token delay)"
+    )
     print(f"   piece written -> client, direct          {p50_p95(relay_direct)}  ({len(relay_direct)} pieces)")
     print(f"   piece written -> client, via server      {p50_p95(relay_server)}  ({len(relay_server)} pieces)")
     print(f"   time to last token, direct               {p50_p95(last_direct)}")
     print(f"   time to last token, via server           {p50_p95(last_server)}")
     print(f"   the fake's 1st -> last piece, direct     {p50_p95(pacing_direct)}")
     print(f"   the fake's 1st -> last piece, server     {p50_p95(pacing_server)}")
-    print("\nb. body-less command (/remember), the model would go on for "
-          f"{args.tokens / args.rate:g} s after the first line")
+    print(
+        "\nb. body-less command (/remember), the model would go on for "
+        f"{args.tokens / args.rate:g} s after the first line"
+    )
     print(f"   newline leaves fake -> tool.started      {p50_p95(to_tool)} (target p50 < 5 ms)")
     print(f"     of which: -> published (: ts=)        {p50_p95(gate_part)}")
     print(f"               published -> client          {p50_p95(delivery_part)}")
-    print(f"   pieces sent by the fake                  min {min(sent_pieces)}, max {max(sent_pieces)} of "
-          f"{len(command_pieces)}; saved per turn min {min(saved)}, max {max(saved)} "
-          f"({sum(saved)}/{len(command_pieces) * len(saved)} in all); fake saw the hang-up {hung_up}/{len(saved)}")
+    print(
+        f"   pieces sent by the fake                  min {min(sent_pieces)}, max {max(sent_pieces)} of "
+        f"{len(command_pieces)}; saved per turn min {min(saved)}, max {max(saved)} "
+        f"({sum(saved)}/{len(command_pieces) * len(saved)} in all); fake saw the hang-up {hung_up}/{len(saved)}"
+    )
 
 
 if __name__ == "__main__":

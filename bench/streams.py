@@ -43,8 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import testing.fake_llm as fake_llm  # noqa: E402
-from bench.common import (AsyncHTTP, Frame, percentile, proc_status, raise_open_files, start_server,  # noqa: E402
-                          stop_server)
+from bench.common import AsyncHTTP, Frame, percentile, proc_status, raise_open_files, start_server, stop_server  # noqa: E402
 from storage.db import Database  # noqa: E402
 from storage.sessions import create_session  # noqa: E402
 from storage.users import create_user  # noqa: E402
@@ -102,7 +101,9 @@ class FakeProvider:
 
 
 def ms(values: list[float]) -> str:
-    return f"p50 {percentile(values, .5):7.2f}  p95 {percentile(values, .95):7.2f}  p99 {percentile(values, .99):7.2f}"
+    return (
+        f"p50 {percentile(values, 0.5):7.2f}  p95 {percentile(values, 0.95):7.2f}  p99 {percentile(values, 0.99):7.2f}"
+    )
 
 
 @dataclass(slots=True)
@@ -150,6 +151,7 @@ class Bench:
     async def burst(self, count: int = 96) -> None:
         """Concurrent requests, so the pool of WEB_THREADS threads has started all its threads
         before the figures that must not count them."""
+
         async def one() -> None:
             conn = await AsyncHTTP.connect(self.port)
             await conn.request("GET", "/health")
@@ -163,8 +165,9 @@ class Bench:
         conn = await AsyncHTTP.connect(self.port)
         body = json.dumps({"message": "hi", "session_id": session_id}).encode()
         start = time.monotonic()
-        await conn.send("POST", "/chat", {**self.auth, "Accept": "text/event-stream",
-                                          "Content-Type": "application/json"}, body)
+        await conn.send(
+            "POST", "/chat", {**self.auth, "Accept": "text/event-stream", "Content-Type": "application/json"}, body
+        )
         if await conn.read_head() != 200:
             raise SystemExit(f"POST /chat answered {conn.status}: {await conn.read_body()!r}")
         delays: list[float] = []
@@ -189,8 +192,11 @@ class Bench:
         """Follow a running turn (`?turn_id=`) to its end; delays of the frames published
         after this stream was open (the earlier ones are replayed, not live)."""
         conn = await AsyncHTTP.connect(self.port)
-        await conn.send("GET", f"/sessions/{session_id}/generate/stream?turn_id={turn_id}",
-                        {**self.auth, "Accept": "text/event-stream"})
+        await conn.send(
+            "GET",
+            f"/sessions/{session_id}/generate/stream?turn_id={turn_id}",
+            {**self.auth, "Accept": "text/event-stream"},
+        )
         await conn.read_head()
         open_at = time.time()
         delays = []
@@ -209,8 +215,9 @@ class Bench:
         closing a stream never cancels its turn)."""
         conn = await AsyncHTTP.connect(self.port)
         body = json.dumps({"message": "take your time", "session_id": session_id}).encode()
-        await conn.send("POST", "/chat", {**self.auth, "Accept": "text/event-stream",
-                                          "Content-Type": "application/json"}, body)
+        await conn.send(
+            "POST", "/chat", {**self.auth, "Accept": "text/event-stream", "Content-Type": "application/json"}, body
+        )
         if await conn.read_head() != 200:
             raise SystemExit(f"POST /chat answered {conn.status}: {await conn.read_body()!r}")
         async for frame in conn.frames():
@@ -219,15 +226,17 @@ class Bench:
                 return str(frame.json()["turn_id"])
         raise SystemExit("held turn did not start")
 
-    async def hold(self, session_id: str, held: HeldStream, gate: asyncio.Semaphore,
-                   opened: asyncio.Queue[int]) -> None:
+    async def hold(
+        self, session_id: str, held: HeldStream, gate: asyncio.Semaphore, opened: asyncio.Queue[int]
+    ) -> None:
         """Open one progress stream, report it open at its first frame, then read it idle."""
         async with gate:
             for attempt in range(5):
                 try:
                     conn = await AsyncHTTP.connect(self.port)
-                    await conn.send("GET", f"/sessions/{session_id}/generate/stream",
-                                    {**self.auth, "Accept": "text/event-stream"})
+                    await conn.send(
+                        "GET", f"/sessions/{session_id}/generate/stream", {**self.auth, "Accept": "text/event-stream"}
+                    )
                     status = await conn.read_head()
                     break
                 except OSError as error:
@@ -280,8 +289,9 @@ class Round:
 async def concurrent_turns(bench: Bench, sessions: list[str], watchers: int) -> Round:
     """One streamed turn per session, all at once, each followed by `watchers` more streams."""
     start = time.monotonic()
-    results = await asyncio.wait_for(asyncio.gather(*[bench.turn(session, watchers) for session in sessions],
-                                                    return_exceptions=True), STALL_S)
+    results = await asyncio.wait_for(
+        asyncio.gather(*[bench.turn(session, watchers) for session in sessions], return_exceptions=True), STALL_S
+    )
     seconds = time.monotonic() - start
     delays: list[float] = []
     for result in results:
@@ -318,8 +328,10 @@ async def run(bench: Bench, hold_sessions: list[str], turn_sessions: list[str], 
     gate, opened = asyncio.Semaphore(OPENING_AT_ONCE), asyncio.Queue[int]()
     held = [HeldStream() for _ in range(args.streams)]
     start = time.monotonic()
-    readers = [asyncio.create_task(bench.hold(hold_sessions[i % len(hold_sessions)], held[i], gate, opened))
-               for i in range(args.streams)]
+    readers = [
+        asyncio.create_task(bench.hold(hold_sessions[i % len(hold_sessions)], held[i], gate, opened))
+        for i in range(args.streams)
+    ]
     ok = 0
     for count in range(args.streams):
         try:
@@ -357,12 +369,13 @@ async def run(bench: Bench, hold_sessions: list[str], turn_sessions: list[str], 
     async def cancel(session_id: str, turn_id: str) -> int:
         conn = await AsyncHTTP.connect(bench.port)
         body = json.dumps({"turn_id": turn_id}).encode()
-        status, _ = await conn.request("POST", f"/sessions/{session_id}/cancel",
-                                       {**bench.auth, "Content-Type": "application/json"}, body)
+        status, _ = await conn.request(
+            "POST", f"/sessions/{session_id}/cancel", {**bench.auth, "Content-Type": "application/json"}, body
+        )
         conn.close()
         return int(status == 200)
 
-    cancelled = sum(await asyncio.gather(*[cancel(s, t) for s, t in zip(hold_sessions, turn_ids)]))
+    cancelled = sum(await asyncio.gather(*[cancel(s, t) for s, t in zip(hold_sessions, turn_ids, strict=True)]))
     if readers:
         _, pending = await asyncio.wait(readers, timeout=60)
         for task in pending:
@@ -382,39 +395,59 @@ def report(bench: Bench) -> None:
     heartbeats = [h.heartbeats for h in held if h.opened]
     hb_delays = [d for h in held for d in h.heartbeat_delays]
     single = float(f["single"])
-    print(f"\nstreams benchmark: {args.streams} idle streams over {args.hold} held turns, then "
-          f"{args.turns} concurrent turns x {args.watchers} watchers; provider {PROVIDER_S:g} s/call, "
-          f"heartbeat {args.heartbeat:g} s\n")
-    print(f"streams open                 {opened}/{args.streams} in {f['open_s']:.1f} s "
-          f"({opened / float(f['open_s']):.0f}/s)")
-    print(f"server RSS                   idle {idle['VmRSS'] / 1024:.1f} MB, {args.hold} held turns "
-          f"{with_held['VmRSS'] / 1024:.1f} MB, + streams {with_streams['VmRSS'] / 1024:.1f} MB, "
-          f"after the turns {after['VmRSS'] / 1024:.1f} MB")
+    print(
+        f"\nstreams benchmark: {args.streams} idle streams over {args.hold} held turns, then "
+        f"{args.turns} concurrent turns x {args.watchers} watchers; provider {PROVIDER_S:g} s/call, "
+        f"heartbeat {args.heartbeat:g} s\n"
+    )
+    print(
+        f"streams open                 {opened}/{args.streams} in {f['open_s']:.1f} s "
+        f"({opened / float(f['open_s']):.0f}/s)"
+    )
+    print(
+        f"server RSS                   idle {idle['VmRSS'] / 1024:.1f} MB, {args.hold} held turns "
+        f"{with_held['VmRSS'] / 1024:.1f} MB, + streams {with_streams['VmRSS'] / 1024:.1f} MB, "
+        f"after the turns {after['VmRSS'] / 1024:.1f} MB"
+    )
     print(f"memory per open stream       {per_stream:.1f} KB (target < 20 KB)")
-    print(f"server threads               idle {idle['Threads']}, held turns {with_held['Threads']}, "
-          f"+ streams {with_streams['Threads']}, after the turns {after['Threads']}")
+    print(
+        f"server threads               idle {idle['Threads']}, held turns {with_held['Threads']}, "
+        f"+ streams {with_streams['Threads']}, after the turns {after['Threads']}"
+    )
     print(f"/health ms, idle             {ms(f['health_idle'])}")
     print(f"/health ms, held turns       {ms(f['health_held'])}")
     print(f"/health ms, streams open     {ms(f['health_streams'])}  (target p99 < 50 ms)")
     print(f"/health ms, after the turns  {ms(f['health_after'])}")
-    print(f"heartbeats per stream        min {min(heartbeats, default=0)}, max {max(heartbeats, default=0)} "
-          f"(held {float(f['heartbeat_wait_s']):.0f} s more after the last opened); "
-          f"heartbeat ts -> receipt {ms(hb_delays)} ({len(hb_delays)})")
-    print(f"single turn                  {single * 1000:.0f} ms idle, "
-          f"{float(f['single_streams']) * 1000:.0f} ms with the streams open")
-    rounds: list[tuple[str, Round]] = [(f"{args.turns} turns, no stream open", f["round_before"]),
-                                       (f"{args.turns} turns, streams open", f["round"])]
+    print(
+        f"heartbeats per stream        min {min(heartbeats, default=0)}, max {max(heartbeats, default=0)} "
+        f"(held {float(f['heartbeat_wait_s']):.0f} s more after the last opened); "
+        f"heartbeat ts -> receipt {ms(hb_delays)} ({len(hb_delays)})"
+    )
+    print(
+        f"single turn                  {single * 1000:.0f} ms idle, "
+        f"{float(f['single_streams']) * 1000:.0f} ms with the streams open"
+    )
+    rounds: list[tuple[str, Round]] = [
+        (f"{args.turns} turns, no stream open", f["round_before"]),
+        (f"{args.turns} turns, streams open", f["round"]),
+    ]
     if "watched" in f:
         rounds.append((f"  + {args.watchers} watchers each", f["watched"]))
     for name, result in rounds:
-        print(f"{name:29}{result.seconds * 1000:.0f} ms, completed {result.completed}/{args.turns}: ratio "
-              f"{result.seconds / single:.2f}x the idle single turn (target < 1.5x); per turn "
-              f"p50 {percentile(result.turn_seconds, .5) * 1000:.0f} ms")
-        print(f"  publication -> receipt     {ms(result.delays)}  max {max(result.delays, default=0):.1f} "
-              f"({len(result.delays)} live frames)")
+        print(
+            f"{name:29}{result.seconds * 1000:.0f} ms, completed {result.completed}/{args.turns}: ratio "
+            f"{result.seconds / single:.2f}x the idle single turn (target < 1.5x); per turn "
+            f"p50 {percentile(result.turn_seconds, 0.5) * 1000:.0f} ms"
+        )
+        print(
+            f"  publication -> receipt     {ms(result.delays)}  max {max(result.delays, default=0):.1f} "
+            f"({len(result.delays)} live frames)"
+        )
     got_done = sum(h.done_at is not None for h in held)
-    print(f"cancel the held turns        {f['cancelled']}/{args.hold} cancelled; streams that got their done "
-          f"{got_done}/{args.streams}, the last {float(f['fanout_s']) * 1000:.0f} ms after the first cancel")
+    print(
+        f"cancel the held turns        {f['cancelled']}/{args.hold} cancelled; streams that got their done "
+        f"{got_done}/{args.streams}, the last {float(f['fanout_s']) * 1000:.0f} ms after the first cancel"
+    )
 
 
 def main() -> None:
@@ -436,13 +469,17 @@ def main() -> None:
         with database.connection() as conn:
             user, token = create_user(conn, "bench")
             sessions = [create_session(conn, user.id, f"s{i}").id for i in range(args.hold + args.turns + 1)]
-        env = {"SSE_HEARTBEAT_S": str(args.heartbeat), "LLM_TIMEOUT_S": "3600",
-               "TURN_WORKERS": str(args.hold + args.turns + 16)}  # a running turn holds a worker thread
+        env = {
+            "SSE_HEARTBEAT_S": str(args.heartbeat),
+            "LLM_TIMEOUT_S": "3600",
+            "TURN_WORKERS": str(args.hold + args.turns + 16),
+        }  # a running turn holds a worker thread
         server, port = start_server(tmp, database.path, llm.base_url, env)
         bench = Bench(port, token, server.pid, llm, args)
         try:
-            asyncio.run(asyncio.wait_for(run(bench, sessions[:args.hold], sessions[args.hold:-1], sessions[-1]),
-                                         RUN_LIMIT_S))
+            asyncio.run(
+                asyncio.wait_for(run(bench, sessions[: args.hold], sessions[args.hold : -1], sessions[-1]), RUN_LIMIT_S)
+            )
         finally:
             stop_server(server)
             llm.stop()

@@ -69,8 +69,13 @@ def seed(database: Database, messages: int) -> tuple[str, str]:
         session = create_session(conn, user.id, "bench")
         now = utc_now()
         rows = [
-            (session.id, user.id, "user" if i % 2 == 0 else "assistant",
-             " ".join(rng.choices(WORDS, ZIPF_WEIGHTS, k=rng.randint(8, 40))), now)
+            (
+                session.id,
+                user.id,
+                "user" if i % 2 == 0 else "assistant",
+                " ".join(rng.choices(WORDS, ZIPF_WEIGHTS, k=rng.randint(8, 40))),
+                now,
+            )
             for i in range(messages)
         ]
         with transaction(conn):
@@ -90,11 +95,21 @@ def main() -> None:
         database = Database(Path(tmp) / "bench.db")
         token, session_id = seed(database, args.messages)
         port = free_port()
-        env = {**os.environ, "PORT": str(port), "DATABASE_PATH": database.path, "DATA_DIR": tmp,
-               "AUTH_TOKEN_FILE": str(Path(tmp) / "admin.token"), "LLM_PROVIDER": "openai",
-               "LLM_BASE_URL": llm.openai_base_url, "LLM_MODEL": "bench", "JUDGE_ENABLED": "0", **NO_USER_LIMITS}
-        server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = {
+            **os.environ,
+            "PORT": str(port),
+            "DATABASE_PATH": database.path,
+            "DATA_DIR": tmp,
+            "AUTH_TOKEN_FILE": str(Path(tmp) / "admin.token"),
+            "LLM_PROVIDER": "openai",
+            "LLM_BASE_URL": llm.openai_base_url,
+            "LLM_MODEL": "bench",
+            "JUDGE_ENABLED": "0",
+            **NO_USER_LIMITS,
+        }
+        server = subprocess.Popen(
+            [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         try:
             base = f"http://127.0.0.1:{port}"
             http = requests.Session()
@@ -119,13 +134,19 @@ def main() -> None:
                 http.post(f"{llm.openai_base_url}/chat/completions", json=raw_body, timeout=10).raise_for_status()
 
             def plain() -> None:
-                r = http.post(f"{base}/chat", json={"message": "hello", "session_id": session_id}, headers=headers, timeout=10)
+                r = http.post(
+                    f"{base}/chat", json={"message": "hello", "session_id": session_id}, headers=headers, timeout=10
+                )
                 r.raise_for_status()
 
             def memory_turn(words: list[str]) -> None:
                 llm.queue(f"/memory_search {' '.join(words)}", "Found it.")
-                r = http.post(f"{base}/chat", json={"message": "what did I say?", "session_id": session_id},
-                              headers=headers, timeout=10)
+                r = http.post(
+                    f"{base}/chat",
+                    json={"message": "what did I say?", "session_id": session_id},
+                    headers=headers,
+                    timeout=10,
+                )
                 r.raise_for_status()
                 assert r.json()["tool"]["ok"], r.json()
 
@@ -150,17 +171,23 @@ def main() -> None:
 
     print(f"turn overhead on loopback: {args.turns} samples each, session of {args.messages} messages\n")
     print(f"{'':30}{'p50 ms':>10}{'p95 ms':>10}")
-    print(f"{'server round trip (/api/me)':30}{percentile(floor_ms, .5):10.2f}{percentile(floor_ms, .95):10.2f}")
-    rows = [("raw provider call", raw_ms, 1), ("plain turn (1 call)", plain_ms, 1),
-            ("memory_search turn (2 calls)", memory_ms, 2), ("  same, most common words", common_ms, 2)]
+    print(f"{'server round trip (/api/me)':30}{percentile(floor_ms, 0.5):10.2f}{percentile(floor_ms, 0.95):10.2f}")
+    rows = [
+        ("raw provider call", raw_ms, 1),
+        ("plain turn (1 call)", plain_ms, 1),
+        ("memory_search turn (2 calls)", memory_ms, 2),
+        ("  same, most common words", common_ms, 2),
+    ]
     for name, samples, _ in rows:
-        print(f"{name:30}{percentile(samples, .5):10.2f}{percentile(samples, .95):10.2f}")
+        print(f"{name:30}{percentile(samples, 0.5):10.2f}{percentile(samples, 0.95):10.2f}")
     print()
     for name, samples, calls in rows[1:]:
-        for label, q in (("p50", .5), ("p95", .95)):
+        for label, q in (("p50", 0.5), ("p95", 0.95)):
             base_ms = calls * percentile(raw_ms, q)
             added = percentile(samples, q) - base_ms
-            print(f"{name:30} added {label}: {added:6.2f} ms   ratio turn/raw: {percentile(samples, q) / base_ms:5.2f}x")
+            print(
+                f"{name:30} added {label}: {added:6.2f} ms   ratio turn/raw: {percentile(samples, q) / base_ms:5.2f}x"
+            )
     print(f"\nmean raw call {statistics.mean(raw_ms):.2f} ms")
 
 

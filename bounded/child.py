@@ -129,15 +129,19 @@ def run_job(header: dict[str, Any], inputs: Inputs, modules: list[str]) -> tuple
         return _failure("memory", "the job ran out of its memory budget"), True
     except RecursionError:
         return _failure("memory", "the input is nested too deeply"), False
-    except Exception as error:  # noqa: BLE001 - any failure of the job is reported as a value
+    except Exception as error:
         return _failure("crashed", f"{type(error).__name__}: {error}"), False
 
 
 def answer_bytes(answer: dict[str, Any], output_bytes: int) -> bytes:
     body = encode(answer)
     if len(body) > output_bytes:
-        body = encode({**_failure("too_large", f"the answer is {len(body)} bytes, over {output_bytes}"),
-                       "retire": answer.get("retire", False)})
+        body = encode(
+            {
+                **_failure("too_large", f"the answer is {len(body)} bytes, over {output_bytes}"),
+                "retire": answer.get("retire", False),
+            }
+        )
     return frame(body)
 
 

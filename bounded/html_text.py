@@ -28,13 +28,66 @@ from lxml import etree
 
 from bounded.child import Inputs
 
-NOISE_TAGS = frozenset({"script", "style", "noscript", "template", "svg", "iframe", "nav", "footer", "header", "form",
-                        "head", "select", "button", "object", "math"})
-BLOCK_TAGS = frozenset({
-    "address", "article", "aside", "blockquote", "br", "caption", "dd", "details", "dialog", "div", "dl", "dt",
-    "fieldset", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "li", "main", "ol", "p", "pre",
-    "section", "summary", "table", "td", "th", "tr", "ul", "body", "html", "title",
-})
+NOISE_TAGS = frozenset(
+    {
+        "script",
+        "style",
+        "noscript",
+        "template",
+        "svg",
+        "iframe",
+        "nav",
+        "footer",
+        "header",
+        "form",
+        "head",
+        "select",
+        "button",
+        "object",
+        "math",
+    }
+)
+BLOCK_TAGS = frozenset(
+    {
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "br",
+        "caption",
+        "dd",
+        "details",
+        "dialog",
+        "div",
+        "dl",
+        "dt",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "hr",
+        "li",
+        "main",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "summary",
+        "table",
+        "td",
+        "th",
+        "tr",
+        "ul",
+        "body",
+        "html",
+        "title",
+    }
+)
 FEED_CHARS = 64 * 1024  # the page is fed to the parser in pieces of this size
 
 
@@ -115,10 +168,11 @@ class _Collector:
 
 def stream_text(html: str, max_chars: int, max_title_chars: int) -> _Collector:
     collector = _Collector(max_chars, max_title_chars)
-    parser = etree.HTMLParser(target=collector, remove_comments=True, remove_pis=True, no_network=True,
-                              recover=True, huge_tree=False)
+    parser = etree.HTMLParser(
+        target=collector, remove_comments=True, remove_pis=True, no_network=True, recover=True, huge_tree=False
+    )
     for start in range(0, len(html), FEED_CHARS):
-        parser.feed(html[start:start + FEED_CHARS])
+        parser.feed(html[start : start + FEED_CHARS])
     parser.close()
     return collector
 
@@ -132,9 +186,13 @@ def main_content(html: str, url: str, budget_s: float) -> str:
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, budget_s)
     try:
-        return (trafilatura.extract(html, url=url, include_comments=False, include_tables=True,
-                                    favor_recall=True, deduplicate=True) or "").strip()
-    except (_OutOfTime, MemoryError, RecursionError, Exception):  # noqa: BLE001 - the streamed text stands in
+        return (
+            trafilatura.extract(
+                html, url=url, include_comments=False, include_tables=True, favor_recall=True, deduplicate=True
+            )
+            or ""
+        ).strip()
+    except (_OutOfTime, MemoryError, RecursionError, Exception):
         return ""
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -163,18 +221,25 @@ def page_text(html: str, args: dict[str, Any], rich_budget_s: float) -> dict[str
         rich = main_content(html, str(args["url"]), rich_budget_s)
         if rich:
             text, total, method = rich[:max_chars], len(rich), "trafilatura"
-    return {"title": streamed.title_text(), "text": text, "total_chars": max(total, len(text)),
-            "elements": streamed.elements, "method": method}
+    return {
+        "title": streamed.title_text(),
+        "text": text,
+        "total_chars": max(total, len(text)),
+        "elements": streamed.elements,
+        "method": method,
+    }
 
 
 WARM_UP_PAGES = (  # an article, and a page so short that trafilatura tries its fallbacks (jusText's stop lists)
     "<html><head><title>warm</title></head><body><article><h1>Warm up</h1>"
-    + "<p>A paragraph of ordinary text, long enough for the extractor to keep it.</p>" * 5 + "</article></body></html>",
+    + "<p>A paragraph of ordinary text, long enough for the extractor to keep it.</p>" * 5
+    + "</article></body></html>",
     "<html><head><title>T</title></head><body><p>hello world</p></body></html>",
 )
 
 
 def warm_up() -> None:
     for page in WARM_UP_PAGES:
-        page_text(page, {"url": "http://localhost/", "max_chars": 1000, "max_title_chars": 100,
-                         "rich_max_elements": 100}, 5.0)
+        page_text(
+            page, {"url": "http://localhost/", "max_chars": 1000, "max_title_chars": 100, "rich_max_elements": 100}, 5.0
+        )

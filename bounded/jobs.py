@@ -52,9 +52,16 @@ class Kind:
 
     def spec(self) -> str:
         """What the worker process needs to know, as its command-line argument."""
-        return json.dumps({"kind": self.name, "modules": list(self.modules), "warm_up": self.warm_up,
-                           "memory_mb": self.memory_mb, "retire_growth_mb": self.retire_growth_mb,
-                           "max_jobs": self.max_jobs})
+        return json.dumps(
+            {
+                "kind": self.name,
+                "modules": list(self.modules),
+                "warm_up": self.warm_up,
+                "memory_mb": self.memory_mb,
+                "retire_growth_mb": self.retire_growth_mb,
+                "max_jobs": self.max_jobs,
+            }
+        )
 
 
 @dataclass(frozen=True)

@@ -155,8 +155,13 @@ class WorkerPool:
 
     def _give_back(self, worker: Worker) -> None:
         with self._lock:
-            if (worker.reusable and worker.alive and self.keep_warm and not self._closed
-                    and sum(1 for idle in self._idle if idle.kind == worker.kind) < worker.kind.keep_warm):
+            if (
+                worker.reusable
+                and worker.alive
+                and self.keep_warm
+                and not self._closed
+                and sum(1 for idle in self._idle if idle.kind == worker.kind) < worker.kind.keep_warm
+            ):
                 worker.idle_since = time.monotonic()
                 self._idle.append(worker)
                 return

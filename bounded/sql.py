@@ -30,8 +30,10 @@ from bounded.sql_values import (
 from cancellation import NEVER, Cancelled, CancelToken
 
 SETUP_TIMEOUT_S = 5.0  # trusted set-up: start-up, views, a task's setup script
-STOPPED = SqlError("TOO_LARGE", "the query was stopped: it needed more memory or time than allowed; "
-                                "add a LIMIT or select fewer or shorter values.")
+STOPPED = SqlError(
+    "TOO_LARGE",
+    "the query was stopped: it needed more memory or time than allowed; add a LIMIT or select fewer or shorter values.",
+)
 
 
 def run_memory(pool: WorkerPool, job: MemoryJob, cancel: CancelToken = NEVER) -> MemoryAnswer | SqlError:
@@ -71,8 +73,9 @@ def _failure(failed: JobFailed, deadline_s: float) -> SqlError:
     if failed.kind is Failure.TIMEOUT:
         return timeout_error(deadline_s)
     if failed.kind is Failure.MEMORY:
-        return SqlError("TOO_LARGE", "the query needs more memory than allowed; add a LIMIT or select fewer or "
-                                     "shorter values.")
+        return SqlError(
+            "TOO_LARGE", "the query needs more memory than allowed; add a LIMIT or select fewer or shorter values."
+        )
     if failed.kind is Failure.BUSY:
         return SqlError("UNAVAILABLE", "every SQL worker is busy; try again in a moment.")
     if failed.kind is Failure.CLOSED:

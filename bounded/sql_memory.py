@@ -52,30 +52,157 @@ ANSWER_BUDGET_BYTES = 128 * 1024  # all cells of the answer (SPEC 12: structured
 PROGRESS_EVERY_OPS = 1000
 
 RULE = (
-    "Allowed: one SELECT over messages(" + ", ".join(VIEW_COLUMNS["messages"]) + ") and memories("
-    + ", ".join(VIEW_COLUMNS["memories"]) + "), or one UPDATE memories SET content=…, importance=… WHERE …."
+    "Allowed: one SELECT over messages("
+    + ", ".join(VIEW_COLUMNS["messages"])
+    + ") and memories("
+    + ", ".join(VIEW_COLUMNS["memories"])
+    + "), or one UPDATE memories SET content=…, importance=… WHERE …."
 )
 
 # Built-ins that only compute on their arguments: no schema, files, extensions or tokenizers.
 SAFE_FUNCTIONS = frozenset(
-    """abs char coalesce format glob hex ifnull iif instr length like likelihood likely lower ltrim
-    max min nullif printf quote random randomblob replace round rtrim sign soundex substr substring
-    trim typeof unicode unlikely upper zeroblob avg count group_concat string_agg sum total
-    row_number rank dense_rank percent_rank cume_dist ntile lag lead first_value last_value nth_value
-    date time datetime julianday unixepoch strftime timediff acos acosh asin asinh atan atan2 atanh
-    ceil ceiling cos cosh degrees exp floor ln log log2 log10 mod pi pow power radians sin sinh sqrt
-    tan tanh trunc json json_array json_array_length json_extract json_insert json_object json_patch
-    json_remove json_replace json_set json_type json_valid json_quote json_group_array
-    json_group_object -> ->>""".split()
+    [
+        "abs",
+        "char",
+        "coalesce",
+        "format",
+        "glob",
+        "hex",
+        "ifnull",
+        "iif",
+        "instr",
+        "length",
+        "like",
+        "likelihood",
+        "likely",
+        "lower",
+        "ltrim",
+        "max",
+        "min",
+        "nullif",
+        "printf",
+        "quote",
+        "random",
+        "randomblob",
+        "replace",
+        "round",
+        "rtrim",
+        "sign",
+        "soundex",
+        "substr",
+        "substring",
+        "trim",
+        "typeof",
+        "unicode",
+        "unlikely",
+        "upper",
+        "zeroblob",
+        "avg",
+        "count",
+        "group_concat",
+        "string_agg",
+        "sum",
+        "total",
+        "row_number",
+        "rank",
+        "dense_rank",
+        "percent_rank",
+        "cume_dist",
+        "ntile",
+        "lag",
+        "lead",
+        "first_value",
+        "last_value",
+        "nth_value",
+        "date",
+        "time",
+        "datetime",
+        "julianday",
+        "unixepoch",
+        "strftime",
+        "timediff",
+        "acos",
+        "acosh",
+        "asin",
+        "asinh",
+        "atan",
+        "atan2",
+        "atanh",
+        "ceil",
+        "ceiling",
+        "cos",
+        "cosh",
+        "degrees",
+        "exp",
+        "floor",
+        "ln",
+        "log",
+        "log2",
+        "log10",
+        "mod",
+        "pi",
+        "pow",
+        "power",
+        "radians",
+        "sin",
+        "sinh",
+        "sqrt",
+        "tan",
+        "tanh",
+        "trunc",
+        "json",
+        "json_array",
+        "json_array_length",
+        "json_extract",
+        "json_insert",
+        "json_object",
+        "json_patch",
+        "json_remove",
+        "json_replace",
+        "json_set",
+        "json_type",
+        "json_valid",
+        "json_quote",
+        "json_group_array",
+        "json_group_object",
+        "->",
+        "->>",
+    ]
 )
 TABLE_FUNCTIONS = frozenset({"json_each", "json_tree"})  # pre-initialised before the authorizer
 
 _ACTION_NAMES = {  # for refusal messages, e.g. "DROP TABLE is not allowed"
     getattr(sqlite3, f"SQLITE_{name}"): name.replace("_", " ")
-    for name in """CREATE_INDEX CREATE_TABLE CREATE_TEMP_INDEX CREATE_TEMP_TABLE CREATE_TEMP_TRIGGER CREATE_TEMP_VIEW
-    CREATE_TRIGGER CREATE_VIEW DELETE DROP_INDEX DROP_TABLE DROP_TEMP_INDEX DROP_TEMP_TABLE DROP_TEMP_TRIGGER
-    DROP_TEMP_VIEW DROP_TRIGGER DROP_VIEW INSERT PRAGMA TRANSACTION ATTACH DETACH ALTER_TABLE REINDEX ANALYZE
-    CREATE_VTABLE DROP_VTABLE SAVEPOINT""".split()
+    for name in [
+        "CREATE_INDEX",
+        "CREATE_TABLE",
+        "CREATE_TEMP_INDEX",
+        "CREATE_TEMP_TABLE",
+        "CREATE_TEMP_TRIGGER",
+        "CREATE_TEMP_VIEW",
+        "CREATE_TRIGGER",
+        "CREATE_VIEW",
+        "DELETE",
+        "DROP_INDEX",
+        "DROP_TABLE",
+        "DROP_TEMP_INDEX",
+        "DROP_TEMP_TABLE",
+        "DROP_TEMP_TRIGGER",
+        "DROP_TEMP_VIEW",
+        "DROP_TRIGGER",
+        "DROP_VIEW",
+        "INSERT",
+        "PRAGMA",
+        "TRANSACTION",
+        "ATTACH",
+        "DETACH",
+        "ALTER_TABLE",
+        "REINDEX",
+        "ANALYZE",
+        "CREATE_VTABLE",
+        "DROP_VTABLE",
+        "SAVEPOINT",
+    ]
 }
 
 
@@ -107,7 +234,9 @@ class Authorizer:
             self.denied = reason
         return sqlite3.SQLITE_DENY
 
-    def _check(self, action: int, arg1: str | None, arg2: str | None, db: str | None, context: str | None) -> str | None:
+    def _check(
+        self, action: int, arg1: str | None, arg2: str | None, db: str | None, context: str | None
+    ) -> str | None:
         if action == sqlite3.SQLITE_SELECT:
             self.saw_select = True
             return None
@@ -199,8 +328,11 @@ def explain_error(error: BaseException, auth: Authorizer, deadline_s: float) -> 
     if isinstance(error, sqlite3.IntegrityError):  # RAISE(ABORT) in the trigger: a bad value
         return SqlError("VALIDATION_FAILED", f"{text}; nothing was changed.")
     if "too big" in text or "too many columns" in text:
-        return SqlError("TOO_LARGE", f"SQLite says: {text}. Values are at most {LIMITS.value_bytes // MB} MB and "
-                                     f"rows at most {LIMITS.columns} columns; select fewer or shorter values.")
+        return SqlError(
+            "TOO_LARGE",
+            f"SQLite says: {text}. Values are at most {LIMITS.value_bytes // MB} MB and "
+            f"rows at most {LIMITS.columns} columns; select fewer or shorter values.",
+        )
     return SqlError("VALIDATION_FAILED", f"SQLite says: {text}. {RULE}")
 
 
@@ -243,14 +375,25 @@ def _execute(conn: sqlite3.Connection, auth: Authorizer, job: MemoryJob) -> Memo
     conn.set_authorizer(None)
     if kind == "select":
         assert fetched is not None
-        return MemoryAnswer(kind="select", columns=columns, rows=fetched.rows, truncated=bool(fetched.truncated_by),
-                            truncated_by=fetched.truncated_by)
+        return MemoryAnswer(
+            kind="select",
+            columns=columns,
+            rows=fetched.rows,
+            truncated=bool(fetched.truncated_by),
+            truncated_by=fetched.truncated_by,
+        )
     matched = conn.execute(f"SELECT count(*) FROM temp.{auth.pending}").fetchone()[0]
     if matched > job.max_update_rows:
-        raise Refused(SqlError(
-            "PERMISSION_DENIED",
-            f"UPDATE would change {matched} > {job.max_update_rows} memories; narrow the WHERE. Nothing was changed.",
-        ))
-    changes = [Change(*row) for row in conn.execute(
-        f"SELECT id, old_content, old_importance, content, importance FROM temp.{auth.pending} ORDER BY id")]
+        raise Refused(
+            SqlError(
+                "PERMISSION_DENIED",
+                f"UPDATE would change {matched} > {job.max_update_rows} memories; narrow the WHERE. Nothing was changed.",
+            )
+        )
+    changes = [
+        Change(*row)
+        for row in conn.execute(
+            f"SELECT id, old_content, old_importance, content, importance FROM temp.{auth.pending} ORDER BY id"
+        )
+    ]
     return MemoryAnswer(kind="update", columns=[], rows=[], truncated=False, changes=changes)

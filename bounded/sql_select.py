@@ -20,8 +20,9 @@ from bounded.sql_values import SelectAnswer, SelectJob, SqlError, timeout_error
 LIMITS = EngineLimits(value_bytes=1 * MB)
 ANSWER_BUDGET_BYTES = 1 * MB  # expected results are small tables; a larger one cannot be right
 PROGRESS_EVERY_OPS = 1000
-_READ_ONLY_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
-                                sqlite3.SQLITE_RECURSIVE})
+_READ_ONLY_ACTIONS = frozenset(
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+)
 
 
 class Refused(Exception):
@@ -73,6 +74,8 @@ def _explain(error: BaseException, deadline: float, deadline_s: float) -> SqlErr
     if "not authorized" in text:
         return SqlError("PERMISSION_DENIED", "only a read-only SELECT is allowed (no writes, PRAGMA or ATTACH)")
     if "too big" in text or "too many columns" in text:
-        return SqlError("TOO_LARGE", f"{text}: values are at most {LIMITS.value_bytes // MB} MB and rows at most "
-                                     f"{LIMITS.columns} columns")
+        return SqlError(
+            "TOO_LARGE",
+            f"{text}: values are at most {LIMITS.value_bytes // MB} MB and rows at most {LIMITS.columns} columns",
+        )
     return SqlError("VALIDATION_FAILED", text)

@@ -97,8 +97,13 @@ class Worker:
         """Raises OSError when no process can start (process or descriptor limits)."""
         flags = ["-I"] if kind.site_packages else ["-I", "-S"]
         process = subprocess.Popen(
-            [sys.executable, *flags, "-c", BOOT, str(ROOT), kind.spec()], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=WORKER_ENV, cwd=ROOT, close_fds=True,
+            [sys.executable, *flags, "-c", BOOT, str(ROOT), kind.spec()],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=WORKER_ENV,
+            cwd=ROOT,
+            close_fds=True,
         )
         return cls(kind, process)
 
@@ -141,8 +146,15 @@ class Worker:
         assert self.process.stdin is not None
         self.reusable = False
         left = limits.wall_s if limits.setup_s > 0 else max(0.0, since + limits.wall_s - time.monotonic())
-        header = encode({"function": job.function, "args": job.args, "cpu_s": limits.cpu_s,
-                         "output_bytes": limits.output_bytes, "seconds_left": left})
+        header = encode(
+            {
+                "function": job.function,
+                "args": job.args,
+                "cpu_s": limits.cpu_s,
+                "output_bytes": limits.output_bytes,
+                "seconds_left": left,
+            }
+        )
         remove = cancel.on_cancel(lambda: self.kill(Failure.CANCELLED))
         feeder: _Feeder | None = None
         try:
@@ -250,8 +262,8 @@ class Worker:
             raise WorkerGone(f"an answer of {size} bytes")
         if len(self._buffer) < HEADER.size + size:
             return None
-        body = bytes(self._buffer[HEADER.size:HEADER.size + size])
-        del self._buffer[:HEADER.size + size]
+        body = bytes(self._buffer[HEADER.size : HEADER.size + size])
+        del self._buffer[: HEADER.size + size]
         try:
             return decode(body)
         except (ProtocolError, ValueError) as error:

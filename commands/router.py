@@ -40,9 +40,7 @@ def command_input(binding: CommandBinding, command: Command) -> dict[str, Any]:
     if binding.args_field and command.args:
         raw[binding.args_field] = command.args
     if binding.body_field and command.body.strip():
-        if binding.body_field != binding.args_field:
-            raw[binding.body_field] = command.body
-        elif binding.body_fallback_to_args and not command.args:
+        if binding.body_field != binding.args_field or (binding.body_fallback_to_args and not command.args):
             raw[binding.body_field] = command.body
     return raw
 
@@ -59,7 +57,9 @@ def route(command: Command, registry: ToolRegistry, ctx: ToolContext) -> Routed:
     if tool is None or tool.command is None:
         valid = ", ".join(f"/{t.command.name}" for t in registry.commands() if t.command)
         message = f"unknown command /{command.name}. Valid commands: {valid}."
-        return Routed(ROUTER_ROLE, ToolResult.failure("router", ErrorCode.UNKNOWN_COMMAND, message, hint=FIX_HINT), False)
+        return Routed(
+            ROUTER_ROLE, ToolResult.failure("router", ErrorCode.UNKNOWN_COMMAND, message, hint=FIX_HINT), False
+        )
     result = run_tool(tool, command_input(tool.command, command), ctx)
     return Routed(
         tool.result_role,

@@ -37,7 +37,9 @@ from events.ids import IdClock
 
 TERMINAL_EVENTS = frozenset({"done", "error"})
 TEXT_EVENTS = frozenset({"done", "error", "answer.delta"})
-PRIVATE_KEYS = frozenset({"prompt", "messages", "content", "reply", "text", "reference_solution", "tests", "hidden_tests"})
+PRIVATE_KEYS = frozenset(
+    {"prompt", "messages", "content", "reply", "text", "reference_solution", "tests", "hidden_tests"}
+)
 DELTA = "answer.delta"
 HEARTBEAT_S = 15.0
 IDLE_SESSION_TTL_S = 3600.0
@@ -56,7 +58,7 @@ class Wakeup:
     itself (the client went away). Loop thread only.
     """
 
-    __slots__ = ("loop", "_future")
+    __slots__ = ("_future", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -115,7 +117,7 @@ def make_event(event_id: int, name: str, data: dict[str, Any], at: float | None 
 class _DeltaRun:
     """Consecutive `answer.delta` events of one turn and pass, stored as text plus ids."""
 
-    __slots__ = ("turn_id", "pass_", "ids", "ends", "pieces", "length", "at")
+    __slots__ = ("at", "ends", "ids", "length", "pass_", "pieces", "turn_id")
 
     def __init__(self, turn_id: str, pass_: int) -> None:
         self.turn_id = turn_id

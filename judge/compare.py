@@ -23,14 +23,14 @@ def compare_stdout(case: TestCase, stdout: str) -> tuple[bool, str]:
             return True, "passed"
         if len(got_tokens) != len(want_tokens):
             return False, f"wrong answer: {len(got_tokens)} tokens printed, {len(want_tokens)} expected"
-        index = next(i for i, (a, b) in enumerate(zip(got_tokens, want_tokens)) if a != b)
+        index = next(i for i, (a, b) in enumerate(zip(got_tokens, want_tokens, strict=False)) if a != b)
         return False, f"wrong answer: token {index + 1} differs"
     else:
         got, want = _trimmed(stdout), _trimmed(case.expected_stdout)
     if got == want:
         return True, "passed"
     got_lines, want_lines = got.split("\n"), want.split("\n")
-    for number, (a, b) in enumerate(zip(got_lines, want_lines), start=1):
+    for number, (a, b) in enumerate(zip(got_lines, want_lines, strict=False), start=1):
         if a != b:
             return False, f"wrong answer: line {number} differs"
     return False, f"wrong answer: {len(got_lines)} lines printed, {len(want_lines)} expected"
@@ -66,7 +66,7 @@ def compare_sql(case: SqlCase, stdout: str) -> tuple[bool, str]:
         return True, "passed"
     if not case.ordered:
         return False, "wrong answer: the rows differ"
-    index = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+    index = next(i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b)
     return False, f"wrong answer: row {index + 1} differs (order matters in this test)"
 
 

@@ -99,8 +99,9 @@ def build_archive(user_files: Mapping[str, bytes], judge_files: Mapping[str, byt
         raise SubmissionError(f"the judge's files total more than {MAX_JUDGE_BYTES} bytes")
     entries = dict(user_files)
     entries.update({f"{JUDGE_DIR}/{name}": data for name, data in judge_files.items()})
-    folders = sorted({JUDGE_DIR} | {"/".join(name.split("/")[:i]) for name in entries
-                                    for i in range(1, name.count("/") + 1)})
+    folders = sorted(
+        {JUDGE_DIR} | {"/".join(name.split("/")[:i]) for name in entries for i in range(1, name.count("/") + 1)}
+    )
     buffer = io.BytesIO()
     now = int(time.time())
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:

@@ -64,7 +64,7 @@ class ContainerPool:
     def _start(self) -> None:
         """Empty bookkeeping and fresh worker threads (at creation and in a forked child)."""
         self._ready: dict[str, deque[Sandbox]] = {image: deque() for image in self._images}
-        self._starting: dict[str, int] = {image: 0 for image in self._images}  # fills under way
+        self._starting: dict[str, int] = dict.fromkeys(self._images, 0)  # fills under way
         self._trash: deque[Sandbox] = deque()
         self._failed: set[str] = set()
         self._cond = threading.Condition()  # new: a parent thread may have held the old one at the fork
@@ -141,7 +141,7 @@ class ContainerPool:
 
     def _loop(self) -> None:
         while (job := self._next_job()) is not None:
-            kind, target = job
+            _, target = job
             if isinstance(target, Sandbox):
                 target.destroy()
                 continue

@@ -132,8 +132,12 @@ def container_options(image: str, limits: Limits, pooled: bool = False, owner: s
             Ulimit(name="core", soft=0, hard=0),
         ],
         "labels": {
-            LABEL: "1", RUN_LABEL: uuid.uuid4().hex, POOL_LABEL: "1" if pooled else "0", OWNER_LABEL: owner,
-            HOST_LABEL: socket.gethostname(), PID_LABEL: str(os.getpid()),
+            LABEL: "1",
+            RUN_LABEL: uuid.uuid4().hex,
+            POOL_LABEL: "1" if pooled else "0",
+            OWNER_LABEL: owner,
+            HOST_LABEL: socket.gethostname(),
+            PID_LABEL: str(os.getpid()),
         },
         "log_config": {"type": "none", "config": {}},
         "stdin_open": True,  # the launcher's requests

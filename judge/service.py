@@ -163,7 +163,11 @@ class Judge:
 
     @contextmanager
     def _sandbox(
-        self, language: Language, limits: Limits, archive: bytes, run_step: tuple[list[str], bytes],
+        self,
+        language: Language,
+        limits: Limits,
+        archive: bytes,
+        run_step: tuple[list[str], bytes],
         cancel: CancelToken = NEVER,
     ) -> Iterator[tuple[Sandbox, StepResult]]:
         """A sandbox and its first step, which unpacked `archive` into /work and then ran.
@@ -194,7 +198,13 @@ class Judge:
             self._release(box)
 
     def _first_step(
-        self, box: Sandbox, archive: bytes, first: _FirstStep, cancel: CancelToken, *, pooled: bool,
+        self,
+        box: Sandbox,
+        archive: bytes,
+        first: _FirstStep,
+        cancel: CancelToken,
+        *,
+        pooled: bool,
     ) -> tuple[Sandbox, StepResult, Callback] | None:
         """Run `first` in `box` with the files, a cancel killing it; also returns the cancel hook's remover.
 
@@ -267,7 +277,9 @@ class _Tally:
 
 
 def _test_submission(
-    language: Language, files: Mapping[str, str], cases: Sequence[TestCase] | Sequence[SqlCase],
+    language: Language,
+    files: Mapping[str, str],
+    cases: Sequence[TestCase] | Sequence[SqlCase],
 ) -> tuple[bytes, list[bytes]]:
     """The archive of the files and each case's input, or `SubmissionError` before any container starts."""
     user_files = _checked(language, files)
@@ -278,8 +290,12 @@ def _test_submission(
 
 
 def _run_cases(
-    box: Sandbox, first_test: StepResult | None, argv: list[str], cases: Sequence[TestCase | SqlCase],
-    inputs: list[bytes], tally: _Tally,
+    box: Sandbox,
+    first_test: StepResult | None,
+    argv: list[str],
+    cases: Sequence[TestCase | SqlCase],
+    inputs: list[bytes],
+    tally: _Tally,
 ) -> None:
     """Run each case in `box`; `first_test` is the first case's step when it already ran.
 

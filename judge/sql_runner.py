@@ -50,7 +50,10 @@ def main(argv: list[str]) -> int:
             cursor = db.execute(statement)
             if cursor.description is not None:
                 rows = cursor.fetchall()
-                result = {"columns": [col[0] for col in cursor.description], "rows": [[cell(v) for v in row] for row in rows]}
+                result = {
+                    "columns": [col[0] for col in cursor.description],
+                    "rows": [[cell(v) for v in row] for row in rows],
+                }
     except sqlite3.Error as error:
         print(json.dumps({"error": f"{type(error).__name__}: {error}"}))
         return 1

@@ -72,7 +72,9 @@ def merge_consecutive(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
     return merged
 
 
-def images_in_window(history: Sequence[Message], followup_turns: int, load_images: ImageLoader) -> dict[int, tuple[str, ...]]:
+def images_in_window(
+    history: Sequence[Message], followup_turns: int, load_images: ImageLoader
+) -> dict[int, tuple[str, ...]]:
     """Images to attach, by message id: those of the last `followup_turns + 1` user turns."""
     user_turns = [message for message in history if message.role == "user"]
     window = user_turns[-(followup_turns + 1) :] if user_turns else []

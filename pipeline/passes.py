@@ -62,13 +62,21 @@ def provider_pass(
         text = None if completion.text is None else sink.text
         if text is not None:
             sink.finish()
-        emit("provider.response", {
-            "pass": pass_index, "attempt": attempt, "provider": completion.provider,
-            "ok": completion.text is not None, "failure": completion.failure,
-            "elapsed_ms": completion.elapsed_ms, "first_text_ms": completion.first_text_ms,
-            "request_bytes": completion.request_bytes, "response_bytes": completion.response_bytes,
-            "stopped_early": completion.stopped_early,
-        })
+        emit(
+            "provider.response",
+            {
+                "pass": pass_index,
+                "attempt": attempt,
+                "provider": completion.provider,
+                "ok": completion.text is not None,
+                "failure": completion.failure,
+                "elapsed_ms": completion.elapsed_ms,
+                "first_text_ms": completion.first_text_ms,
+                "request_bytes": completion.request_bytes,
+                "response_bytes": completion.response_bytes,
+                "stopped_early": completion.stopped_early,
+            },
+        )
         if completion.failure is FailureKind.CANCELLED or cancel.cancelled:
             return PassOutcome(completion, gate, stopped=True, text=text, cut=sink.cut)
         if text is not None and text.strip():

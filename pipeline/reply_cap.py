@@ -54,8 +54,14 @@ class CappedSink:
     gate's `shown` text. `cut` says the reply went on past the limit.
     """
 
-    def __init__(self, gate: ReplyGate, *, held: int = MAX_HELD_CHARS, answer: int = MAX_ANSWER_CHARS,
-                 reply: int = MAX_REPLY_CHARS) -> None:
+    def __init__(
+        self,
+        gate: ReplyGate,
+        *,
+        held: int = MAX_HELD_CHARS,
+        answer: int = MAX_ANSWER_CHARS,
+        reply: int = MAX_REPLY_CHARS,
+    ) -> None:
         self.gate = gate
         # Undecided text may turn out to be either, so it never runs past the smaller cap.
         self._limits = {None: min(held, answer, reply), Decision.TEXT: answer, Decision.COMMAND: reply}

@@ -28,7 +28,6 @@ from enum import Enum
 
 from commands.detect import MAX_COMMAND_LINE, detect_command, first_line_and_rest
 
-
 _LEADING_BLANK = re.compile(r"[\s\ufeff]*")  # whitespace and byte-order marks
 
 
@@ -93,7 +92,7 @@ class ReplyGate:
     def _decide(self) -> bool:
         text = "".join(self._pieces)
         lead = _LEADING_BLANK.match(text).group()  # type: ignore[union-attr]  # always matches
-        rest = text[len(lead):]
+        rest = text[len(lead) :]
         if not rest:
             return True  # only whitespace so far
         if "\n" in lead or "\r" in lead or rest[0] != "/":

@@ -30,9 +30,9 @@ from commands.detect import Command, detect_command, first_line_and_rest
 from commands.router import Routed, refuse, route
 from config import Settings
 from pipeline.context import ImageLoader, build_context, is_tool_role, needs_vision
-from pipeline.reply_gate import Decision
 from pipeline.passes import provider_pass
 from pipeline.reply_cap import MAX_REPLY_CHARS, clip_answer
+from pipeline.reply_gate import Decision
 from provider_hints import fix_hint
 from providers import Completion, FallbackChain
 from storage.db import Database
@@ -75,8 +75,10 @@ class ProviderUnavailable(TurnFailed):
         or a URL (`provider_hints.py`; the same hint as the start-up log and `/health`)."""
         detail = self.completion
         kind = detail.failure.value if detail.failure else "no answer"
-        return (f"the model provider did not answer ({detail.provider}: {kind}); your message was kept, retry "
-                f"later. To fix it, an operator can {fix_hint(detail.provider, detail.model, detail.failure)}")
+        return (
+            f"the model provider did not answer ({detail.provider}: {kind}); your message was kept, retry "
+            f"later. To fix it, an operator can {fix_hint(detail.provider, detail.model, detail.failure)}"
+        )
 
 
 class StorageUnavailable(TurnFailed):
@@ -134,8 +136,9 @@ class _Turn:
     def store(self, role: str, content: str, meta: dict[str, Any] | ToolMeta | None = None) -> Message:
         """Store one message of this turn; a tool message's meta is a `ToolMeta` (`add_tool_message`)."""
         if isinstance(meta, ToolMeta):
-            message = add_tool_message(self.conn, session_id=self.session_id, user_id=self.user_id, role=role,
-                                       content=content, meta=meta)
+            message = add_tool_message(
+                self.conn, session_id=self.session_id, user_id=self.user_id, role=role, content=content, meta=meta
+            )
         else:
             message = add_message(
                 self.conn, session_id=self.session_id, user_id=self.user_id, role=role, content=content, meta=meta
@@ -146,8 +149,9 @@ class _Turn:
         return message
 
     def result(self, reply: str, *, stopped: bool = False) -> TurnResult:
-        return TurnResult(session_id=self.session_id, reply=reply, messages=self.stored, tool=self.last_tool,
-                          stopped=stopped)
+        return TurnResult(
+            session_id=self.session_id, reply=reply, messages=self.stored, tool=self.last_tool, stopped=stopped
+        )
 
     def stop(self, shown: str) -> TurnResult:
         """Cancelled: keep the answer text already shown, nothing when none was (7a.5)."""
@@ -202,8 +206,12 @@ def run_command(turn: _Turn, command: Command, user_message_id: int, *, body_cut
     ctx = tool_context(services, turn.conn, turn.user_id, turn.session_id, user_message_id, turn.cancel)
     turn.emit("tool.started", {"name": command.name})
     if body_cut:  # never run a tool on part of its body
-        routed = refuse(command, services.registry, f"the reply was cut at {MAX_REPLY_CHARS:,} characters, more "
-                        "than any command's body may hold; send a shorter body")
+        routed = refuse(
+            command,
+            services.registry,
+            f"the reply was cut at {MAX_REPLY_CHARS:,} characters, more "
+            "than any command's body may hold; send a shorter body",
+        )
     else:
         routed = route(command, services.registry, ctx)
     result = routed.result
@@ -214,8 +222,9 @@ def run_command(turn: _Turn, command: Command, user_message_id: int, *, body_cut
     pending: dict[str, Any] = {}
     if routed.awaiting_user:  # SPEC 8: store the pending call; the answer continues the loop
         pending = {"kind": UI_PENDING, "status": "pending", "tool_call_id": f"call_{uuid.uuid4().hex}"}
-    stored = stored_result(routed.role, command.name, command.line, result, **pending,
-                           **command_text(command.args, command.body))  # the UI shows the body
+    stored = stored_result(
+        routed.role, command.name, command.line, result, **pending, **command_text(command.args, command.body)
+    )  # the UI shows the body
     turn.store(routed.role, stored.content, stored.tool_meta)  # 6.5, 6.8
     turn.last_tool = ToolSummary(name=command.name, ok=result.ok, code=result.error_code)
     return routed
@@ -229,13 +238,22 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
         if turn.cancel.cancelled:
             return turn.stop("")
         context = build_context(
-            services.system_prompt, turn.history,
-            followup_turns=settings.vision_followup_turns, load_images=services.load_images,
+            services.system_prompt,
+            turn.history,
+            followup_turns=settings.vision_followup_turns,
+            load_images=services.load_images,
         )
         last_pass = pass_index >= max_rounds
         chain = services.vision if needs_vision(context) else services.chat  # 6.9
-        outcome = provider_pass(chain, context, turn.emit, turn.cancel, takes_body(services.registry),
-                                pass_index=pass_index, last_pass=last_pass)
+        outcome = provider_pass(
+            chain,
+            context,
+            turn.emit,
+            turn.cancel,
+            takes_body(services.registry),
+            pass_index=pass_index,
+            last_pass=last_pass,
+        )
         if outcome.stopped:
             return turn.stop(outcome.gate.shown)
         reply = outcome.reply

@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from openwebui_proxy import serve  # noqa: E402
+
 from testing.hostile import free_port, running_server  # noqa: E402
 
 REPLIES = ROOT / "tests" / "fixtures" / "openwebui" / "replies.json"
@@ -89,13 +90,28 @@ def owui_blocks(content: str) -> list[dict[str, Any]]:
 def open_webui(venv: Path, openai_base: str, key: str, workdir: Path, log: Path) -> Iterator[str]:
     """Open WebUI serving on a free port, offline, no login, one OpenAI connection."""
     port = free_port()
-    env = {**os.environ, "OFFLINE_MODE": "true", "HF_HUB_OFFLINE": "1", "DATA_DIR": str(workdir),
-           "WEBUI_AUTH": "false", "WEBUI_SECRET_KEY": uuid.uuid4().hex, "ENABLE_OLLAMA_API": "false",
-           "OPENAI_API_BASE_URL": openai_base, "OPENAI_API_KEY": key, "ANONYMIZED_TELEMETRY": "false",
-           "DO_NOT_TRACK": "true", "SCARF_NO_ANALYTICS": "true"}
+    env = {
+        **os.environ,
+        "OFFLINE_MODE": "true",
+        "HF_HUB_OFFLINE": "1",
+        "DATA_DIR": str(workdir),
+        "WEBUI_AUTH": "false",
+        "WEBUI_SECRET_KEY": uuid.uuid4().hex,
+        "ENABLE_OLLAMA_API": "false",
+        "OPENAI_API_BASE_URL": openai_base,
+        "OPENAI_API_KEY": key,
+        "ANONYMIZED_TELEMETRY": "false",
+        "DO_NOT_TRACK": "true",
+        "SCARF_NO_ANALYTICS": "true",
+    }
     with log.open("w") as out:
-        process = subprocess.Popen([str(venv / "bin" / "open-webui"), "serve", "--host", "127.0.0.1",
-                                    "--port", str(port)], cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [str(venv / "bin" / "open-webui"), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=workdir,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         started = time.monotonic()
@@ -137,8 +153,9 @@ class OpenWebUI:
     def complete(self, messages: list[dict[str, Any]], stream: bool) -> str:
         """`POST /api/chat/completions` as Open WebUI's API docs show it; the answer's content."""
         body = {"model": "orchestrator", "messages": messages, "stream": stream}
-        response = requests.post(f"{self.base}/api/chat/completions", headers=self.headers, json=body,
-                                 stream=stream, timeout=120)
+        response = requests.post(
+            f"{self.base}/api/chat/completions", headers=self.headers, json=body, stream=stream, timeout=120
+        )
         response.raise_for_status()
         if not stream:
             return str(response.json()["choices"][0]["message"]["content"])
@@ -156,14 +173,30 @@ class OpenWebUI:
         Returns (chat id, assistant message id, the answer's content as Open WebUI stored it)."""
         model = next(m for m in self.models() if m["id"] == "orchestrator")
         user_id, answer_id = str(uuid.uuid4()), str(uuid.uuid4())
-        user_message = {"id": user_id, "parentId": parent_id, "childrenIds": [], "role": "user", "content": text,
-                        "timestamp": int(time.time()), "models": ["orchestrator"]}
+        user_message = {
+            "id": user_id,
+            "parentId": parent_id,
+            "childrenIds": [],
+            "role": "user",
+            "content": text,
+            "timestamp": int(time.time()),
+            "models": ["orchestrator"],
+        }
         tasks = {"follow_up_generation": True}
         if chat_id is None:
             tasks.update(title_generation=True, tags_generation=True)
-        body: dict[str, Any] = {"stream": True, "model": "orchestrator", "params": {}, "features": {},
-                                "variables": {}, "model_item": model, "id": answer_id, "parent_id": parent_id,
-                                "user_message": user_message, "background_tasks": tasks}
+        body: dict[str, Any] = {
+            "stream": True,
+            "model": "orchestrator",
+            "params": {},
+            "features": {},
+            "variables": {},
+            "model_item": model,
+            "id": answer_id,
+            "parent_id": parent_id,
+            "user_message": user_message,
+            "background_tasks": tasks,
+        }
         if chat_id is not None:
             body["chat_id"] = chat_id
         response = requests.post(f"{self.base}/api/chat/completions", headers=self.headers, json=body, timeout=120)
@@ -191,8 +224,9 @@ def run_checks(owui: OpenWebUI, ours: Any, check: Check) -> None:
         return list(requests.get(f"{ours.base}/sessions", headers=auth, timeout=30).json()["sessions"])
 
     def messages(session_id: str) -> list[dict[str, Any]]:
-        return list(requests.get(f"{ours.base}/sessions/{session_id}/messages", headers=auth,
-                                 timeout=30).json()["messages"])
+        return list(
+            requests.get(f"{ours.base}/sessions/{session_id}/messages", headers=auth, timeout=30).json()["messages"]
+        )
 
     ids = [m["id"] for m in owui.models()]
     check("Open WebUI lists our model", "orchestrator" in ids, f"models: {ids}")
@@ -205,45 +239,86 @@ def run_checks(owui: OpenWebUI, ours: Any, check: Check) -> None:
     for stream in (False, True):
         content = owui.complete(tool, stream)
         blocks = owui_blocks(content)
-        ok = (len(blocks) == 1 and blocks[0]["name"] == "remember" and blocks[0]["done"] == "true"
-              and blocks[0]["arguments"] == {"command_line": "/remember The user's favourite drink is green tea"}
-              and "favourite drink is green tea" in blocks[0]["result"]
-              and content.endswith("Got it, I saved that to your memories."))
-        check(f"tool turn, {'streamed' if stream else 'not streamed'}: the block parses as Open WebUI reads it",
-              ok, content[:300])
+        ok = (
+            len(blocks) == 1
+            and blocks[0]["name"] == "remember"
+            and blocks[0]["done"] == "true"
+            and blocks[0]["arguments"] == {"command_line": "/remember The user's favourite drink is green tea"}
+            and "favourite drink is green tea" in blocks[0]["result"]
+            and content.endswith("Got it, I saved that to your memories.")
+        )
+        check(
+            f"tool turn, {'streamed' if stream else 'not streamed'}: the block parses as Open WebUI reads it",
+            ok,
+            content[:300],
+        )
 
-    picture = [{"role": "user", "content": [{"type": "text", "text": "what is in this picture?"},
-                                            {"type": "image_url", "image_url": {"url": png_data_url()}}]}]
+    picture = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what is in this picture?"},
+                {"type": "image_url", "image_url": {"url": png_data_url()}},
+            ],
+        }
+    ]
     content = owui.complete(picture, False)
     seen = [m for s in our_sessions() for m in messages(s["id"]) if m["content"] == "what is in this picture?"]
-    check("an image part reaches us as the turn's image", content == "A small red rectangle." and len(seen) == 1
-          and len((seen[0].get("meta") or {}).get("images") or []) == 1, f"{content[:200]} {seen}")
+    check(
+        "an image part reaches us as the turn's image",
+        content == "A small red rectangle."
+        and len(seen) == 1
+        and len((seen[0].get("meta") or {}).get("images") or []) == 1,
+        f"{content[:200]} {seen}",
+    )
 
     chat_id, first_id, content = owui.chat_turn(None, None, "please remember that I like green tea")
-    check("web chat: Open WebUI stored our tool block intact", len(owui_blocks(content)) == 1
-          and content.endswith("Got it, I saved that to your memories."), content[:300])
+    check(
+        "web chat: Open WebUI stored our tool block intact",
+        len(owui_blocks(content)) == 1 and content.endswith("Got it, I saved that to your memories."),
+        content[:300],
+    )
     chat_id, second_id, content = owui.chat_turn(chat_id, first_id, "how many messages have I sent?")
-    check("web chat follow-up: /memory_sql answered", len(owui_blocks(content)) == 1
-          and owui_blocks(content)[0]["name"] == "memory_sql" and "Your messages by role" in content, content[:300])
-    asked = [session_messages for session in our_sessions() for session_messages in [messages(session["id"])]
-             if any(m["content"] == "how many messages have I sent?" and not (m.get("meta") or {}).get("imported")
-                    for m in session_messages)]
+    check(
+        "web chat follow-up: /memory_sql answered",
+        len(owui_blocks(content)) == 1
+        and owui_blocks(content)[0]["name"] == "memory_sql"
+        and "Your messages by role" in content,
+        content[:300],
+    )
+    asked = [
+        session_messages
+        for session in our_sessions()
+        for session_messages in [messages(session["id"])]
+        if any(
+            m["content"] == "how many messages have I sent?" and not (m.get("meta") or {}).get("imported")
+            for m in session_messages
+        )
+    ]
     imported = [m for m in (asked[0] if len(asked) == 1 else []) if (m.get("meta") or {}).get("imported")]
-    check("follow-up history imported without our tool blocks",
-          [m["role"] for m in imported] == ["user", "assistant"] and "<details" not in imported[1]["content"]
-          and imported[1]["content"] == "Got it, I saved that to your memories.",
-          json.dumps([m["content"][:80] for m in imported]))
+    check(
+        "follow-up history imported without our tool blocks",
+        [m["role"] for m in imported] == ["user", "assistant"]
+        and "<details" not in imported[1]["content"]
+        and imported[1]["content"] == "Got it, I saved that to your memories.",
+        json.dumps([m["content"][:80] for m in imported]),
+    )
 
     chat_id, ask_id, content = owui.chat_turn(chat_id, second_id, "give me a quiz")
     check("web chat: a question shows its options", "2. coffee" in content and "Which drink" in content, content[-300:])
     chat_id, bad_id, content = owui.chat_turn(chat_id, ask_id, "lemonade")
-    check("web chat: an answer that fits no option is refused with the options", "does not fit" in content
-          and "1. green tea" in content, content[-300:])
+    check(
+        "web chat: an answer that fits no option is refused with the options",
+        "does not fit" in content and "1. green tea" in content,
+        content[-300:],
+    )
     chat_id, _, content = owui.chat_turn(chat_id, bad_id, "2")
     profile = requests.get(f"{ours.base}/api/profile", headers=auth, timeout=30).json()
-    check("web chat: the next message answered the question (profile updated, model went on)",
-          profile["fields"].get("favourite_drink", {}).get("value") == "coffee" and "Thanks!" in content,
-          f"{profile} {content[-200:]}")
+    check(
+        "web chat: the next message answered the question (profile updated, model went on)",
+        profile["fields"].get("favourite_drink", {}).get("value") == "coffee" and "Thanks!" in content,
+        f"{profile} {content[-200:]}",
+    )
 
 
 def main() -> int:
@@ -262,16 +337,19 @@ def main() -> int:
             owui_dir = tmp / "open-webui"
             owui_dir.mkdir()
             try:
-                with open_webui(args.venv, f"http://127.0.0.1:{proxy_port}/v1", ours.admin_token, owui_dir,
-                                tmp / "open-webui.log") as base:
+                with open_webui(
+                    args.venv, f"http://127.0.0.1:{proxy_port}/v1", ours.admin_token, owui_dir, tmp / "open-webui.log"
+                ) as base:
                     run_checks(OpenWebUI(base), ours, check)
             finally:
                 proxy.shutdown()
             if check.failures:
                 print(f"--- the end of our server log\n{ours.log()[-3000:]}")
         sent = [json.loads(line) for line in recorded.read_text().splitlines()] if recorded.exists() else []
-        print(f"Open WebUI sent {len(sent)} requests to /v1: "
-              + ", ".join(sorted({f"{r['method']} {r['path']}" for r in sent})))
+        print(
+            f"Open WebUI sent {len(sent)} requests to /v1: "
+            + ", ".join(sorted({f"{r['method']} {r['path']}" for r in sent}))
+        )
         if args.record:
             args.record.mkdir(parents=True, exist_ok=True)
             (args.record / "requests.jsonl").write_text(recorded.read_text() if recorded.exists() else "")

@@ -46,7 +46,7 @@ def make_handler(upstream: str, recorder: Recorder) -> type[BaseHTTPRequestHandl
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
         def relay(self) -> None:

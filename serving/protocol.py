@@ -121,10 +121,19 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         self._refused = True
         self._disarm()
         message = json.dumps({"error": {"code": "headers_too_large", "message": reason}}).encode("ascii")
-        self.transport.write(b"".join([
-            STATUS_LINE[431], b"content-type: application/json\r\nx-content-type-options: nosniff\r\n",
-            b"content-length: ", str(len(message)).encode("ascii"), b"\r\n", b"connection: close\r\n\r\n",
-            message]))
+        self.transport.write(
+            b"".join(
+                [
+                    STATUS_LINE[431],
+                    b"content-type: application/json\r\nx-content-type-options: nosniff\r\n",
+                    b"content-length: ",
+                    str(len(message)).encode("ascii"),
+                    b"\r\n",
+                    b"connection: close\r\n\r\n",
+                    message,
+                ]
+            )
+        )
         self.transport.close()
 
     def _expire(self) -> None:

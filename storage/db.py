@@ -150,7 +150,10 @@ class Database:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=True, timeout=BUSY_TIMEOUT_MS / 1000,
+            self.path,
+            isolation_level=None,
+            check_same_thread=True,
+            timeout=BUSY_TIMEOUT_MS / 1000,
             factory=Connection,
         )
         conn.opened_read_only = not writable(self.path)

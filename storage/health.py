@@ -42,8 +42,13 @@ class DatabaseHealth:
         return self.state == "ok"
 
     def to_dict(self) -> dict[str, object]:
-        return {"ok": self.ok, "state": self.state, "detail": self.detail, "free_bytes": self.free_bytes,
-                "probe_ms": round(self.probe_ms, 2)}
+        return {
+            "ok": self.ok,
+            "state": self.state,
+            "detail": self.detail,
+            "free_bytes": self.free_bytes,
+            "probe_ms": round(self.probe_ms, 2),
+        }
 
 
 def probe_database(database: Database) -> DatabaseHealth:
@@ -83,7 +88,7 @@ def _classified(error: sqlite3.Error) -> tuple[State, str]:
         return "read_only", f"the database is read-only: {error} ({name})"
     if name == "SQLITE_FULL":
         return "full", f"the disk is full: {error}"
-    if name.startswith("SQLITE_BUSY") or name.startswith("SQLITE_LOCKED"):
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
         return "locked", f"the write lock was held for more than {PROBE_BUSY_MS} ms"
     return "unavailable", f"{error} ({name or type(error).__name__})"
 

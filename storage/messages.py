@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
-
 from dataclasses import dataclass
+from typing import Any
 
 from storage.db import utc_now
 
@@ -28,8 +27,13 @@ class Message:
 
     def public(self) -> dict[str, Any]:
         """The JSON shape clients see (`meta` only when present)."""
-        data: dict[str, Any] = {"id": self.id, "session_id": self.session_id, "role": self.role,
-                                "content": self.content, "created_at": self.created_at}
+        data: dict[str, Any] = {
+            "id": self.id,
+            "session_id": self.session_id,
+            "role": self.role,
+            "content": self.content,
+            "created_at": self.created_at,
+        }
         if self.meta is not None:
             data["meta"] = self.meta
         return data

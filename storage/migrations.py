@@ -37,7 +37,8 @@ def m001_initial(conn: sqlite3.Connection) -> None:
     `/memory_sql` creates in the TEMP schema, and a trigger on such a view must be able to
     name the base table unqualified without resolving back to the view.
     """
-    execute_script(conn, 
+    execute_script(
+        conn,
         """
         CREATE TABLE users (
             id INTEGER PRIMARY KEY,
@@ -80,7 +81,7 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             updated_at TEXT NOT NULL
         );
         CREATE INDEX memories_by_user ON user_memories(user_id, id);
-        """
+        """,
     )
 
 
@@ -90,7 +91,8 @@ def m002_full_text_search(conn: sqlite3.Connection) -> None:
     External-content tables: the text lives once, in the base table; the index holds
     only tokens, and `snippet()` reads the text back through `content=`.
     """
-    execute_script(conn, 
+    execute_script(
+        conn,
         """
         CREATE VIRTUAL TABLE chat_messages_fts USING fts5(
             content, content='chat_messages', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
@@ -118,7 +120,7 @@ def m002_full_text_search(conn: sqlite3.Connection) -> None:
             INSERT INTO user_memories_fts(user_memories_fts, rowid, content) VALUES ('delete', old.id, old.content);
             INSERT INTO user_memories_fts(rowid, content) VALUES (new.id, new.content);
         END;
-        """
+        """,
     )
 
 
@@ -293,7 +295,8 @@ def m005_learner_tasks(conn: sqlite3.Connection) -> None:
 def m006_web_sessions(conn: sqlite3.Connection) -> None:
     """Server-side web UI sessions: the cookie carries only a random id, whose hash is kept
     here with its user, the token that opened it (revoking the token ends it) and an expiry."""
-    execute_script(conn,
+    execute_script(
+        conn,
         """
         CREATE TABLE web_sessions (
             id_hash TEXT PRIMARY KEY,
@@ -337,9 +340,7 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIO
             continue
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-            )
+            conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
             if name in recorded_migrations(conn):  # applied by another process while this one waited
                 conn.execute("ROLLBACK")
                 continue

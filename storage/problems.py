@@ -68,8 +68,17 @@ def create_activity(
     conn: sqlite3.Connection, *, user_id: int, session_id: str, topic: str, language: str, difficulty: str, count: int
 ) -> Activity:
     now = utc_now()
-    activity = Activity(id=uuid.uuid4().hex, session_id=session_id, topic=topic, language=language,
-                        difficulty=difficulty, requested=count, status="generating", created_at=now, updated_at=now)
+    activity = Activity(
+        id=uuid.uuid4().hex,
+        session_id=session_id,
+        topic=topic,
+        language=language,
+        difficulty=difficulty,
+        requested=count,
+        status="generating",
+        created_at=now,
+        updated_at=now,
+    )
     conn.execute(
         "INSERT INTO activities(id, user_id, session_id, topic, language, difficulty, requested, status, created_at,"
         " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -93,28 +102,66 @@ def list_activities(conn: sqlite3.Connection, user_id: int) -> list[Activity]:
 
 
 def add_problem(
-    conn: sqlite3.Connection, *, user_id: int, activity_id: str | None, language: str, difficulty: str, title: str,
-    statement: str, starter_files: dict[str, str], reference_files: dict[str, str], tests: list[dict[str, Any]],
+    conn: sqlite3.Connection,
+    *,
+    user_id: int,
+    activity_id: str | None,
+    language: str,
+    difficulty: str,
+    title: str,
+    statement: str,
+    starter_files: dict[str, str],
+    reference_files: dict[str, str],
+    tests: list[dict[str, Any]],
     position: int = 0,
 ) -> Problem:
-    problem = Problem(id=uuid.uuid4().hex, activity_id=activity_id, language=language, difficulty=difficulty,
-                      title=title, statement=statement, starter_files=starter_files, position=position,
-                      created_at=utc_now(), reference_files=reference_files, tests=tests)
+    problem = Problem(
+        id=uuid.uuid4().hex,
+        activity_id=activity_id,
+        language=language,
+        difficulty=difficulty,
+        title=title,
+        statement=statement,
+        starter_files=starter_files,
+        position=position,
+        created_at=utc_now(),
+        reference_files=reference_files,
+        tests=tests,
+    )
     conn.execute(
         "INSERT INTO problems(id, activity_id, user_id, language, difficulty, title, statement, starter_files,"
         " reference_files, tests, position, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (problem.id, activity_id, user_id, language, difficulty, title, statement, json.dumps(starter_files),
-         json.dumps(reference_files), json.dumps(tests), position, problem.created_at),
+        (
+            problem.id,
+            activity_id,
+            user_id,
+            language,
+            difficulty,
+            title,
+            statement,
+            json.dumps(starter_files),
+            json.dumps(reference_files),
+            json.dumps(tests),
+            position,
+            problem.created_at,
+        ),
     )
     return problem
 
 
 def _problem(row: sqlite3.Row) -> Problem:
     return Problem(
-        id=row["id"], activity_id=row["activity_id"], language=row["language"], difficulty=row["difficulty"],
-        title=row["title"], statement=row["statement"], starter_files=json.loads(row["starter_files"]),
-        position=row["position"], created_at=row["created_at"],
-        reference_files=json.loads(row["reference_files"]), tests=json.loads(row["tests"]),
+        id=row["id"],
+        activity_id=row["activity_id"],
+        language=row["language"],
+        difficulty=row["difficulty"],
+        title=row["title"],
+        statement=row["statement"],
+        starter_files=json.loads(row["starter_files"]),
+        position=row["position"],
+        created_at=row["created_at"],
+        reference_files=json.loads(row["reference_files"]),
+        tests=json.loads(row["tests"]),
     )
 
 
@@ -125,13 +172,19 @@ def get_problem(conn: sqlite3.Connection, user_id: int, problem_id: str) -> Prob
 
 def activity_problems(conn: sqlite3.Connection, user_id: int, activity_id: str) -> list[Problem]:
     rows = conn.execute(
-        "SELECT * FROM problems WHERE activity_id = ? AND user_id = ? ORDER BY position, created_at", (activity_id, user_id)
+        "SELECT * FROM problems WHERE activity_id = ? AND user_id = ? ORDER BY position, created_at",
+        (activity_id, user_id),
     )
     return [_problem(row) for row in rows]
 
 
 def add_submission(
-    conn: sqlite3.Connection, *, user_id: int, problem_id: str, language: str, files: dict[str, str],
+    conn: sqlite3.Connection,
+    *,
+    user_id: int,
+    problem_id: str,
+    language: str,
+    files: dict[str, str],
     verdict: dict[str, Any],
 ) -> Submission:
     now = utc_now()
@@ -140,5 +193,11 @@ def add_submission(
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
         (problem_id, user_id, language, json.dumps(files), verdict["status"], json.dumps(verdict), now),
     )
-    return Submission(id=int(cursor.lastrowid or 0), problem_id=problem_id, language=language,
-                      status=verdict["status"], verdict=verdict, created_at=now)
+    return Submission(
+        id=int(cursor.lastrowid or 0),
+        problem_id=problem_id,
+        language=language,
+        status=verdict["status"],
+        verdict=verdict,
+        created_at=now,
+    )

@@ -78,12 +78,26 @@ def search_user_history(
         (HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, query, user_id, limit),
     ).fetchall()
     hits = [
-        SearchHit(source="message", id=r["id"], session_id=r["session_id"], role=r["role"],
-                  created_at=r["created_at"], snippet=r["snippet"], score=r["score"])
+        SearchHit(
+            source="message",
+            id=r["id"],
+            session_id=r["session_id"],
+            role=r["role"],
+            created_at=r["created_at"],
+            snippet=r["snippet"],
+            score=r["score"],
+        )
         for r in message_rows
     ] + [
-        SearchHit(source="memory", id=r["id"], session_id=None, role=None,
-                  created_at=r["created_at"], snippet=r["snippet"], score=r["score"])
+        SearchHit(
+            source="memory",
+            id=r["id"],
+            session_id=None,
+            role=None,
+            created_at=r["created_at"],
+            snippet=r["snippet"],
+            score=r["score"],
+        )
         for r in memory_rows
     ]
     # Two stable sorts: newest first (then higher id), then best score; equal scores keep

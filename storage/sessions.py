@@ -35,16 +35,12 @@ def create_session(conn: sqlite3.Connection, user_id: int, name: str | None = No
 
 
 def get_session(conn: sqlite3.Connection, user_id: int, session_id: str) -> ChatSession | None:
-    row = conn.execute(
-        "SELECT * FROM sessions WHERE id = ? AND user_id = ?", (session_id, user_id)
-    ).fetchone()
+    row = conn.execute("SELECT * FROM sessions WHERE id = ? AND user_id = ?", (session_id, user_id)).fetchone()
     return _session(row) if row else None
 
 
 def list_sessions(conn: sqlite3.Connection, user_id: int) -> list[ChatSession]:
-    rows = conn.execute(
-        "SELECT * FROM sessions WHERE user_id = ? ORDER BY updated_at DESC, rowid DESC", (user_id,)
-    )
+    rows = conn.execute("SELECT * FROM sessions WHERE user_id = ? ORDER BY updated_at DESC, rowid DESC", (user_id,))
     return [_session(row) for row in rows]
 
 

@@ -166,7 +166,9 @@ def find_tasks(conn: sqlite3.Connection, task_id: str, project_id: str | None = 
     if project_id is None:
         rows = conn.execute("SELECT * FROM tasks WHERE id = ? AND retired = 0 ORDER BY project_id", (task_id,))
     else:
-        rows = conn.execute("SELECT * FROM tasks WHERE id = ? AND project_id = ? AND retired = 0", (task_id, project_id))
+        rows = conn.execute(
+            "SELECT * FROM tasks WHERE id = ? AND project_id = ? AND retired = 0", (task_id, project_id)
+        )
     return [_task(row) for row in rows]
 
 
@@ -188,8 +190,15 @@ def statuses(conn: sqlite3.Connection, learner_id: int, task_pks: list[int]) -> 
 
 
 def set_status(
-    conn: sqlite3.Connection, *, learner_id: int, task_pk: int, old: str, new: str, action: str,
-    actor_id: int | None = None, reason: str | None = None,
+    conn: sqlite3.Connection,
+    *,
+    learner_id: int,
+    task_pk: int,
+    old: str,
+    new: str,
+    action: str,
+    actor_id: int | None = None,
+    reason: str | None = None,
 ) -> int:
     """Write the learner's new status (creating the row lazily) and its audit event; returns the event id."""
     now = utc_now()
@@ -226,10 +235,12 @@ def add_attempt(
     conn: sqlite3.Connection, *, learner_id: int, task_pk: int, answer: str, result: str, checks: list[dict[str, Any]]
 ) -> AttemptRow:
     """Store the next numbered attempt (1, 2, …); call inside a write transaction."""
-    number = int(conn.execute(
-        "SELECT COALESCE(MAX(attempt), 0) + 1 FROM task_attempts WHERE learner_id = ? AND task_pk = ?",
-        (learner_id, task_pk),
-    ).fetchone()[0])
+    number = int(
+        conn.execute(
+            "SELECT COALESCE(MAX(attempt), 0) + 1 FROM task_attempts WHERE learner_id = ? AND task_pk = ?",
+            (learner_id, task_pk),
+        ).fetchone()[0]
+    )
     cursor = conn.execute(
         "INSERT INTO task_attempts(learner_id, task_pk, attempt, answer, result, checks, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -288,10 +299,14 @@ def add_comment(conn: sqlite3.Connection, *, task_pk: int, author_id: int, learn
     return int(cursor.lastrowid or 0)
 
 
-def visible_comments(conn: sqlite3.Connection, task_pk: int, learner_id: int, limit: int) -> tuple[list[CommentRow], int]:
+def visible_comments(
+    conn: sqlite3.Connection, task_pk: int, learner_id: int, limit: int
+) -> tuple[list[CommentRow], int]:
     """The newest `limit` comments this learner may see (shared + own), oldest first, and the total."""
     where = "c.task_pk = ? AND (c.learner_id IS NULL OR c.learner_id = ?)"
-    total = int(conn.execute(f"SELECT COUNT(*) FROM task_comments c WHERE {where}", (task_pk, learner_id)).fetchone()[0])
+    total = int(
+        conn.execute(f"SELECT COUNT(*) FROM task_comments c WHERE {where}", (task_pk, learner_id)).fetchone()[0]
+    )
     rows = conn.execute(
         f"SELECT c.id, c.task_pk, c.learner_id, COALESCE(u.name, 'deleted user') AS author, c.text, c.created_at"
         f" FROM task_comments c LEFT JOIN users u ON u.id = c.author_id WHERE {where} ORDER BY c.id DESC LIMIT ?",

@@ -32,7 +32,12 @@ MAX_IMAGE_BYTES = 10 * 1024 * 1024
 MAX_IMAGE_PIXELS = 40_000_000
 MAX_FRAMES = 200  # frames of an animated PNG or WebP
 MAX_IMAGES_PER_TURN = 4
-FORMATS = {"PNG": ("image/png", "png"), "JPEG": ("image/jpeg", "jpg"), "GIF": ("image/gif", "gif"), "WEBP": ("image/webp", "webp")}
+FORMATS = {
+    "PNG": ("image/png", "png"),
+    "JPEG": ("image/jpeg", "jpg"),
+    "GIF": ("image/gif", "gif"),
+    "WEBP": ("image/webp", "webp"),
+}
 DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<b64>;base64)?,(?P<data>.*)$", re.DOTALL)
 
 

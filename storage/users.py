@@ -56,9 +56,7 @@ def create_user(conn: sqlite3.Connection, name: str, role: str = "user") -> tupl
     now = utc_now()
     with transaction(conn):
         try:
-            cursor = conn.execute(
-                "INSERT INTO users(name, role, created_at) VALUES (?, ?, ?)", (name, role, now)
-            )
+            cursor = conn.execute("INSERT INTO users(name, role, created_at) VALUES (?, ?, ?)", (name, role, now))
         except sqlite3.IntegrityError as error:
             raise DuplicateUserError(f"user {name!r} already exists") from error
         user_id = int(cursor.lastrowid or 0)

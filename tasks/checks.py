@@ -67,8 +67,13 @@ def outcome(results: list[CheckResult]) -> Outcome:
     return "passed"
 
 
-def run_checks(criteria: list[Criterion], answer: str, judge: Any, remaining: Callable[[float], float],
-               pool: WorkerPool | None = None) -> list[CheckResult]:
+def run_checks(
+    criteria: list[Criterion],
+    answer: str,
+    judge: Any,
+    remaining: Callable[[float], float],
+    pool: WorkerPool | None = None,
+) -> list[CheckResult]:
     """One result per criterion, in order; `remaining(cap)` bounds each step by the call's deadline.
 
     `pool` runs the `sql_result` checks (the app's warm workers); without one, a one-off
@@ -112,10 +117,16 @@ def check_code(criterion: CodeTestCriterion, answer: str, judge: Any) -> tuple[b
     return False, message
 
 
-def check_sql(criterion: SqlResultCriterion, answer: str, timeout_s: float,
-              pool: WorkerPool | None = None) -> tuple[bool, str]:
-    case = SqlCase(name=criterion.id, setup_sql=criterion.setup_sql, expected_columns=criterion.expected_columns,
-                   expected_rows=criterion.expected_rows, ordered=criterion.ordered)
+def check_sql(
+    criterion: SqlResultCriterion, answer: str, timeout_s: float, pool: WorkerPool | None = None
+) -> tuple[bool, str]:
+    case = SqlCase(
+        name=criterion.id,
+        setup_sql=criterion.setup_sql,
+        expected_columns=criterion.expected_columns,
+        expected_rows=criterion.expected_rows,
+        ordered=criterion.ordered,
+    )
     return compare_sql(case, json.dumps(run_select(criterion.setup_sql, answer, timeout_s, pool)))
 
 

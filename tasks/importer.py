@@ -79,10 +79,13 @@ def read_task_file(path: str | Path) -> ProjectFile:
     problems = project_problems(project)
     if problems:
         raw_tasks = data["tasks"]
-        raise TaskFileError(name, [
-            f"{name}:{_line(nodes, ('tasks', index))}: task {raw_tasks[index].get('id')!r}: {message}"
-            for index, message in problems
-        ])
+        raise TaskFileError(
+            name,
+            [
+                f"{name}:{_line(nodes, ('tasks', index))}: task {raw_tasks[index].get('id')!r}: {message}"
+                for index, message in problems
+            ],
+        )
     return project
 
 
@@ -115,10 +118,17 @@ def import_project(conn: sqlite3.Connection, project: ProjectFile) -> ImportRepo
 def _template(task: TaskSpec, position: int, digest: str) -> dict[str, Any]:
     dumped = task.model_dump(mode="json")
     return {
-        "id": task.id, "title": task.title, "description": task.description, "task_type": task.type,
-        "parent_id": task.parent, "dependencies": task.depends_on, "priority": task.priority,
-        "learning_objectives": dumped["learning_objectives"], "acceptance_criteria": dumped["acceptance_criteria"],
-        "position": position, "content_hash": digest,
+        "id": task.id,
+        "title": task.title,
+        "description": task.description,
+        "task_type": task.type,
+        "parent_id": task.parent,
+        "dependencies": task.depends_on,
+        "priority": task.priority,
+        "learning_objectives": dumped["learning_objectives"],
+        "acceptance_criteria": dumped["acceptance_criteria"],
+        "position": position,
+        "content_hash": digest,
     }
 
 

@@ -44,10 +44,19 @@ TRANSITIONS: dict[tuple[Action, str], Status] = {
     ("review_reject", "submitted"): "in_progress",
     ("go_back", "closed"): "in_progress",
 }
-SUBMIT_ACTIONS: dict[str, Action] = {"passed": "submit_passed", "failed": "submit_failed", "pending_review": "submit_pending"}
+SUBMIT_ACTIONS: dict[str, Action] = {
+    "passed": "submit_passed",
+    "failed": "submit_failed",
+    "pending_review": "submit_pending",
+}
 AUDIT_NAMES: dict[Action, str] = {  # the `action` column of the audit trail (task_events)
-    "start": "start", "submit_passed": "submit", "submit_failed": "submit", "submit_pending": "submit",
-    "review_pass": "review", "review_reject": "review", "go_back": "go_back",
+    "start": "start",
+    "submit_passed": "submit",
+    "submit_failed": "submit",
+    "submit_pending": "submit",
+    "review_pass": "review",
+    "review_reject": "review",
+    "go_back": "go_back",
 }
 
 
@@ -82,8 +91,13 @@ class Refused:
 
 
 def move(
-    conn: sqlite3.Connection, *, learner_id: int, task_pk: int, action: Action,
-    actor_id: int | None = None, reason: str | None = None,
+    conn: sqlite3.Connection,
+    *,
+    learner_id: int,
+    task_pk: int,
+    action: Action,
+    actor_id: int | None = None,
+    reason: str | None = None,
 ) -> Moved | Refused:
     """Apply `action` to one learner's status on one task, inside the caller's write transaction.
 
@@ -97,8 +111,16 @@ def move(
         return Refused(action=action, current=current)
     if new == current:
         return Moved(old=current, new=new, audit_id=None)
-    audit_id = set_status(conn, learner_id=learner_id, task_pk=task_pk, old=current, new=new,
-                          action=AUDIT_NAMES[action], actor_id=actor_id, reason=reason)
+    audit_id = set_status(
+        conn,
+        learner_id=learner_id,
+        task_pk=task_pk,
+        old=current,
+        new=new,
+        action=AUDIT_NAMES[action],
+        actor_id=actor_id,
+        reason=reason,
+    )
     return Moved(old=current, new=new, audit_id=audit_id)
 
 
@@ -120,8 +142,11 @@ class LearnerProject:
 
     def blocked_by(self, task: TaskRow) -> list[TaskRow]:
         """Dependencies not closed for this learner (a retired dependency no longer blocks)."""
-        return [dep for dep in (self.task(task_id) for task_id in task.dependencies)
-                if dep is not None and self.status[dep.id] != "closed"]
+        return [
+            dep
+            for dep in (self.task(task_id) for task_id in task.dependencies)
+            if dep is not None and self.status[dep.id] != "closed"
+        ]
 
     def blocks(self, task: TaskRow) -> list[TaskRow]:
         return [other for other in self.tasks if task.id in other.dependencies]
@@ -132,8 +157,10 @@ class LearnerProject:
     def ready(self, task_type: str | None = None) -> list[TaskRow]:
         """Open or in-progress, unblocked tasks in `get_ready` order."""
         found = [
-            task for task in self.tasks
-            if self.status[task.id] in ("open", "in_progress") and not self.blocked_by(task)
+            task
+            for task in self.tasks
+            if self.status[task.id] in ("open", "in_progress")
+            and not self.blocked_by(task)
             and (task_type is None or task.task_type == task_type)
         ]
         return sorted(found, key=self.ready_order)

@@ -33,15 +33,26 @@ class ReviewRefused:
 
 
 def review_attempt(
-    conn: sqlite3.Connection, attempt_id: int, *, reviewer_id: int, passed: bool, note: str,
+    conn: sqlite3.Connection,
+    attempt_id: int,
+    *,
+    reviewer_id: int,
+    passed: bool,
+    note: str,
 ) -> Reviewed | ReviewRefused:
     """Record the verdict on attempt `attempt_id` and move the learner's task by it."""
     with transaction(conn):
         attempt = get_attempt(conn, attempt_id)
         if attempt is None or attempt.result != "pending_review":
             return ReviewRefused(code="not_waiting")
-        moved = move(conn, learner_id=attempt.learner_id, task_pk=attempt.task_pk,
-                     action="review_pass" if passed else "review_reject", actor_id=reviewer_id, reason=note or None)
+        moved = move(
+            conn,
+            learner_id=attempt.learner_id,
+            task_pk=attempt.task_pk,
+            action="review_pass" if passed else "review_reject",
+            actor_id=reviewer_id,
+            reason=note or None,
+        )
         if not isinstance(moved, Moved):
             return ReviewRefused(code="invalid_state", current=moved.current)
         record_review(conn, attempt_id, reviewer_id=reviewer_id, passed=passed, note=note)

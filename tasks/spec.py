@@ -179,7 +179,9 @@ def project_problems(project: ProjectFile) -> list[tuple[int, str]]:
     for index, task in enumerate(project.tasks):
         for dependency in task.depends_on:
             if dependency not in by_id:
-                problems.append((index, f"depends on unknown task {dependency!r}; known ids: {', '.join(sorted(by_id))}"))
+                problems.append(
+                    (index, f"depends on unknown task {dependency!r}; known ids: {', '.join(sorted(by_id))}")
+                )
         if task.parent is not None:
             parent = by_id.get(task.parent)
             if parent is None:
@@ -210,7 +212,7 @@ def dependency_cycle(tasks: list[TaskSpec]) -> list[str]:
                 continue
             nxt = pending[-1].pop()
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if not state.get(nxt):
                 state[nxt] = 1
                 path.append(nxt)

@@ -57,8 +57,11 @@ def require_fault_support() -> None:
 def small_filesystem(path: Path, size_mb: int) -> Iterator[Path]:
     """A tmpfs of `size_mb` mounted at `path` for the block (unmounted after, lazily if busy)."""
     path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0700", "tmpfs", str(path)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0700", "tmpfs", str(path)],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield path
     finally:

@@ -97,7 +97,7 @@ class AnswerLog:
 
 def split_reply(text: str, size: int) -> tuple[str, ...]:
     """The default stream of a plain reply: a piece every ``size`` characters."""
-    return tuple(text[i:i + size] for i in range(0, len(text), max(1, size)))
+    return tuple(text[i : i + size] for i in range(0, len(text), max(1, size)))
 
 
 def tiny_png(width: int = 2, height: int = 2) -> bytes:
@@ -210,20 +210,22 @@ class FakeLLMServer(LoopbackServer):
 
 
 def _usage(body: dict[str, Any], completion: int) -> tuple[int, int]:
-    prompt = sum(len(m.get("content", "").split()) for m in body.get("messages", [])
-                 if isinstance(m, dict) and isinstance(m.get("content"), str))
+    prompt = sum(
+        len(m.get("content", "").split())
+        for m in body.get("messages", [])
+        if isinstance(m, dict) and isinstance(m.get("content"), str)
+    )
     return prompt, completion
 
 
 def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
     class Handler(QuietHandler):
-
         def setup(self) -> None:
             super().setup()
             with server._lock:
                 server.connections += 1
 
-        def do_GET(self) -> None:  # noqa: N802 - model lists, as /health probes them
+        def do_GET(self) -> None:
             with server._lock:
                 server.get_paths.append(self.path)
             if self.path.endswith("/models"):
@@ -233,7 +235,7 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(404, {"error": "not found"})
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server naming
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
             with server._lock:
@@ -269,8 +271,9 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             reply = server.next_reply()
             ollama = self.path.startswith("/api/chat")
             if isinstance(reply, int):
-                self._emit(log, reply, "application/json",
-                           json.dumps({"error": {"message": f"status {reply}"}}).encode())
+                self._emit(
+                    log, reply, "application/json", json.dumps({"error": {"message": f"status {reply}"}}).encode()
+                )
                 return
             if not log.streamed:
                 content = reply.text if isinstance(reply, StreamReply) else reply
@@ -317,8 +320,10 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
         def _emit(self, log: AnswerLog, status: int, content_type: str, data: bytes) -> None:
             """One whole response: at once, trickled byte by byte, or its headers only."""
             if server.trickle_s:
-                head = (f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\nContent-Type: {content_type}\r\n"
-                        f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n").encode()
+                head = (
+                    f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\nContent-Type: {content_type}\r\n"
+                    f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+                ).encode()
                 self.close_connection = True
                 for byte in head + data:
                     if not self._wait(server.trickle_s, log) or not self._write(bytes([byte]), log):
@@ -403,7 +408,9 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
 def _openai_whole(body: dict[str, Any], content: Any) -> dict[str, Any]:
     prompt, completion = _usage(body, 1 if content else 0)
     return {
-        "id": "chatcmpl-fake", "object": "chat.completion", "model": body.get("model"),
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "model": body.get("model"),
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
     }
@@ -411,8 +418,14 @@ def _openai_whole(body: dict[str, Any], content: Any) -> dict[str, Any]:
 
 def _ollama_whole(body: dict[str, Any], content: Any) -> dict[str, Any]:
     prompt, completion = _usage(body, 1 if content else 0)
-    return {"model": body.get("model"), "message": {"role": "assistant", "content": content if content is not None else ""},
-            "done": True, "done_reason": "stop", "prompt_eval_count": prompt, "eval_count": completion}
+    return {
+        "model": body.get("model"),
+        "message": {"role": "assistant", "content": content if content is not None else ""},
+        "done": True,
+        "done_reason": "stop",
+        "prompt_eval_count": prompt,
+        "eval_count": completion,
+    }
 
 
 def _event_stream(body: dict[str, Any], script: StreamReply, ollama: bool) -> list[tuple[bytes, bool]]:
@@ -420,24 +433,41 @@ def _event_stream(body: dict[str, Any], script: StreamReply, ollama: bool) -> li
     if script.raw is not None:
         return [(data, True) for data in script.raw]
     model = body.get("model")
-    pieces = script.pieces if script.error_after is None else script.pieces[:script.error_after]
+    pieces = script.pieces if script.error_after is None else script.pieces[: script.error_after]
     prompt, completion = script.usage or _usage(body, len(pieces))
     out: list[tuple[bytes, bool]] = []
     if ollama:
+
         def line(obj: dict[str, Any]) -> bytes:
             return json.dumps(obj).encode() + b"\n"
 
         for piece in pieces:
-            out.append((line({"model": model, "created_at": "2026-01-01T00:00:00Z",
-                              "message": {"role": "assistant", "content": piece}, "done": False}), True))
+            out.append(
+                (
+                    line(
+                        {
+                            "model": model,
+                            "created_at": "2026-01-01T00:00:00Z",
+                            "message": {"role": "assistant", "content": piece},
+                            "done": False,
+                        }
+                    ),
+                    True,
+                )
+            )
         if script.hang:
             return out
         if script.error_after is not None:
             out.append((line({"error": "model runner has unexpectedly stopped"}), False))
         elif script.terminate:
-            last: dict[str, Any] = {"model": model, "created_at": "2026-01-01T00:00:00Z",
-                                    "message": {"role": "assistant", "content": ""}, "done": True,
-                                    "prompt_eval_count": prompt, "eval_count": completion}
+            last: dict[str, Any] = {
+                "model": model,
+                "created_at": "2026-01-01T00:00:00Z",
+                "message": {"role": "assistant", "content": ""},
+                "done": True,
+                "prompt_eval_count": prompt,
+                "eval_count": completion,
+            }
             if script.finish_reason is not None:
                 last["done_reason"] = script.finish_reason
             out.append((line(last), False))
@@ -447,8 +477,14 @@ def _event_stream(body: dict[str, Any], script: StreamReply, ollama: bool) -> li
         return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
-        return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **extra,
+        }
 
     out.append((sse(chunk({"role": "assistant", "content": ""})), False))
     for piece in pieces:

@@ -52,7 +52,9 @@ class FakeWebServer(LoopbackServer):
                 length = int(self.headers.get("Content-Length") or 0)
                 if length:
                     self.rfile.read(length)
-                page = server.routes.get(urlsplit(self.path).path, Page(b"not found", status=404, content_type="text/plain"))
+                page = server.routes.get(
+                    urlsplit(self.path).path, Page(b"not found", status=404, content_type="text/plain")
+                )
                 body = page.body.encode() if isinstance(page.body, str) else page.body
                 self.send_response(page.status)
                 if page.content_type:
@@ -67,7 +69,7 @@ class FakeWebServer(LoopbackServer):
                 try:
                     if page.drip_s:
                         for index in range(len(body)):
-                            self.wfile.write(body[index:index + 1])
+                            self.wfile.write(body[index : index + 1])
                             self.wfile.flush()
                             time.sleep(page.drip_s)
                     else:
@@ -77,10 +79,10 @@ class FakeWebServer(LoopbackServer):
                 if not page.send_length:
                     self.close_connection = True
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server naming
+            def do_GET(self) -> None:
                 self._serve("GET")
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server naming
+            def do_POST(self) -> None:
                 self._serve("POST")
 
         return Handler

@@ -16,9 +16,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from multiprocessing.connection import Connection
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +40,17 @@ def free_port() -> int:
 
 def server_env(tmp: Path, port: int, extra: Mapping[str, str]) -> dict[str, str]:
     """os.environ without any product setting, the server's paths in `tmp`, then `extra`."""
-    env = {key: value for key, value in os.environ.items()
-           if key not in _SETTING_NAMES and not key.endswith("_API_KEY")}
-    env.update(PORT=str(port), DATABASE_PATH=str(tmp / "app.db"), DATA_DIR=str(tmp),
-               AUTH_TOKEN_FILE=str(tmp / "admin.token"), PYTHONUNBUFFERED="1", JUDGE_ENABLED="0")
+    env = {
+        key: value for key, value in os.environ.items() if key not in _SETTING_NAMES and not key.endswith("_API_KEY")
+    }
+    env.update(
+        PORT=str(port),
+        DATABASE_PATH=str(tmp / "app.db"),
+        DATA_DIR=str(tmp),
+        AUTH_TOKEN_FILE=str(tmp / "admin.token"),
+        PYTHONUNBUFFERED="1",
+        JUDGE_ENABLED="0",
+    )
     env.update(extra)
     return env
 
@@ -53,7 +60,7 @@ def server_env(tmp: Path, port: int, extra: Mapping[str, str]) -> dict[str, str]
 
 def _stat_fields(pid: int) -> list[str]:
     raw = Path(f"/proc/{pid}/stat").read_text()
-    return raw[raw.rindex(")") + 2:].split()  # fields from the 3rd (state) on
+    return raw[raw.rindex(")") + 2 :].split()  # fields from the 3rd (state) on
 
 
 def process_tree(root: int) -> list[int]:
@@ -118,8 +125,14 @@ class ServerUnderTest:
 
     def create_user(self, name: str, role: str = "user") -> str:
         """A new user through the CLI, as an operator makes one; returns its token."""
-        result = subprocess.run([sys.executable, "app.py", "create-user", name, "--role", role], cwd=ROOT,
-                                env=self.env, capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "app.py", "create-user", name, "--role", role],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if result.returncode != 0:
             raise RuntimeError(f"create-user {name} failed ({result.returncode}): {result.stderr[-2000:]}")
         return result.stdout.strip().splitlines()[-1]
@@ -149,9 +162,10 @@ def running_server(tmp: Path, extra_env: Mapping[str, str] = (), timeout_s: floa
             try:
                 requests.get(f"http://127.0.0.1:{port}/health", timeout=2)
                 break
-            except requests.RequestException:
+            except requests.RequestException as error:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the server did not start:\n{(tmp / 'server.log').read_text()[-4000:]}")
+                    log_tail = (tmp / "server.log").read_text()[-4000:]
+                    raise RuntimeError(f"the server did not start:\n{log_tail}") from error
                 time.sleep(0.1)
         yield ServerUnderTest(process, port, tmp, env, (tmp / "admin.token").read_text().strip())
     finally:
@@ -274,8 +288,10 @@ class ProcessBystander(Bystander):
     def __enter__(self) -> ProcessBystander:
         self._control, child = multiprocessing.get_context("spawn").Pipe()
         self._process = multiprocessing.get_context("spawn").Process(
-            target=_watch_from_outside, args=(f"{self.server.base}/health", self.pause_s, self.timeout_s, child),
-            daemon=True)
+            target=_watch_from_outside,
+            args=(f"{self.server.base}/health", self.pause_s, self.timeout_s, child),
+            daemon=True,
+        )
         self._process.start()
         if self._control.recv() != "ready":
             raise RuntimeError("the bystander process did not start")

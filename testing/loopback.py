@@ -15,7 +15,7 @@ class QuietHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # else separate header/body writes meet delayed ACKs (+40 ms)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
     def handle(self) -> None:

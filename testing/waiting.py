@@ -49,6 +49,7 @@ class ReapedCpu:
         self._before = _children_cpu_s()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.seconds = _children_cpu_s() - self._before

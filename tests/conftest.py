@@ -30,6 +30,7 @@ pytest_plugins = [
     "tests.llama_support",  # `llama_server`: llama.cpp serving SmolLM2-135M, session-scoped
 ]
 
+
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", loopback_only)

@@ -111,9 +111,21 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
     log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
     log = log_path.open("wb")
     command = [
-        sys.executable, "-m", SERVER_MODULE, "--model", str(model_file),
-        "--host", "127.0.0.1", "--port", str(port),
-        "--n_ctx", str(N_CTX), "--n_threads", str(THREADS), "--n_threads_batch", str(THREADS),
+        sys.executable,
+        "-m",
+        SERVER_MODULE,
+        "--model",
+        str(model_file),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(N_CTX),
+        "--n_threads",
+        str(THREADS),
+        "--n_threads_batch",
+        str(THREADS),
     ]
     # llama_cpp.server reads its settings from the environment too (HOST, PORT, MODEL...):
     # the command line wins, but keep the product's settings away from it anyway.

@@ -29,30 +29,83 @@ from tools.tasks import TASK_TOOLS
 
 TOOLS: dict[str, Tool[Any, Any]] = {tool.name: tool for tool in TASK_TOOLS}
 
-SQL_SETUP = "CREATE TABLE pets (name TEXT, kind TEXT); INSERT INTO pets VALUES ('Rex', 'dog'), ('Tom', 'cat'), ('Fido', 'dog');"
+SQL_SETUP = (
+    "CREATE TABLE pets (name TEXT, kind TEXT); INSERT INTO pets VALUES ('Rex', 'dog'), ('Tom', 'cat'), ('Fido', 'dog');"
+)
 SQL_ANSWER = "SELECT name FROM pets WHERE kind = 'dog'"
 SUM_PROGRAM = "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))\n"
 
 PROJECT: dict[str, Any] = {
     "project": {"id": "course", "title": "Test course", "description": "for tests"},
     "tasks": [
-        {"id": "basics", "title": "Basics", "priority": 1, "description": "Say yes.",
-         "learning_objectives": [{"level": "remember", "description": "say yes"}],
-         "acceptance_criteria": [{"type": "text_match", "description": "the answer is yes", "pattern": "yes",
-                                  "mode": "fullmatch", "ignore_case": True}]},
-        {"id": "sql_query", "title": "Dogs", "priority": 0, "depends_on": ["basics"],
-         "acceptance_criteria": [{"type": "sql_result", "description": "names of dogs", "setup_sql": SQL_SETUP,
-                                  "expected_columns": ["name"], "expected_rows": [["Rex"], ["Fido"]]}]},
-        {"id": "essay", "title": "Essay", "priority": 2,
-         "acceptance_criteria": [{"type": "manual", "description": "a thoughtful essay", "rubric": "be kind"}]},
-        {"id": "essay_intro", "title": "Essay intro", "type": "subtask", "parent": "essay", "priority": 1,
-         "acceptance_criteria": [{"type": "text_match", "description": "mentions intro", "pattern": "intro"}]},
-        {"id": "warmup", "title": "Warm-up", "priority": 3,
-         "acceptance_criteria": [{"type": "text_match", "description": "says warm", "pattern": "warm"}]},
-        {"id": "program", "title": "Sum", "priority": 2, "depends_on": ["warmup"],
-         "acceptance_criteria": [{"type": "code_test", "description": "prints the sum", "language": "python",
-                                  "cases": [{"name": "small", "stdin": "1 2 3\n", "expected_stdout": "6\n"},
-                                            {"name": "empty", "stdin": "", "expected_stdout": "0\n"}]}]},
+        {
+            "id": "basics",
+            "title": "Basics",
+            "priority": 1,
+            "description": "Say yes.",
+            "learning_objectives": [{"level": "remember", "description": "say yes"}],
+            "acceptance_criteria": [
+                {
+                    "type": "text_match",
+                    "description": "the answer is yes",
+                    "pattern": "yes",
+                    "mode": "fullmatch",
+                    "ignore_case": True,
+                }
+            ],
+        },
+        {
+            "id": "sql_query",
+            "title": "Dogs",
+            "priority": 0,
+            "depends_on": ["basics"],
+            "acceptance_criteria": [
+                {
+                    "type": "sql_result",
+                    "description": "names of dogs",
+                    "setup_sql": SQL_SETUP,
+                    "expected_columns": ["name"],
+                    "expected_rows": [["Rex"], ["Fido"]],
+                }
+            ],
+        },
+        {
+            "id": "essay",
+            "title": "Essay",
+            "priority": 2,
+            "acceptance_criteria": [{"type": "manual", "description": "a thoughtful essay", "rubric": "be kind"}],
+        },
+        {
+            "id": "essay_intro",
+            "title": "Essay intro",
+            "type": "subtask",
+            "parent": "essay",
+            "priority": 1,
+            "acceptance_criteria": [{"type": "text_match", "description": "mentions intro", "pattern": "intro"}],
+        },
+        {
+            "id": "warmup",
+            "title": "Warm-up",
+            "priority": 3,
+            "acceptance_criteria": [{"type": "text_match", "description": "says warm", "pattern": "warm"}],
+        },
+        {
+            "id": "program",
+            "title": "Sum",
+            "priority": 2,
+            "depends_on": ["warmup"],
+            "acceptance_criteria": [
+                {
+                    "type": "code_test",
+                    "description": "prints the sum",
+                    "language": "python",
+                    "cases": [
+                        {"name": "small", "stdin": "1 2 3\n", "expected_stdout": "6\n"},
+                        {"name": "empty", "stdin": "", "expected_stdout": "0\n"},
+                    ],
+                }
+            ],
+        },
     ],
 }
 
@@ -81,8 +134,9 @@ class Classroom(TwoUserStore):
         import_project(self.conn, ProjectFile.model_validate(PROJECT))
 
     def ctx(self, user: int) -> ToolContext:
-        return ToolContext(conn=self.conn, database=self.database, settings=self.settings, user_id=user,
-                           judge=self.judge)
+        return ToolContext(
+            conn=self.conn, database=self.database, settings=self.settings, user_id=user, judge=self.judge
+        )
 
     def call(self, name: str, user: int | None = None, **data: Any) -> ToolResult:
         return run_tool(TOOLS[name], data, self.ctx(self.alice if user is None else user))

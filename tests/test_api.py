@@ -143,7 +143,7 @@ def _session_routes(session_id: str) -> list[tuple[str, str, dict[str, Any] | No
 def test_other_users_session_answers_like_a_missing_one(client, auth, other, alice_session, fake_llm):
     calls_before = len(fake_llm.requests)
     for (method, path, body), (_, missing_path, missing_body) in zip(
-        _session_routes(alice_session["id"]), _session_routes("0" * 32)
+        _session_routes(alice_session["id"]), _session_routes("0" * 32), strict=True
     ):
         stolen = client.open(path, method=method, json=body, headers=other)
         missing = client.open(missing_path, method=method, json=missing_body, headers=other)
@@ -434,7 +434,10 @@ def test_chat_in_an_existing_session(client, auth, fake_llm):
     second = chat(client, auth, "second", session_id=session_id).get_json()
     assert first["session_id"] == second["session_id"] == session_id
     assert [m["content"] for m in messages(client, auth, session_id).get_json()["messages"]] == [
-        "first", "one", "second", "two",
+        "first",
+        "one",
+        "second",
+        "two",
     ]
     assert len(client.get("/sessions", headers=auth).get_json()["sessions"]) == 1
 
@@ -607,14 +610,17 @@ def test_images_are_private_to_caches(client, auth, fake_llm):
     assert served.headers["X-Content-Type-Options"] == "nosniff"
 
 
-@pytest.mark.parametrize("method,path,status", [
-    ("GET", "/health", 200),
-    ("GET", "/sessions", 200),
-    ("GET", "/sessions/missing", 404),
-    ("GET", "/no/such/route", 404),
-    ("POST", "/chat", 400),
-    ("GET", "/", 200),
-])
+@pytest.mark.parametrize(
+    "method,path,status",
+    [
+        ("GET", "/health", 200),
+        ("GET", "/sessions", 200),
+        ("GET", "/sessions/missing", 404),
+        ("GET", "/no/such/route", 404),
+        ("POST", "/chat", 400),
+        ("GET", "/", 200),
+    ],
+)
 def test_every_answer_says_nosniff(client, auth, method, path, status):
     response = client.open(path, method=method, headers=auth, data="x")
     assert response.status_code == status
@@ -627,7 +633,7 @@ HOSTILE_BODIES = {
     "deep arrays": "[" * 5_000 + "]" * 5_000,
     "deep objects": '{"a":' * 5_000 + "1" + "}" * 5_000,
     "lone surrogate": '{"message": "hi \\ud800", "name": "\\udc00", "language": "python", '
-                      '"files": {"main.py": "print(1) # \\ud800"}, "fields": {"location": "\\ud800"}}',
+    '"files": {"main.py": "print(1) # \\ud800"}, "fields": {"location": "\\ud800"}}',
     "many values": "[" + ",".join(["0"] * 30_000) + "]",
 }
 
@@ -653,8 +659,12 @@ def test_no_route_answers_500_to_a_hostile_body(app, client, auth, kind):
     session_id = new_session(client, auth)["id"]
     seen = 0
     for method, path in _concrete_paths(app, session_id):
-        response = client.open(f"{path}?q=%ED%A0%80", method=method, data=HOSTILE_BODIES[kind],
-                               headers={**auth, "Content-Type": "application/json"})
+        response = client.open(
+            f"{path}?q=%ED%A0%80",
+            method=method,
+            data=HOSTILE_BODIES[kind],
+            headers={**auth, "Content-Type": "application/json"},
+        )
         seen += 1
         assert response.status_code < 500, f"{method} {path}: {response.get_data(as_text=True)[:300]}"
         if response.status_code >= 400 and response.mimetype == "application/json":
@@ -671,8 +681,9 @@ def test_every_json_endpoint_says_what_is_wrong_with_the_body(client, auth, kind
     from testing.attacks.input import BODY_ENDPOINTS
 
     for method, path in BODY_ENDPOINTS:
-        response = client.open(path, method=method, data=HOSTILE_BODIES[kind],
-                               headers={**auth, "Content-Type": "application/json"})
+        response = client.open(
+            path, method=method, data=HOSTILE_BODIES[kind], headers={**auth, "Content-Type": "application/json"}
+        )
         code = "INVALID_TOOL_RESULT" if path == "/api/ai/tool-result" else "invalid_json"
         error = assert_error(response, 400, code)
         assert any(word in error["message"] for word in ("deeper", "surrogate", "values")), error
@@ -682,7 +693,7 @@ def test_form_fields_never_hold_a_surrogate(client, auth, fake_llm):
     """Multipart text is decoded by Werkzeug with replacement: the UTF-8 form of a surrogate
     (ED A0 80, invalid UTF-8) cannot bring one in that way."""
     fake_llm.queue("ok")
-    body = (b"--b\r\nContent-Disposition: form-data; name=\"message\"\r\n\r\nhi \xed\xa0\x80\r\n--b--\r\n")
+    body = b'--b\r\nContent-Disposition: form-data; name="message"\r\n\r\nhi \xed\xa0\x80\r\n--b--\r\n'
     response = client.post("/chat", data=body, headers={**auth, "Content-Type": "multipart/form-data; boundary=b"})
     assert response.status_code == 200, response.get_data(as_text=True)
     content = response.get_json()["messages"][0]["content"]
@@ -694,8 +705,13 @@ def test_only_chat_takes_large_bodies(client, auth, fake_llm):
     from api.bodies import MAX_BODY_BYTES
 
     big = '{"name": "' + "a" * MAX_BODY_BYTES + '"}'
-    for method, path in [("POST", "/sessions"), ("PATCH", "/api/profile"), ("POST", "/tools/remember"),
-                         ("POST", "/api/ai/tool-result"), ("POST", "/run")]:
+    for method, path in [
+        ("POST", "/sessions"),
+        ("PATCH", "/api/profile"),
+        ("POST", "/tools/remember"),
+        ("POST", "/api/ai/tool-result"),
+        ("POST", "/run"),
+    ]:
         response = client.open(path, method=method, data=big, headers={**auth, "Content-Type": "application/json"})
         assert_error(response, 413, "payload_too_large")
     chat_body = '{"message": "' + "a" * MAX_BODY_BYTES + '"}'

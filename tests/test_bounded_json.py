@@ -27,24 +27,54 @@ def alternating(depth: int) -> str:
     return text
 
 
-@pytest.mark.parametrize("body", [
-    '{"a": [1, 2, {"b": "x"}]}', "[[[]], [[]], [[]]]", nest(64), nest(64, "{}"), alternating(63),
-    '"\\ud83d\\ude00"', '"\\\\ud800"', '{"text": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}',
-    '{"x": "a\\"[[[{{{"}', "[" + ",".join(["1"] * 10_000) + "]", '"ünï cödé"', "null", "1.5e3",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"a": [1, 2, {"b": "x"}]}',
+        "[[[]], [[]], [[]]]",
+        nest(64),
+        nest(64, "{}"),
+        alternating(63),
+        '"\\ud83d\\ude00"',
+        '"\\\\ud800"',
+        '{"text": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}',
+        '{"x": "a\\"[[[{{{"}',
+        "[" + ",".join(["1"] * 10_000) + "]",
+        '"ünï cödé"',
+        "null",
+        "1.5e3",
+    ],
+)
 def test_valid_bodies_decode_as_json_does(body: str) -> None:
     assert decode(body) == Decoded(json.loads(body))
     assert decode(body.encode()) == Decoded(json.loads(body))
 
 
-@pytest.mark.parametrize(("body", "code"), [
-    (nest(65), TOO_DEEP), (nest(65, "{}"), TOO_DEEP), (alternating(64), TOO_DEEP), (nest(100_000), TOO_DEEP),
-    ("[" * 100_000, MALFORMED), ("]" * 100_000, MALFORMED), ("[}", MALFORMED), ("[1, 2", MALFORMED),
-    ('"unterminated', MALFORMED), ("", MALFORMED), ("   ", MALFORMED), ("\ufeff{}", MALFORMED), ("{'a': 1}", MALFORMED),
-    ("[" + ",".join(["1"] * 20_001) + "]", TOO_MANY_ITEMS), ("[" + "[]," * 20_000 + "1]", TOO_MANY_ITEMS),
-    ('"\\ud800"', NOT_UNICODE), ('{"\\udc00": 1}', NOT_UNICODE), ('[["x", {"k": "a\\udfffb"}]]', NOT_UNICODE),
-    ('"\\ude00\\ud83d"', NOT_UNICODE), ("1" * 5000, MALFORMED),
-])
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (nest(65), TOO_DEEP),
+        (nest(65, "{}"), TOO_DEEP),
+        (alternating(64), TOO_DEEP),
+        (nest(100_000), TOO_DEEP),
+        ("[" * 100_000, MALFORMED),
+        ("]" * 100_000, MALFORMED),
+        ("[}", MALFORMED),
+        ("[1, 2", MALFORMED),
+        ('"unterminated', MALFORMED),
+        ("", MALFORMED),
+        ("   ", MALFORMED),
+        ("\ufeff{}", MALFORMED),
+        ("{'a': 1}", MALFORMED),
+        ("[" + ",".join(["1"] * 20_001) + "]", TOO_MANY_ITEMS),
+        ("[" + "[]," * 20_000 + "1]", TOO_MANY_ITEMS),
+        ('"\\ud800"', NOT_UNICODE),
+        ('{"\\udc00": 1}', NOT_UNICODE),
+        ('[["x", {"k": "a\\udfffb"}]]', NOT_UNICODE),
+        ('"\\ude00\\ud83d"', NOT_UNICODE),
+        ("1" * 5000, MALFORMED),
+    ],
+)
 def test_refused_bodies_say_why(body: str, code: str) -> None:
     outcome = decode(body)
     assert isinstance(outcome, Rejected) and outcome.code == code, outcome
@@ -62,10 +92,18 @@ def test_limits_are_parameters() -> None:
     assert decode(nest(5), Limits(max_depth=5)) == Decoded(json.loads(nest(5)))
 
 
-@pytest.mark.parametrize("body", [
-    b"[" * 20_000_000, b"]" * 20_000_000, b"[" * 10_000_000 + b"]" * 10_000_000, b'"' + b'\\"' * 10_000_000,
-    b"[" + b"1," * 10_000_000 + b"1]", b'"' + b"\\u0041" * 3_000_000 + b'"', b"[" + b'"a",' * 5_000_000 + b"1]",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 20_000_000,
+        b"]" * 20_000_000,
+        b"[" * 10_000_000 + b"]" * 10_000_000,
+        b'"' + b'\\"' * 10_000_000,
+        b"[" + b"1," * 10_000_000 + b"1]",
+        b'"' + b"\\u0041" * 3_000_000 + b'"',
+        b"[" + b'"a",' * 5_000_000 + b"1]",
+    ],
+)
 def test_hostile_bodies_are_judged_in_linear_time(body: bytes) -> None:
     """20 MB of the worst shapes for a regex or a recursive parser: each well under a second."""
     started = time.process_time()
@@ -73,10 +111,11 @@ def test_hostile_bodies_are_judged_in_linear_time(body: bytes) -> None:
     assert time.process_time() - started < 2.0
 
 
-VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-                      lambda children: st.lists(children, max_size=4)
-                      | st.dictionaries(st.text(max_size=5), children, max_size=4),
-                      max_leaves=40)
+VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=40,
+)
 
 
 @given(VALUES)

@@ -62,16 +62,19 @@ def test_an_ordinary_query_reuses_a_warm_worker(box: WorkerPool) -> None:
     assert len(pids) == 1
 
 
-@pytest.mark.parametrize("sql, code, words", [
-    ("SELECT zeroblob(2000000)", "TOO_LARGE", "too big"),
-    ("SELECT replace(printf('%.*c', 600000, 'x'), 'x', 'xx')", "TOO_LARGE", "too big"),
-    ("SELECT " + ", ".join(f"{i} AS c{i}" for i in range(65)), "TOO_LARGE", "too many columns"),
-    (BLOB_ROWS, "TOO_LARGE", "memory"),  # each value under the cap, the row over the heap limit
-    (GROWING_CTE, "TOO_LARGE", "memory"),  # UNION's dedupe index inside the engine
-    ("SELECT 'a' LIKE printf('%.*c', 2000, '%')", "VALIDATION_FAILED", "LIKE or GLOB pattern too complex"),
-    ("SELECT 1" + " + 1" * 300, "VALIDATION_FAILED", "depth 200"),
-    ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r", "TIMEOUT", "1 s"),
-])
+@pytest.mark.parametrize(
+    "sql, code, words",
+    [
+        ("SELECT zeroblob(2000000)", "TOO_LARGE", "too big"),
+        ("SELECT replace(printf('%.*c', 600000, 'x'), 'x', 'xx')", "TOO_LARGE", "too big"),
+        ("SELECT " + ", ".join(f"{i} AS c{i}" for i in range(65)), "TOO_LARGE", "too many columns"),
+        (BLOB_ROWS, "TOO_LARGE", "memory"),  # each value under the cap, the row over the heap limit
+        (GROWING_CTE, "TOO_LARGE", "memory"),  # UNION's dedupe index inside the engine
+        ("SELECT 'a' LIKE printf('%.*c', 2000, '%')", "VALIDATION_FAILED", "LIKE or GLOB pattern too complex"),
+        ("SELECT 1" + " + 1" * 300, "VALIDATION_FAILED", "depth 200"),
+        ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r", "TIMEOUT", "1 s"),
+    ],
+)
 def test_engine_limits(box: WorkerPool, sql: str, code: str, words: str) -> None:
     answer = select(box, sql)  # each would otherwise run for ever or answer more than the caps
     assert isinstance(answer, SqlError) and answer.code == code and words in answer.message, answer
@@ -161,8 +164,14 @@ def test_memory_jobs_read_the_database_file_read_only(tmp_path: Path) -> None:
         conn.execute("DELETE FROM users")
     conn.close()
     with WorkerPool() as own:
-        job = MemoryJob(database_path=database.path, user_id=1, sql="SELECT count(*) FROM memories", deadline_s=1,
-                        max_rows=10, max_update_rows=5)
+        job = MemoryJob(
+            database_path=database.path,
+            user_id=1,
+            sql="SELECT count(*) FROM memories",
+            deadline_s=1,
+            max_rows=10,
+            max_update_rows=5,
+        )
         assert run_memory(own, job).rows == [[0]]  # type: ignore[union-attr]
 
 
@@ -174,8 +183,11 @@ def cursor_of(sql: str) -> sqlite3.Cursor:
 
 
 def test_preview_fetch_stops_at_the_byte_budget() -> None:
-    wide = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r LIMIT 500) SELECT " + ", ".join(
-        f"printf('%.*c', 3000, 'x') AS c{i}" for i in range(40)) + " FROM r"
+    wide = (
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r LIMIT 500) SELECT "
+        + ", ".join(f"printf('%.*c', 3000, 'x') AS c{i}" for i in range(40))
+        + " FROM r"
+    )
     fetched = fetch_preview(cursor_of(wide), max_rows=200, budget_bytes=100_000, text_chars=2000)
     assert fetched.truncated_by == "bytes" and 0 < len(fetched.rows) < 200
     assert len(json.dumps(fetched.rows, ensure_ascii=False)) < 100_000 + 3000

@@ -252,9 +252,11 @@ def test_many_concurrent_jobs_stay_within_the_cap_and_nobody_waits_for_ever() ->
     limits = Limits(wall_s=1.5)
     with WorkerPool(4) as own:
         assert isinstance(own.run(kind, job("pid"), limits), Done)
-        limit_kb = max(int(line.split()[4]) // 1024 for line in
-                       Path(f"/proc/{own.worker_pids()[0]}/limits").read_text().splitlines()
-                       if line.startswith("Max address space"))
+        limit_kb = max(
+            int(line.split()[4]) // 1024
+            for line in Path(f"/proc/{own.worker_pids()[0]}/limits").read_text().splitlines()
+            if line.startswith("Max address space")
+        )
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
 
@@ -266,8 +268,10 @@ def test_many_concurrent_jobs_stay_within_the_cap_and_nobody_waits_for_ever() ->
         stop.set()
         sampler.join()
     ended_in_time = (Failure.BUSY, Failure.TIMEOUT)
-    assert all(outcome == Done(56) or (isinstance(outcome, JobFailed) and outcome.kind in ended_in_time)
-               for outcome in outcomes), outcomes
+    assert all(
+        outcome == Done(56) or (isinstance(outcome, JobFailed) and outcome.kind in ended_in_time)
+        for outcome in outcomes
+    ), outcomes
     assert outcomes.count(Done(56)) >= 4
     # that waiting counts against the deadline: test_waiting_for_a_worker_counts_against_the_deadline
     assert 1 <= peak["workers"] <= 4, peak
@@ -323,8 +327,10 @@ def test_kinds_share_the_cap_and_an_idle_worker_makes_room() -> None:
 def test_close_kills_every_worker() -> None:
     own = WorkerPool(4)
     outcomes: list[Done | JobFailed] = []
-    threads = [threading.Thread(target=lambda: outcomes.append(own.run(KIND, job("sleep", seconds=3), LIMITS)))
-               for _ in range(2)]
+    threads = [
+        threading.Thread(target=lambda: outcomes.append(own.run(KIND, job("sleep", seconds=3), LIMITS)))
+        for _ in range(2)
+    ]
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + 5

@@ -236,11 +236,14 @@ def test_tokens_list_revoke_and_rotate(tmp_path, base_settings, make_app, script
     assert revoked.returncode == 0 and not token_works(make_app, scripted, rotated)
 
 
-@pytest.mark.parametrize("args,message", [
-    (("tokens", "revoke", "999"), "no token with id 999"),
-    (("tokens", "rotate", "nobody"), "no user named 'nobody'"),
-    (("reset-admin-token", "--user", "nobody"), "no user named 'nobody'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("tokens", "revoke", "999"), "no token with id 999"),
+        (("tokens", "rotate", "nobody"), "no user named 'nobody'"),
+        (("reset-admin-token", "--user", "nobody"), "no user named 'nobody'"),
+    ],
+)
 def test_token_commands_fail_cleanly(tmp_path, base_settings, args, message):
     result = run_app(clean_env(tmp_path, base_settings), *args)
     assert result.returncode != 0 and "Traceback" not in result.stderr and message in result.stderr
@@ -284,8 +287,14 @@ def test_the_server_keeps_its_files_to_its_own_user(tmp_path, base_settings):
         path.chmod(mode)
     port = free_port()
     with FakeLLMServer(default_reply="a picture") as llm:
-        env = clean_env(tmp_path, base_settings, PORT=str(port), LLM_PROVIDER="openai",
-                        LLM_BASE_URL=llm.openai_base_url, LLM_MODEL="m")
+        env = clean_env(
+            tmp_path,
+            base_settings,
+            PORT=str(port),
+            LLM_PROVIDER="openai",
+            LLM_BASE_URL=llm.openai_base_url,
+            LLM_MODEL="m",
+        )
         log = (tmp_path / "server.log").open("w")
         server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -294,11 +303,18 @@ def test_the_server_keeps_its_files_to_its_own_user(tmp_path, base_settings):
             wait_until_serving(server, f"http://127.0.0.1:{port}/health", tmp_path / "server.log")
             token = Path(base_settings["auth_token_file"]).read_text().strip()
             image = "data:image/png;base64," + base64.b64encode(tiny_png()).decode()
-            answer = requests.post(f"http://127.0.0.1:{port}/chat", json={"message": "look", "images": [image]},
-                                   headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            answer = requests.post(
+                f"http://127.0.0.1:{port}/chat",
+                json={"message": "look", "images": [image]},
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=30,
+            )
             assert answer.status_code == 200, answer.text
-            found = {**modes(data), **{p.name: p.stat().st_mode & 0o777 for p in tmp_path.glob("app.db*")},
-                     "admin.token": Path(base_settings["auth_token_file"]).stat().st_mode & 0o777}
+            found = {
+                **modes(data),
+                **{p.name: p.stat().st_mode & 0o777 for p in tmp_path.glob("app.db*")},
+                "admin.token": Path(base_settings["auth_token_file"]).stat().st_mode & 0o777,
+            }
         finally:
             stop_process(server, log)
     assert any(name.startswith("uploads/") and name.endswith(".png") for name in found), found

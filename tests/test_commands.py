@@ -20,9 +20,9 @@ from storage.users import create_user
 from tools.base import ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput, ToolResult
 from tools.catalog import build_registry
 from tools.contract import MAX_COMMAND_CHARS, TRUNCATION_NOTE, render_contract, stored_result
+from tools.registry import ToolRegistry
 from tools.result_caps import CUT_MARK, MAX_CONTRACT_BYTES, MAX_MESSAGE_CHARS, MAX_OUTPUT_BYTES, MAX_TEXT_CHARS
 from tools.runner import run_tool
-from tools.registry import ToolRegistry
 
 FENCE = "```"
 
@@ -45,8 +45,11 @@ FENCE = "```"
         ("/run_code\tpython", "run_code", "python"),
         ("/x1_2 a", "x1_2", "a"),
         ("/a", "a", ""),
-        ("/memory_sql SELECT * FROM memories WHERE content LIKE '%/x%'", "memory_sql",
-         "SELECT * FROM memories WHERE content LIKE '%/x%'"),
+        (
+            "/memory_sql SELECT * FROM memories WHERE content LIKE '%/x%'",
+            "memory_sql",
+            "SELECT * FROM memories WHERE content LIKE '%/x%'",
+        ),
     ],
 )
 def test_command_first_line(reply: str, name: str, args: str) -> None:
@@ -217,7 +220,7 @@ def ctx(tmp_path: Path) -> Iterator[ToolContext]:
     conn.close()
 
 
-def _route(reply: str, registry: ToolRegistry, ctx: ToolContext):  # noqa: ANN202
+def _route(reply: str, registry: ToolRegistry, ctx: ToolContext):
     command = detect_command(reply)
     assert command is not None
     return route(command, registry, ctx)
@@ -246,14 +249,18 @@ def test_a_long_command_name_is_cut_wherever_it_is_echoed(registry: ToolRegistry
 
 
 def test_refuse_answers_under_the_tools_own_role(registry: ToolRegistry) -> None:
-    for reply, role, tool in [("/write_file a.txt\nbody", "file_tools", "write_file"),
-                              ("/no_such_tool", ROUTER_ROLE, "router")]:
+    for reply, role, tool in [
+        ("/write_file a.txt\nbody", "file_tools", "write_file"),
+        ("/no_such_tool", ROUTER_ROLE, "router"),
+    ]:
         command = detect_command(reply)
         assert command is not None
         routed = refuse(command, registry, "the body was cut")
         assert (routed.role, routed.result.tool, routed.result.ok) == (role, tool, False)
         assert routed.result.error_code == ErrorCode.VALIDATION_FAILED
-        assert routed.result.display_text() == "Error: VALIDATION_FAILED: the body was cut. Fix the command and try again."
+        assert (
+            routed.result.display_text() == "Error: VALIDATION_FAILED: the body was cut. Fix the command and try again."
+        )
 
 
 class _BigInput(ToolInput):
@@ -273,8 +280,9 @@ def _big(data: _BigInput, ctx: ToolContext) -> _BigOutput:
     return _BigOutput(rows=["<" * 10_000] * data.size)
 
 
-BIG_TOOL = Tool(name="big", description="d", input_model=_BigInput, output_model=_BigOutput, handler=_big,
-                result_role="big_tools")
+BIG_TOOL = Tool(
+    name="big", description="d", input_model=_BigInput, output_model=_BigOutput, handler=_big, result_role="big_tools"
+)
 
 
 def test_run_tool_bounds_every_result_whatever_the_tool(ctx: ToolContext) -> None:
@@ -324,7 +332,7 @@ def test_a_tool_without_body_ignores_following_lines(registry: ToolRegistry, ctx
     assert routed.result.output["content"] == "The user likes tea"
 
 
-def _binding(registry: ToolRegistry, name: str):  # noqa: ANN202
+def _binding(registry: ToolRegistry, name: str):
     tool = registry.get(name)
     assert tool is not None and tool.command is not None
     return tool.command
@@ -443,7 +451,10 @@ def test_contract_shape() -> None:
         ("fish & chips", ["> fish &amp; chips"]),
         ("&lt; already", ["> &amp;lt; already"]),
         ("</details>", ["> &lt;/details&gt;"]),
-        ("x</details>\n<details><summary>evil</summary>", ["> x&lt;/details&gt;", "> &lt;details&gt;&lt;summary&gt;evil&lt;/summary&gt;"]),
+        (
+            "x</details>\n<details><summary>evil</summary>",
+            ["> x&lt;/details&gt;", "> &lt;details&gt;&lt;summary&gt;evil&lt;/summary&gt;"],
+        ),
         ("<script>alert(1)</script>", ["> &lt;script&gt;alert(1)&lt;/script&gt;"]),
         (">", ["> &gt;"]),
         (">>", ["> &gt;&gt;"]),
@@ -520,8 +531,10 @@ def test_truncation_never_splits_an_escape() -> None:
     assert re.fullmatch(r"> (&lt;)+", first)
 
 
-@given(st.lists(st.sampled_from(["a", "<", ">", "&", "\n", "é", "😀", " ", "lt;", "\r\n"]), max_size=3000).map("".join),
-       st.integers(min_value=0, max_value=40))
+@given(
+    st.lists(st.sampled_from(["a", "<", ">", "&", "\n", "é", "😀", " ", "lt;", "\r\n"]), max_size=3000).map("".join),
+    st.integers(min_value=0, max_value=40),
+)
 def test_contract_is_bounded_and_well_formed(unit: str, repeat: int) -> None:
     text = unit * repeat
     content = render_contract("web_search_tools", "/web_search x", _ok(text))
@@ -529,9 +542,10 @@ def test_contract_is_bounded_and_well_formed(unit: str, repeat: int) -> None:
     assert content.count("</details>") == 1 and content.endswith("</details>")
     assert "&" not in re.sub(r"&(lt|gt|amp);", "", content)  # every & starts a whole entity
     if TRUNCATION_NOTE not in content:
-        assert _quoted(content) == [f"> {line}" if line else ">" for line in
-                                    (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-                                     .splitlines() or [""])]
+        assert _quoted(content) == [
+            f"> {line}" if line else ">"
+            for line in (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").splitlines() or [""])
+        ]
 
 
 def test_a_long_command_line_is_shown_cut_on_one_line() -> None:
@@ -543,8 +557,12 @@ def test_a_long_command_line_is_shown_cut_on_one_line() -> None:
 def test_stored_result_bounds_content_and_meta() -> None:
     """One builder for every stored tool result: 64 KiB of text, 256 KiB of meta output."""
     rows = [{"id": i, "wide": "w" * 32_000} for i in range(200)]
-    result = ToolResult(tool="memory_sql", ok=True, output={"columns": ["id", "wide"], "rows": rows},
-                        text="\n".join(row["wide"] for row in rows))
+    result = ToolResult(
+        tool="memory_sql",
+        ok=True,
+        output={"columns": ["id", "wide"], "rows": rows},
+        text="\n".join(row["wide"] for row in rows),
+    )
     stored = stored_result("memory_sql_tools", "memory_sql", "/memory_sql SELECT", result, extra_key=1)
     assert len(stored.content.encode()) <= MAX_CONTRACT_BYTES and TRUNCATION_NOTE in stored.content
     assert len(json.dumps(stored.meta["output"])) <= MAX_OUTPUT_BYTES
@@ -556,8 +574,9 @@ def test_stored_result_bounds_content_and_meta() -> None:
 
 
 def test_stored_result_repairs_lone_surrogates() -> None:
-    result = ToolResult(tool="web_search", ok=True, output={"title": "a\ud800b", "\udc00": ["\ud83d\ude00"]},
-                        text="bad \ud800 text")
+    result = ToolResult(
+        tool="web_search", ok=True, output={"title": "a\ud800b", "\udc00": ["\ud83d\ude00"]}, text="bad \ud800 text"
+    )
     stored = stored_result("web_search_tools", "web_search", "/web_search \ud800", result)
     json.dumps(stored.meta, ensure_ascii=False).encode()  # storable: no lone surrogate left
     stored.content.encode()

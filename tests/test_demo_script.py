@@ -43,8 +43,9 @@ def test_the_demo_runs_code_shows_a_widget_and_generates_a_problem(demo_app):
     quiz = client.post("/chat", json={"message": "give me a quiz"}, headers=headers).get_json()
     assert quiz["tool"]["name"] == "ask_choice"
 
-    started = client.post("/activities/generate", json={"topic": "sums", "language": "python", "count": 1},
-                          headers=headers)
+    started = client.post(
+        "/activities/generate", json={"topic": "sums", "language": "python", "count": 1}, headers=headers
+    )
     assert started.status_code == 202
     info = started.get_json()
     frames = wait_for_done(client, headers, info["session_id"])

@@ -63,8 +63,9 @@ def test_a_readme_without_markers_is_a_clear_error():
 
 @pytest.mark.parametrize(("flag", "expected"), [("--markdown", markdown_table), ("--env-example", env_example)])
 def test_the_command_prints_what_the_tests_compare(flag, expected):
-    result = subprocess.run([sys.executable, "settings_doc.py", flag], cwd=ROOT, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [sys.executable, "settings_doc.py", flag], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == expected()
 
@@ -80,9 +81,11 @@ def test_every_error_code_is_documented():
     from tools.base import ErrorCode
 
     doc = (ROOT / "docs" / "errors.md").read_text(encoding="utf-8")
-    raised = {match.group(1) or match.group(2)
-              for path in [*ROOT.glob("api/*.py"), ROOT / "serving" / "protocol.py"]
-              for match in _RAISED_CODE.finditer(path.read_text(encoding="utf-8"))}
+    raised = {
+        match.group(1) or match.group(2)
+        for path in [*ROOT.glob("api/*.py"), ROOT / "serving" / "protocol.py"]
+        for match in _RAISED_CODE.finditer(path.read_text(encoding="utf-8"))
+    }
     codes = raised | set(_HTTP_CODES.values()) | {"http_error"} | {code.value for code in ErrorCode}
     assert {"invalid_request", "rate_limited", "headers_too_large", "VALIDATION_FAILED"} <= codes  # the scan works
     missing = sorted(code for code in codes if f"`{code}`" not in doc)

@@ -53,7 +53,7 @@ def test_deltas_are_stored_as_one_run_and_replayed_from_any_id():
     for index, cursor in enumerate(ids):
         replay = bus.read("s", cursor).events
         text = "".join(event.data["text"] for event in replay)
-        assert text == "".join(pieces[index + 1:])
+        assert text == "".join(pieces[index + 1 :])
         if replay:
             assert replay[-1].id == ids[-1]
     whole = bus.read("s", ids[0] - 1).events
@@ -67,7 +67,11 @@ def test_runs_of_different_passes_stay_apart():
     bus.publish("s", "answer.delta", delta("t", "b", 0))
     bus.publish("s", "answer.delta", delta("t", "c", 1))
     assert [(e.name, e.data.get("text")) for e in bus.read("s", 0).events] == [
-        ("answer.delta", "a"), ("answer.reset", None), ("answer.delta", "b"), ("answer.delta", "c")]
+        ("answer.delta", "a"),
+        ("answer.reset", None),
+        ("answer.delta", "b"),
+        ("answer.delta", "c"),
+    ]
 
 
 def test_a_client_behind_the_buffer_is_told_about_the_gap():

@@ -37,22 +37,39 @@ def test_health_degraded_when_provider_is_unreachable(make_app):
     closed = {"state": "closed", "failures": 0, "retry_at": None}
     hint = fix_hint("openai", "test-model")
     assert body["provider"] == {
-        "name": "openai", "model": "test-model", "ok": False, "detail": "connection failed", "hint": hint,
+        "name": "openai",
+        "model": "test-model",
+        "ok": False,
+        "detail": "connection failed",
+        "hint": hint,
         "breaker": closed,
-        "chain": [{"name": "openai", "model": "test-model", "ok": False, "detail": "connection failed",
-                   "hint": hint, "breaker": closed}],
+        "chain": [
+            {
+                "name": "openai",
+                "model": "test-model",
+                "ok": False,
+                "detail": "connection failed",
+                "hint": hint,
+                "breaker": closed,
+            }
+        ],
     }
     assert hint.startswith("check that openai answers at LLM_BASE_URL and knows the model 'test-model' (LLM_MODEL)")
     assert "make demo" in hint and "LLM_PROVIDER" in hint
 
 
 def test_an_unreachable_ollama_hints_at_starting_it_and_pulling_the_model(make_app):
-    body = make_app(llm_provider="ollama", llm_base_url="http://127.0.0.1:1", llm_model="qwen2.5:0.5b") \
-        .test_client().get("/health").get_json()
+    body = (
+        make_app(llm_provider="ollama", llm_base_url="http://127.0.0.1:1", llm_model="qwen2.5:0.5b")
+        .test_client()
+        .get("/health")
+        .get_json()
+    )
     assert body["provider"]["hint"] == (
         "start Ollama (`ollama serve`) and pull the model (`ollama pull qwen2.5:0.5b`), or set LLM_PROVIDER, "
         "LLM_BASE_URL and LLM_MODEL to a model server that answers, or run `make demo` (scripted replies, no model "
-        "needed)")
+        "needed)"
+    )
 
 
 def test_a_healthy_provider_has_no_hint(client, fake_llm):

@@ -7,7 +7,6 @@ server hold hundreds of megabytes (httptools keeps every header of an unfinished
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
@@ -59,7 +58,11 @@ def test_a_large_body_is_not_counted_as_head(target: Target):
     write, one whose head and first body bytes share a read, and one after a kept-alive request."""
     session = requests.Session()
     for size in (300_000, 65_000, 900_000):
-        answer = session.post(f"{target.server.base}/chat", data=b'{"message": "' + b"x" * size + b'"}',
-                              headers={**target.headers(), "Content-Type": "application/json"}, timeout=30)
+        answer = session.post(
+            f"{target.server.base}/chat",
+            data=b'{"message": "' + b"x" * size + b'"}',
+            headers={**target.headers(), "Content-Type": "application/json"},
+            timeout=30,
+        )
         assert answer.status_code != 431, answer.text
         assert answer.status_code in (200, 400, 413), answer.text

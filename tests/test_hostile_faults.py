@@ -36,8 +36,10 @@ pytestmark = pytest.mark.slow
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     require_fault_support()
     tmp = tmp_path_factory.mktemp("faults")
-    with small_filesystem(tmp / "db", 16) as mount, \
-            hostile_target(tmp, {**DATABASE_ENV, "DATABASE_PATH": str(mount / "app.db")}) as target:
+    with (
+        small_filesystem(tmp / "db", 16) as mount,
+        hostile_target(tmp, {**DATABASE_ENV, "DATABASE_PATH": str(mount / "app.db")}) as target,
+    ):
         yield target
 
 
@@ -50,14 +52,21 @@ def model_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
 def bystander_reads(target: Target) -> Bystander:
     """Bob lists his sessions again and again: reads must keep working through a write fault."""
     url = f"{target.server.base}/sessions"
-    return Bystander(target.server, request=lambda: requests.get(url, headers=target.headers(target.bystander),
-                                                                  timeout=10))
+    return Bystander(
+        target.server, request=lambda: requests.get(url, headers=target.headers(target.bystander), timeout=10)
+    )
 
 
-def check_window(target: Target, window: DatabaseWindow, state: str, memory: PeakMemory, cpu_s: float,
-                 bystander: Bystander) -> None:
+def check_window(
+    target: Target, window: DatabaseWindow, state: str, memory: PeakMemory, cpu_s: float, bystander: Bystander
+) -> None:
     status, body = window.health_during
-    assert (status, body["status"], body["database"]["ok"], body["database"]["state"]) == (503, "degraded", False, state)
+    assert (status, body["status"], body["database"]["ok"], body["database"]["state"]) == (
+        503,
+        "degraded",
+        False,
+        state,
+    )
     for turn in window.during:  # refused clearly, never a 500 (a turn that found room succeeds)
         assert (turn.status, turn.code) in {(200, None), (503, "storage_unavailable")}, turn
         assert turn.status == 200 or turn.body_bytes < 2000
@@ -95,7 +104,9 @@ def test_a_hung_model_fails_fast_once_its_circuit_opens_and_recovers(model_targe
     # the first turn's two attempts reached the threshold, each cut by the server's deadline (not dropped
     # by the hung model 30 s on); the other turns failed fast: the open circuit never called the model
     assert report.provider_calls == [BREAKER_FAILURES] * len(report.hung), report.provider_calls
-    assert [(answer.client_hung_up, answer.dropped) for answer in report.hung_answers] == [(True, False)] * BREAKER_FAILURES
+    assert [(answer.client_hung_up, answer.dropped) for answer in report.hung_answers] == [
+        (True, False)
+    ] * BREAKER_FAILURES
     for turn in rest:
         assert (turn.status, turn.code) == (502, "provider_unavailable"), turn
         assert turn.body_bytes < 2000

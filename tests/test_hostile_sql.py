@@ -55,8 +55,12 @@ def bystander_request(target: Target, name: str, statuses: list[int]) -> Callabl
         if "UPDATE" in name:
             response = target.post("/chat", token=target.bystander, json={"message": "hi"}, timeout=10)
         else:
-            response = target.post("/tools/memory_sql", token=target.bystander, timeout=10,
-                                   json={"sql": "SELECT role, count(*) FROM messages GROUP BY role"})
+            response = target.post(
+                "/tools/memory_sql",
+                token=target.bystander,
+                timeout=10,
+                json={"sql": "SELECT role, count(*) FROM messages GROUP BY role"},
+            )
         statuses.append(response.status_code)
         return response
 
@@ -72,8 +76,10 @@ def test_attack_is_bounded_and_others_keep_working(target: Target, name: str) ->
     attack: Attack = BY_NAME[name]
     statuses: list[int] = []
     cpu_before = target.server.cpu_s()
-    with PeakMemory(target.server) as memory, \
-            Bystander(target.server, request=bystander_request(target, name, statuses)) as bystander:
+    with (
+        PeakMemory(target.server) as memory,
+        Bystander(target.server, request=bystander_request(target, name, statuses)) as bystander,
+    ):
         outcome = attack.run(target)
     cpu = target.server.cpu_s() - cpu_before
 

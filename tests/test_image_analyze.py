@@ -53,8 +53,14 @@ class World(TwoUserStore):
         """Store a message carrying images, as `POST /chat` does; returns its id."""
         user = self.alice if user is None else user
         images = [save_image(self.data_dir, user, png).model_dump() for png in pngs]
-        message = add_message(self.conn, session_id=session or self.sessions[user], user_id=user, role=role,
-                              content="look", meta={"images": images})
+        message = add_message(
+            self.conn,
+            session_id=session or self.sessions[user],
+            user_id=user,
+            role=role,
+            content="look",
+            meta={"images": images},
+        )
         return message.id
 
     def say(self, content: str, user: int | None = None) -> int:
@@ -62,9 +68,14 @@ class World(TwoUserStore):
         return add_message(self.conn, session_id=self.sessions[user], user_id=user, role="user", content=content).id
 
     def run(self, vision: FallbackChain | None = None, session: str | None = "default", **raw: Any) -> ToolResult:
-        ctx = ToolContext(conn=self.conn, database=self.database, settings=self.settings, user_id=self.alice,
-                          session_id=self.sessions[self.alice] if session == "default" else session,
-                          vision=vision)
+        ctx = ToolContext(
+            conn=self.conn,
+            database=self.database,
+            settings=self.settings,
+            user_id=self.alice,
+            session_id=self.sessions[self.alice] if session == "default" else session,
+            vision=vision,
+        )
         return run_tool(IMAGE_ANALYZE_TOOL, raw, ctx)
 
 
@@ -90,8 +101,12 @@ def test_analyzes_latest_image_over_the_ollama_wire(world, vision):
     assert result.ok, result.message
     assert result.text == "A small red square on a plain background."
     assert result.output == {
-        "question": "What colour is it?", "message_id": message_id, "images": 1,
-        "provider": "ollama", "model": "llava", "description": "A small red square on a plain background.",
+        "question": "What colour is it?",
+        "message_id": message_id,
+        "images": 1,
+        "provider": "ollama",
+        "model": "llava",
+        "description": "A small red square on a plain background.",
     }
     sent = vision.requests[0]["messages"]
     assert sent[0] == {"role": "system", "content": VISION_SYSTEM_PROMPT}
@@ -163,10 +178,22 @@ def test_all_image_files_gone_is_not_found(world, vision):
 
 
 def test_malformed_meta_is_skipped(world, vision):
-    add_message(world.conn, session_id=world.sessions[world.alice], user_id=world.alice, role="user",
-                content="x", meta={"images": [{"path": "../../etc/passwd"}]})
-    add_message(world.conn, session_id=world.sessions[world.alice], user_id=world.alice, role="user",
-                content="x", meta={"images": 5})
+    add_message(
+        world.conn,
+        session_id=world.sessions[world.alice],
+        user_id=world.alice,
+        role="user",
+        content="x",
+        meta={"images": [{"path": "../../etc/passwd"}]},
+    )
+    add_message(
+        world.conn,
+        session_id=world.sessions[world.alice],
+        user_id=world.alice,
+        role="user",
+        content="x",
+        meta={"images": 5},
+    )
     assert world.run(chain(vision)).error_code == ErrorCode.NOT_FOUND
 
 
@@ -211,15 +238,18 @@ def test_question_too_long_fails_validation(world, vision):
 def test_chat_turn_with_image_analyze(make_app, fake_llm, vision):
     app = make_app(
         llm_base_url=fake_llm.openai_base_url,
-        vision_provider="ollama", vision_base_url=vision.ollama_base_url, vision_model="llava",
+        vision_provider="ollama",
+        vision_base_url=vision.ollama_base_url,
+        vision_model="llava",
         vision_followup_turns=0,  # the second turn is text-only: only the tool can see the image
     )
     auth = {"Authorization": f"Bearer {new_token(app)}"}
     client = app.test_client()
     png = tiny_png()
     vision.queue("Nice picture.")
-    first = client.post("/chat", json={"message": "here is a photo",
-                                       "images": [f"data:image/png;base64,{b64(png)}"]}, headers=auth)
+    first = client.post(
+        "/chat", json={"message": "here is a photo", "images": [f"data:image/png;base64,{b64(png)}"]}, headers=auth
+    )
     session_id = first.get_json()["session_id"]
     assert len(vision.requests) == 1 and not fake_llm.requests
 

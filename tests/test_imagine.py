@@ -24,8 +24,15 @@ IMAGES = "http://127.0.0.1:7001/v1"
 def context(tmp_path: Path, **settings) -> ToolContext:
     database = Database(tmp_path / "t.db")
     database.migrate()
-    values = {"database_path": database.path, "data_dir": str(tmp_path / "data"), "image_provider": "openai",
-              "image_base_url": IMAGES, "image_api_key": "img-key", "image_model": "gpt-image-1", **settings}
+    values = {
+        "database_path": database.path,
+        "data_dir": str(tmp_path / "data"),
+        "image_provider": "openai",
+        "image_base_url": IMAGES,
+        "image_api_key": "img-key",
+        "image_model": "gpt-image-1",
+        **settings,
+    }
     return ToolContext(conn=database.connect(), database=database, settings=Settings(**values), user_id=7)
 
 
@@ -35,13 +42,21 @@ def call(ctx: ToolContext, prompt: str = "a red square"):
 
 @responses.activate
 def test_openai_b64_json_is_stored_as_png(tmp_path):
-    responses.add(responses.POST, f"{IMAGES}/images/generations",
-                  json={"created": 1, "data": [{"b64_json": base64.b64encode(tiny_png(4, 3)).decode()}]})
+    responses.add(
+        responses.POST,
+        f"{IMAGES}/images/generations",
+        json={"created": 1, "data": [{"b64_json": base64.b64encode(tiny_png(4, 3)).decode()}]},
+    )
     result = call(context(tmp_path))
     assert result.ok, result.message
     sent = json.loads(responses.calls[0].request.body)
-    assert sent == {"model": "gpt-image-1", "prompt": "a red square", "n": 1, "size": "1024x1024",
-                    "response_format": "b64_json"}
+    assert sent == {
+        "model": "gpt-image-1",
+        "prompt": "a red square",
+        "n": 1,
+        "size": "1024x1024",
+        "response_format": "b64_json",
+    }
     assert responses.calls[0].request.headers["Authorization"] == "Bearer img-key"
     output = result.output
     assert (output["width"], output["height"]) == (4, 3)
@@ -104,12 +119,21 @@ def test_prompt_is_validated(tmp_path, prompt):
 @pytest.mark.parametrize(
     ("reply", "code", "message"),
     [
-        ({"body": requests.ReadTimeout("slow")}, "TIMEOUT",
-         "the image provider did not answer in time; try a simpler prompt later."),
-        ({"body": requests.ConnectionError("refused")}, "UPSTREAM_ERROR",
-         "the image provider could not be reached; try again later."),
-        ({"status": 503, "body": ""}, "UPSTREAM_ERROR",
-         "the image provider answered HTTP 503; try again later or change the prompt."),
+        (
+            {"body": requests.ReadTimeout("slow")},
+            "TIMEOUT",
+            "the image provider did not answer in time; try a simpler prompt later.",
+        ),
+        (
+            {"body": requests.ConnectionError("refused")},
+            "UPSTREAM_ERROR",
+            "the image provider could not be reached; try again later.",
+        ),
+        (
+            {"status": 503, "body": ""},
+            "UPSTREAM_ERROR",
+            "the image provider answered HTTP 503; try again later or change the prompt.",
+        ),
     ],
 )
 @responses.activate

@@ -23,8 +23,15 @@ def chat(client, auth, message: str, **extra: Any) -> dict[str, Any]:
 
 def answer(client, auth, pending: dict[str, Any], value: Any, **overrides: Any):
     meta = pending["meta"]
-    body = {"conversationId": pending["session_id"], "toolCallId": meta["tool_call_id"], "toolName": meta["command"],
-            "targetField": meta["output"]["target_field"], "value": value, "inputMethod": "selection", **overrides}
+    body = {
+        "conversationId": pending["session_id"],
+        "toolCallId": meta["tool_call_id"],
+        "toolName": meta["command"],
+        "targetField": meta["output"]["target_field"],
+        "value": value,
+        "inputMethod": "selection",
+        **overrides,
+    }
     return client.post("/api/ai/tool-result", json=body, headers=auth)
 
 
@@ -41,8 +48,12 @@ def test_widget_turn_stores_a_pending_call_and_ends(client, auth, fake_llm):
     assert body["reply"] == "How much Python have you written?"
     meta = body["messages"][1]["meta"]
     assert meta["status"] == "pending" and meta["tool_call_id"].startswith("call_")
-    assert meta["output"] == {"widget": "choice", "target_field": "experience",
-                              "question": "How much Python have you written?", "options": ["none", "some", "a lot"]}
+    assert meta["output"] == {
+        "widget": "choice",
+        "target_field": "experience",
+        "question": "How much Python have you written?",
+        "options": ["none", "some", "a lot"],
+    }
 
 
 def test_answer_is_stored_with_provenance_and_the_loop_continues(client, auth, fake_llm):
@@ -73,8 +84,14 @@ def test_status_codes(app, client, auth, fake_llm):
     assert answer(client, other, pending, "some").status_code == 404
     assert answer(client, auth, pending, "some", toolCallId="call_nope").status_code == 404
     assert answer(client, auth, pending, "some", conversationId="elsewhere").status_code == 404
-    for overrides in ({"toolName": "ask_text"}, {"targetField": "other"}, {"inputMethod": "telepathy"},
-                      {"extra": 1}, {"value": "maybe"}, {"toolCallId": ""}):
+    for overrides in (
+        {"toolName": "ask_text"},
+        {"targetField": "other"},
+        {"inputMethod": "telepathy"},
+        {"extra": 1},
+        {"value": "maybe"},
+        {"toolCallId": ""},
+    ):
         response = answer(client, auth, pending, overrides.pop("value", "some"), **overrides)
         assert response.status_code == 400, overrides
         assert response.get_json()["error"]["code"] == "INVALID_TOOL_RESULT"
@@ -92,9 +109,18 @@ def test_text_widget_and_streamed_continuation(client, auth, fake_llm):
     fake_llm.queue("/ask_text goal What do you want to build?", "A web scraper it is.")
     pending = chat(client, auth, "let's plan")["messages"][1]
     meta = pending["meta"]
-    response = client.post("/api/ai/tool-result", headers={**auth, **STREAM}, json={
-        "conversationId": pending["session_id"], "toolCallId": meta["tool_call_id"], "toolName": "ask_text",
-        "targetField": "goal", "value": "  a web scraper ", "inputMethod": "voice"})
+    response = client.post(
+        "/api/ai/tool-result",
+        headers={**auth, **STREAM},
+        json={
+            "conversationId": pending["session_id"],
+            "toolCallId": meta["tool_call_id"],
+            "toolName": "ask_text",
+            "targetField": "goal",
+            "value": "  a web scraper ",
+            "inputMethod": "voice",
+        },
+    )
     frames = parse(response.get_data(as_text=True))
     assert frames[0]["event"] == "turn.started" and frames[-1]["event"] == "done"
     assert frames[-1]["data"]["reply"] == "A web scraper it is."

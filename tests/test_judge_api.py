@@ -53,16 +53,27 @@ def jauth(judge_app):
 def stored_problem(app, token_headers, client) -> str:
     user_id = client.get("/api/me", headers=token_headers).get_json()["id"]
     with services_of(app).database.connection() as conn:
-        problem = add_problem(conn, user_id=user_id, activity_id=None, language="python", difficulty="easy",
-                              title="Sum", statement="Print the sum of the integers on stdin.",
-                              starter_files={"main.py": STARTER}, reference_files={"main.py": SUM_SOLUTION},
-                              tests=SUM_TESTS)
+        problem = add_problem(
+            conn,
+            user_id=user_id,
+            activity_id=None,
+            language="python",
+            difficulty="easy",
+            title="Sum",
+            statement="Print the sum of the integers on stdin.",
+            starter_files={"main.py": STARTER},
+            reference_files={"main.py": SUM_SOLUTION},
+            tests=SUM_TESTS,
+        )
     return problem.id
 
 
 def test_run_returns_the_verdict(jclient, jauth):
-    body = jclient.post("/run", json={"language": "python", "files": {"main.py": "print(input()[::-1])"},
-                                      "stdin": "abc\n"}, headers=jauth).get_json()
+    body = jclient.post(
+        "/run",
+        json={"language": "python", "files": {"main.py": "print(input()[::-1])"}, "stdin": "abc\n"},
+        headers=jauth,
+    ).get_json()
     assert body["status"] == "ok" and body["stdout"] == "cba\n" and body["exit_code"] == 0
     assert set(body) == {"status", "exit_code", "stdout", "stderr", "duration_ms", "truncated"}
 
@@ -78,11 +89,17 @@ def test_run_reports_compile_errors_and_bad_input(jclient, jauth):
 
 def test_submit_runs_hidden_tests_and_stores_the_submission(judge_app, jclient, jauth):
     problem_id = stored_problem(judge_app, jauth, jclient)
-    ok = jclient.post("/submit", json={"problem_id": problem_id, "language": "python",
-                                       "files": {"main.py": SUM_SOLUTION}}, headers=jauth).get_json()
+    ok = jclient.post(
+        "/submit",
+        json={"problem_id": problem_id, "language": "python", "files": {"main.py": SUM_SOLUTION}},
+        headers=jauth,
+    ).get_json()
     assert ok["status"] == "ok" and [t["passed"] for t in ok["tests"]] == [True, True, True]
-    wrong = jclient.post("/submit", json={"problem_id": problem_id, "language": "python",
-                                          "files": {"main.py": "print(0)"}}, headers=jauth).get_json()
+    wrong = jclient.post(
+        "/submit",
+        json={"problem_id": problem_id, "language": "python", "files": {"main.py": "print(0)"}},
+        headers=jauth,
+    ).get_json()
     assert wrong["status"] == "wrong_answer"
     assert [t["name"] for t in wrong["tests"] if not t["passed"]] == ["small", "secret-negative"]
     assert "-1" not in json.dumps(wrong["tests"])  # expected outputs stay hidden
@@ -105,8 +122,10 @@ def test_submit_scoping_and_validation(judge_app, jclient, jauth):
 
 
 def test_judge_endpoints_answer_503_when_disabled(client, auth):
-    for path, body in (("/run", {"language": "python", "files": {"main.py": "print(1)"}}),
-                       ("/activities/generate", {"topic": "loops", "language": "python"})):
+    for path, body in (
+        ("/run", {"language": "python", "files": {"main.py": "print(1)"}}),
+        ("/activities/generate", {"topic": "loops", "language": "python"}),
+    ):
         response = client.post(path, json=body, headers=auth)
         assert response.status_code == 503 and response.get_json()["error"]["code"] == "judge_unavailable"
     assert client.get("/health").get_json()["judge"] == {"available": False, "reason": "disabled by JUDGE_ENABLED=0"}
@@ -131,8 +150,14 @@ def test_run_code_without_judge_is_an_error_result(client, auth, fake_llm):
 
 
 def draft(**overrides: Any) -> str:
-    value = {"title": "Sum of integers", "statement": "Read integers from stdin and print their sum.",
-             "starter_code": STARTER, "reference_solution": SUM_SOLUTION, "tests": SUM_TESTS, **overrides}
+    value = {
+        "title": "Sum of integers",
+        "statement": "Read integers from stdin and print their sum.",
+        "starter_code": STARTER,
+        "reference_solution": SUM_SOLUTION,
+        "tests": SUM_TESTS,
+        **overrides,
+    }
     return json.dumps(value)
 
 
@@ -147,8 +172,9 @@ def wait_for_done(client, headers, session_id: str) -> list[dict[str, Any]]:
 
 def test_generation_retries_invalid_drafts_and_stores_verified_problems(jclient, jauth, fake_llm):
     fake_llm.queue("here is your problem!", "```json\n" + draft() + "\n```")
-    started = jclient.post("/activities/generate", json={"topic": "sums", "language": "python", "count": 1},
-                           headers=jauth)
+    started = jclient.post(
+        "/activities/generate", json={"topic": "sums", "language": "python", "count": 1}, headers=jauth
+    )
     assert started.status_code == 202
     info = started.get_json()
     frames = wait_for_done(jclient, jauth, info["session_id"])
@@ -163,8 +189,11 @@ def test_generation_retries_invalid_drafts_and_stores_verified_problems(jclient,
     assert activity["status"] == "ready" and len(activity["problems"]) == 1
     problem = activity["problems"][0]
     assert "tests" not in problem and "reference_files" not in problem
-    verdict = jclient.post("/submit", json={"problem_id": problem["id"], "language": "python",
-                                            "files": {"main.py": SUM_SOLUTION}}, headers=jauth).get_json()
+    verdict = jclient.post(
+        "/submit",
+        json={"problem_id": problem["id"], "language": "python", "files": {"main.py": SUM_SOLUTION}},
+        headers=jauth,
+    ).get_json()
     assert verdict["status"] == "ok"
 
 
@@ -179,8 +208,9 @@ def test_generation_retries_invalid_drafts_and_stores_verified_problems(jclient,
 )
 def test_generation_rejects_each_bad_draft_three_times_then_fails(jclient, jauth, fake_llm, bad, code):
     fake_llm.queue(bad, bad, bad)
-    info = jclient.post("/activities/generate", json={"topic": "sums", "language": "python", "count": 1},
-                        headers=jauth).get_json()
+    info = jclient.post(
+        "/activities/generate", json={"topic": "sums", "language": "python", "count": 1}, headers=jauth
+    ).get_json()
     frames = wait_for_done(jclient, jauth, info["session_id"])
     rejected = [f["data"]["code"] for f in frames if f["event"] == "problem.rejected"]
     assert rejected == [code] * 3
@@ -204,7 +234,9 @@ def test_server_still_answers_after_hostile_runs(jclient, jauth):
     assert statuses["memory bomb"] == "memory_limit" and statuses["output flood"] == "output_limit"
     assert statuses["fork bomb"] in {"runtime_error", "timeout"}
     assert jclient.get("/health").get_json()["judge"]["available"] is True
-    after = jclient.post("/run", json={"language": "python", "files": {"main.py": "print('still here')"}}, headers=jauth)
+    after = jclient.post(
+        "/run", json={"language": "python", "files": {"main.py": "print('still here')"}}, headers=jauth
+    )
     assert after.get_json()["stdout"] == "still here\n"
 
 
@@ -215,8 +247,13 @@ def test_stop_during_run_code_kills_the_container_and_ends_the_turn(judge_app, j
     session_id = jclient.post("/sessions", json={}, headers=jauth).get_json()["id"]
     fake_llm.queue("/run_code python\n```python\nimport time\nprint('started', flush=True)\ntime.sleep(60)\n```")
     results: list[Any] = []
-    thread = threading.Thread(target=lambda: results.append(judge_app.test_client().post(
-        "/chat", json={"message": "run it", "session_id": session_id}, headers=jauth).get_json()))
+    thread = threading.Thread(
+        target=lambda: results.append(
+            judge_app.test_client()
+            .post("/chat", json={"message": "run it", "session_id": session_id}, headers=jauth)
+            .get_json()
+        )
+    )
     thread.start()
     bus = services_of(judge_app).live.bus
     deadline = time.monotonic() + 30

@@ -64,7 +64,11 @@ def test_a_missing_image_is_never_cached() -> None:
     [
         ({"orchestrator.judge.host": "here", "orchestrator.judge.pid": "1"}, "2026-01-01T00:00:00Z", False),
         ({"orchestrator.judge.host": "here", "orchestrator.judge.pid": "999999999"}, "2099-01-01T00:00:00Z", True),
-        ({"orchestrator.judge.host": "elsewhere", "orchestrator.judge.pid": "1"}, "2000-01-01T00:00:00.123456789Z", True),
+        (
+            {"orchestrator.judge.host": "elsewhere", "orchestrator.judge.pid": "1"},
+            "2000-01-01T00:00:00.123456789Z",
+            True,
+        ),
         ({}, "2999-01-01T00:00:00Z", False),  # unlabelled and new: may belong to a live process
         ({}, "not a date", True),
     ],

@@ -54,8 +54,10 @@ def test_a_name_cannot_be_both_file_and_folder() -> None:
         check_files({"a": "1", "a/b": "2"})
 
 
-@pytest.mark.parametrize("files", [{"main.py": "print('\udcff')"}, {"main\ud800.py": "print(1)"},
-                                   {"main.py": "# \ud83d\ude00 as two escapes"}])
+@pytest.mark.parametrize(
+    "files",
+    [{"main.py": "print('\udcff')"}, {"main\ud800.py": "print(1)"}, {"main.py": "# \ud83d\ude00 as two escapes"}],
+)
 def test_lone_surrogates_are_refused_with_a_clear_message(files: dict[str, str]) -> None:
     """A surrogate is not text: the program is refused, never judged after a silent change."""
     with pytest.raises(SubmissionError, match="lone surrogate"):

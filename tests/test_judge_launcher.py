@@ -33,7 +33,6 @@ def judge() -> Iterator[Judge]:
     yield from open_judge(limits=SMALL)
 
 
-
 @pytest.fixture
 def execs(judge: Judge, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The argv of every `docker exec` the judge creates (on the Docker client, not the judge)."""
@@ -158,15 +157,20 @@ def test_a_background_process_does_not_outlive_its_step(judge: Judge) -> None:
         "    alive = [p for p in os.listdir('/proc') if p.isdigit() and b'sleep' in open(f'/proc/{p}/cmdline', 'rb').read()]\n"
         "    print(len(alive))\n"
     )
-    cases = [TestCase(name="first", stdin="first", expected_stdout="started"),
-             TestCase(name="second", stdin="second", expected_stdout="0")]
+    cases = [
+        TestCase(name="first", stdin="first", expected_stdout="started"),
+        TestCase(name="second", stdin="second", expected_stdout="0"),
+    ]
     verdict = judge.run_tests("python", {"main.py": source}, cases, SMALL)
     assert verdict.status == "ok", (verdict.stdout, verdict.tests)
 
 
 def test_killing_the_launcher_ends_only_that_run(judge: Judge) -> None:
-    verdict = run_py(judge, "import os, signal\nprint('bye', flush=True)\nos.kill(os.getppid(), signal.SIGKILL)\n"
-                     "import time\ntime.sleep(30)\n")
+    verdict = run_py(
+        judge,
+        "import os, signal\nprint('bye', flush=True)\nos.kill(os.getppid(), signal.SIGKILL)\n"
+        "import time\ntime.sleep(30)\n",
+    )
     assert verdict.status == "internal_error" and "launcher was killed" in verdict.stderr
     assert run_py(judge, "print('next')").stdout == "next\n"
 
@@ -181,7 +185,9 @@ def test_the_oom_counter_is_per_step(judge: Judge) -> None:
     verdict = judge.run_tests("python", {"main.py": source}, cases, SMALL)
     assert verdict.tests is not None
     assert [(t.passed, t.message.split(":")[0]) for t in verdict.tests] == [
-        (False, "memory limit"), (True, "passed"), (False, "runtime error")
+        (False, "memory limit"),
+        (True, "passed"),
+        (False, "runtime error"),
     ]
 
 
@@ -199,10 +205,14 @@ def test_files_that_do_not_fit_are_an_unpack_error_and_nothing_runs(judge: Judge
 
 def test_a_large_input_reaches_the_program_whole_and_an_unread_one_keeps_the_steps_in_step(judge: Judge) -> None:
     big = "x" * (6 << 20)  # larger than the 4 MB work folder: an input never lands there
-    source = "import sys\nfirst = sys.stdin.read(1)\nprint('ignored' if first == 'i' else len(first + sys.stdin.read()))\n"
-    cases = [TestCase(name="reads", stdin=big, expected_stdout=str(len(big))),
-             TestCase(name="ignores", stdin="i" + big, expected_stdout="ignored"),  # 6 MB left unread
-             TestCase(name="after", stdin="small", expected_stdout="5")]
+    source = (
+        "import sys\nfirst = sys.stdin.read(1)\nprint('ignored' if first == 'i' else len(first + sys.stdin.read()))\n"
+    )
+    cases = [
+        TestCase(name="reads", stdin=big, expected_stdout=str(len(big))),
+        TestCase(name="ignores", stdin="i" + big, expected_stdout="ignored"),  # 6 MB left unread
+        TestCase(name="after", stdin="small", expected_stdout="5"),
+    ]
     verdict = judge.run_tests("python", {"main.py": source}, cases, SMALL)
     assert verdict.status == "ok", verdict.tests
 
@@ -212,7 +222,7 @@ def test_a_pooled_container_that_died_is_replaced() -> None:
     require_judge(*judge.available())
     try:
         assert judge.pool is not None and judge.pool.wait_full(60)
-        for ready in judge.pool._ready.values():  # noqa: SLF001 - the test reaches in to break pooled boxes
+        for ready in judge.pool._ready.values():
             for box in ready:
                 box.container.remove(force=True)
         verdict = judge.run(RunRequest(language="python", files={"main.py": "print('fresh')"}))

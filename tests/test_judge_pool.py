@@ -18,7 +18,7 @@ pytestmark = pytest.mark.docker
 
 def ready_ids(judge: Judge) -> set[str]:
     assert judge.pool is not None
-    return {box.id for ready in judge.pool._ready.values() for box in ready}  # noqa: SLF001
+    return {box.id for ready in judge.pool._ready.values() for box in ready}
 
 
 def test_a_forked_child_fills_its_own_pool_and_never_shares_the_parents() -> None:
@@ -51,7 +51,7 @@ def test_an_empty_pool_hands_out_the_sandbox_being_started_instead_of_none() -> 
     try:
         pool = judge.pool
         assert pool is not None and pool.wait_full(60)
-        image = next(iter(pool._ready))  # noqa: SLF001
+        image = next(iter(pool._ready))
         first = pool.take(image, judge.limits)
         assert first is not None
         assert pool.take(image, judge.limits) is None  # no wait: the refill has not finished

@@ -28,7 +28,6 @@ def judge() -> Iterator[Judge]:
     yield from open_judge(limits=SMALL)
 
 
-
 def run_py(judge: Judge, source: str, stdin: str = "", limits: Limits = SMALL) -> Verdict:
     return run_python(judge, source, limits, stdin)
 
@@ -215,7 +214,9 @@ def test_runtime_errors_keep_exit_code_and_stderr(judge: Judge) -> None:
     assert (verdict.status, verdict.exit_code, verdict.stdout) == ("runtime_error", 3, "before\n")
     crash = run_py(judge, "raise ValueError('boom')\n")
     assert crash.status == "runtime_error" and "ValueError: boom" in crash.stderr
-    segfault = judge.run(RunRequest(language="c", files={"main.c": "int main(){return *(volatile int*)0;}"}, limits=SMALL))
+    segfault = judge.run(
+        RunRequest(language="c", files={"main.c": "int main(){return *(volatile int*)0;}"}, limits=SMALL)
+    )
     assert segfault.status == "runtime_error" and segfault.exit_code == 139
 
 

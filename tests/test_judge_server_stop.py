@@ -60,8 +60,17 @@ def judge_server(tmp: Path) -> Iterator[tuple[subprocess.Popen[Any], str, str]]:
     """A server with the judge and a pool of one container per image: (process, base URL, token)."""
     tmp.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    env = server_env(tmp, port, {"JUDGE_ENABLED": "1", "JUDGE_POOL_SIZE": "1", "LLM_PROVIDER": "openai",
-                                 "LLM_BASE_URL": "http://127.0.0.1:9/v1", "RATE_LIMITS": "runs=off"})
+    env = server_env(
+        tmp,
+        port,
+        {
+            "JUDGE_ENABLED": "1",
+            "JUDGE_POOL_SIZE": "1",
+            "LLM_PROVIDER": "openai",
+            "LLM_BASE_URL": "http://127.0.0.1:9/v1",
+            "RATE_LIMITS": "runs=off",
+        },
+    )
     log = (tmp / "server.log").open("w")
     process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -89,13 +98,22 @@ def test_one_pool_per_server_and_nothing_left_after_a_stop_with_a_run_in_flight(
         assert len({container.labels[OWNER_LABEL] for container in pool}) == 1
         assert all(container.labels[POOL_LABEL] == "1" for container in pool)
         answers: list[requests.Response] = []
-        body = {"language": "python", "files": {"main.py": "import time\nprint('started', flush=True)\ntime.sleep(2)\n"}}
-        runner = threading.Thread(target=lambda: answers.append(requests.post(
-            f"{base}/run", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=60)))
+        body = {
+            "language": "python",
+            "files": {"main.py": "import time\nprint('started', flush=True)\ntime.sleep(2)\n"},
+        }
+        runner = threading.Thread(
+            target=lambda: answers.append(
+                requests.post(f"{base}/run", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+            )
+        )
         runner.start()
         pooled = {container.id for container in pool}
-        wait_for(lambda: {c.id for c in containers_of(engine, process.pid)} != pooled, 10,
-                 "the run to take a pooled container (its refill starts)")
+        wait_for(
+            lambda: {c.id for c in containers_of(engine, process.pid)} != pooled,
+            10,
+            "the run to take a pooled container (its refill starts)",
+        )
         time.sleep(0.3)  # the program is sleeping now
         process.send_signal(stop_signal)
         assert process.wait(timeout=60) == 0

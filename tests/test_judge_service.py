@@ -23,17 +23,16 @@ def judge() -> Iterator[Judge]:
     yield from open_judge()
 
 
-
 SUM_PROGRAMS = {
     "python": {"main.py": "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))\n"},
     "javascript": {
         "main.js": "const t = require('fs').readFileSync(0, 'utf8').split(/\\s+/).filter(Boolean);\n"
         "console.log(t.reduce((a, b) => a + Number(b), 0));\n"
     },
-    "c": {"main.c": '#include <stdio.h>\nint main(void){long a,s=0;while(scanf("%ld",&a)==1)s+=a;printf("%ld\\n",s);return 0;}\n'},
-    "cpp": {
-        "main.cpp": "#include <iostream>\nint main(){long a,s=0;while(std::cin>>a)s+=a;std::cout<<s<<'\\n';}\n"
+    "c": {
+        "main.c": '#include <stdio.h>\nint main(void){long a,s=0;while(scanf("%ld",&a)==1)s+=a;printf("%ld\\n",s);return 0;}\n'
     },
+    "cpp": {"main.cpp": "#include <iostream>\nint main(){long a,s=0;while(std::cin>>a)s+=a;std::cout<<s<<'\\n';}\n"},
     "java": {
         "Main.java": "import java.util.*;\npublic class Main { public static void main(String[] a) {\n"
         "Scanner in = new Scanner(System.in); long s = 0; while (in.hasNextLong()) s += in.nextLong();\n"
@@ -60,10 +59,12 @@ def test_a_correct_program_passes_in_every_language(judge: Judge, language: str)
     [
         ("c", {"main.c": "int main(void) { return undefined_name; }\n"}, "undefined_name"),
         ("cpp", {"main.cpp": "int main() { std::vector<int> v; }\n"}, "vector"),
-        ("java", {"Main.java": "public class Main { void f() { int x = \"s\"; } }\n"}, "incompatible types"),
+        ("java", {"Main.java": 'public class Main { void f() { int x = "s"; } }\n'}, "incompatible types"),
     ],
 )
-def test_compile_errors_are_reported_once_with_stderr(judge: Judge, language: str, files: dict[str, str], needle: str) -> None:
+def test_compile_errors_are_reported_once_with_stderr(
+    judge: Judge, language: str, files: dict[str, str], needle: str
+) -> None:
     verdict = judge.run_tests(language, files, SUM_TESTS)
     assert verdict.status == "compile_error" and verdict.exit_code not in (0, None)
     assert needle in verdict.stderr
@@ -72,7 +73,9 @@ def test_compile_errors_are_reported_once_with_stderr(judge: Judge, language: st
 
 
 def test_wrong_answer_versus_accepted_over_several_tests(judge: Judge) -> None:
-    off_by_one = {"main.py": "import sys\nn = sum(int(x) for x in sys.stdin.read().split())\nprint(n if n < 5 else n + 1)\n"}
+    off_by_one = {
+        "main.py": "import sys\nn = sum(int(x) for x in sys.stdin.read().split())\nprint(n if n < 5 else n + 1)\n"
+    }
     verdict = judge.run_tests("python", off_by_one, SUM_TESTS)
     assert verdict.status == "wrong_answer" and verdict.exit_code == 0
     assert verdict.tests is not None and [t.passed for t in verdict.tests] == [False, True, True]
@@ -80,7 +83,9 @@ def test_wrong_answer_versus_accepted_over_several_tests(judge: Judge) -> None:
 
 
 def test_first_failing_kind_is_the_status_and_a_timeout_stops_later_tests(judge: Judge) -> None:
-    program = {"main.py": "import sys\nn = int(sys.stdin.read())\nif n == 2:\n    sys.exit(4)\nif n == 3:\n    while True: pass\nprint(n)\n"}
+    program = {
+        "main.py": "import sys\nn = int(sys.stdin.read())\nif n == 2:\n    sys.exit(4)\nif n == 3:\n    while True: pass\nprint(n)\n"
+    }
     cases = [TestCase(name=f"t{i}", stdin=str(i), expected_stdout=str(i)) for i in (1, 2, 3, 4)]
     verdict = judge.run_tests("python", program, cases, Limits(wall_s=1.5))
     assert verdict.status == "runtime_error" and verdict.exit_code == 4
@@ -101,14 +106,21 @@ def test_stdin_is_passed_whole_and_empty_stdin_is_eof(judge: Judge) -> None:
 
 
 def test_multi_file_programs(judge: Judge) -> None:
-    files = {"main.py": "from pkg.util import double\nprint(double(21))\n", "pkg/__init__.py": "", "pkg/util.py": "def double(x):\n    return 2 * x\n"}
+    files = {
+        "main.py": "from pkg.util import double\nprint(double(21))\n",
+        "pkg/__init__.py": "",
+        "pkg/util.py": "def double(x):\n    return 2 * x\n",
+    }
     assert judge.run(RunRequest(language="python", files=files)).stdout == "42\n"
-    c_files = {"main.c": '#include <stdio.h>\nint twice(int);\nint main(void){printf("%d\\n", twice(21));}\n', "twice.c": "int twice(int x){return 2*x;}\n"}
+    c_files = {
+        "main.c": '#include <stdio.h>\nint twice(int);\nint main(void){printf("%d\\n", twice(21));}\n',
+        "twice.c": "int twice(int x){return 2*x;}\n",
+    }
     assert judge.run(RunRequest(language="c", files=c_files)).stdout == "42\n"
 
 
 def test_missing_entry_file_and_unknown_language_are_submission_errors(judge: Judge) -> None:
-    with pytest.raises(SubmissionError, match="Main.java"):
+    with pytest.raises(SubmissionError, match=r"Main\.java"):
         judge.run(RunRequest(language="java", files={"Solution.java": "class Solution {}"}))
     with pytest.raises(SubmissionError, match="unknown language"):
         judge.run_tests("cobol", {"main.cob": ""}, SUM_TESTS)
@@ -120,9 +132,13 @@ SETUP = "create table t(name text, score int); insert into t values ('b', 2), ('
 
 
 def test_sql_cases_compare_columns_and_rows_unordered_unless_asked(judge: Judge) -> None:
-    unordered = SqlCase(name="any order", setup_sql=SETUP, expected_columns=["name"], expected_rows=[["a"], ["b"], ["c"]])
+    unordered = SqlCase(
+        name="any order", setup_sql=SETUP, expected_columns=["name"], expected_rows=[["a"], ["b"], ["c"]]
+    )
     ordered = unordered.model_copy(update={"name": "by score", "ordered": True})
-    descending = unordered.model_copy(update={"name": "descending", "ordered": True, "expected_rows": [["c"], ["b"], ["a"]]})
+    descending = unordered.model_copy(
+        update={"name": "descending", "ordered": True, "expected_rows": [["c"], ["b"], ["a"]]}
+    )
     natural = judge.run_tests("sql", {"query.sql": "SELECT name FROM t;"}, [unordered, ordered])
     assert natural.status == "wrong_answer"
     assert natural.tests is not None and [t.passed for t in natural.tests] == [True, False]
@@ -132,7 +148,9 @@ def test_sql_cases_compare_columns_and_rows_unordered_unless_asked(judge: Judge)
 
 
 def test_sql_cases_get_a_fresh_database_each(judge: Judge) -> None:
-    query = {"query.sql": "CREATE TABLE IF NOT EXISTS seen(x); INSERT INTO seen VALUES (1); SELECT count(*) AS n FROM seen;"}
+    query = {
+        "query.sql": "CREATE TABLE IF NOT EXISTS seen(x); INSERT INTO seen VALUES (1); SELECT count(*) AS n FROM seen;"
+    }
     case = SqlCase(name="fresh", expected_columns=["n"], expected_rows=[[1]])
     verdict = judge.run_tests("sql", query, [case, case.model_copy(update={"name": "fresh again"})])
     assert verdict.status == "ok", verdict
@@ -151,13 +169,17 @@ def test_pool_hands_each_container_out_once() -> None:
     judge = Judge.from_env(pool_size=1)
     require_judge(*judge.available())
     assert judge.pool is not None and judge.pool.wait_full(60)
-    marker = {"main.py": "import os\nprint(os.path.exists('/work/marker'), os.path.exists('/tmp/marker'))\nopen('/work/marker', 'w').write('x')\nopen('/tmp/marker', 'w').write('x')\n"}
+    marker = {
+        "main.py": "import os\nprint(os.path.exists('/work/marker'), os.path.exists('/tmp/marker'))\nopen('/work/marker', 'w').write('x')\nopen('/tmp/marker', 'w').write('x')\n"
+    }
     try:
         for _ in range(3):
             judge.pool.wait_full(30)
             assert judge.run(RunRequest(language="python", files=marker)).stdout == "False False\n"
         other_limits = Limits(memory_mb=128)  # not what the pool holds: a fresh container
-        assert judge.run(RunRequest(language="python", files={"main.py": "print(2)"}, limits=other_limits)).stdout == "2\n"
+        assert (
+            judge.run(RunRequest(language="python", files={"main.py": "print(2)"}, limits=other_limits)).stdout == "2\n"
+        )
     finally:
         judge.close()
     assert leftover_containers(judge) == []

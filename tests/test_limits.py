@@ -34,34 +34,42 @@ def test_defaults_hold_every_key_sessions_included():
     assert limits.sessions == Rate(count=60, window_s=3600, text="60/hour")
 
 
-@pytest.mark.parametrize("text,key,count,window_s", [
-    ("turns=5/second", "turns", 5, 1),
-    ("runs = 7 per hour", "runs", 7, 3600),
-    ("generate=2/10 minutes", "generate", 2, 600),
-    ("login=3/DAY", "login", 3, 86400),
-    ("sessions=100/2 hours,", "sessions", 100, 7200),
-])
+@pytest.mark.parametrize(
+    "text,key,count,window_s",
+    [
+        ("turns=5/second", "turns", 5, 1),
+        ("runs = 7 per hour", "runs", 7, 3600),
+        ("generate=2/10 minutes", "generate", 2, 600),
+        ("login=3/DAY", "login", 3, 86400),
+        ("sessions=100/2 hours,", "sessions", 100, 7200),
+    ],
+)
 def test_a_rate_names_its_key_and_the_rest_keep_their_defaults(text, key, count, window_s):
     limits = load_settings({"RATE_LIMITS": text}, dotenv_path=None).rate_limits
     rate = getattr(limits, key)
     assert (rate.count, rate.window_s) == (count, window_s)
     defaults = load_settings({}, dotenv_path=None).rate_limits
-    assert all(getattr(limits, other) == getattr(defaults, other) for other in type(limits).model_fields if other != key)
+    assert all(
+        getattr(limits, other) == getattr(defaults, other) for other in type(limits).model_fields if other != key
+    )
 
 
 def test_off_means_unlimited():
     assert load_settings({"RATE_LIMITS": "turns=off"}, dotenv_path=None).rate_limits.turns is None
 
 
-@pytest.mark.parametrize("text,named", [
-    ("streams=5/minute", "streams"),
-    ("turns=5/fortnight", "turns"),
-    ("turns=0/minute", "turns"),
-    ("turns=5/0 minutes", "turns"),
-    ("turns=many", "turns"),
-    ("turns", "turns"),
-    ("login=", "login"),
-])
+@pytest.mark.parametrize(
+    "text,named",
+    [
+        ("streams=5/minute", "streams"),
+        ("turns=5/fortnight", "turns"),
+        ("turns=0/minute", "turns"),
+        ("turns=5/0 minutes", "turns"),
+        ("turns=many", "turns"),
+        ("turns", "turns"),
+        ("login=", "login"),
+    ],
+)
 def test_an_unknown_key_or_a_bad_rate_is_a_config_error_naming_it(text, named):
     with pytest.raises(ConfigError) as raised:
         load_settings({"RATE_LIMITS": text}, dotenv_path=None)
@@ -127,9 +135,12 @@ def test_every_limited_endpoint_and_tool_exists(app: Flask):
 
 @pytest.fixture
 def limited(make_app: Callable[..., Flask], fake_llm) -> Flask:
-    return make_app(llm_base_url=fake_llm.openai_base_url,
-                    rate_limits="turns=2/minute,runs=2/minute,generate=1/hour,sessions=3/hour,login=2/minute",
-                    max_streams_per_user=2, trace_enabled=True)
+    return make_app(
+        llm_base_url=fake_llm.openai_base_url,
+        rate_limits="turns=2/minute,runs=2/minute,generate=1/hour,sessions=3/hour,login=2/minute",
+        max_streams_per_user=2,
+        trace_enabled=True,
+    )
 
 
 def assert_refused(response, limit: str) -> None:
@@ -144,7 +155,9 @@ def test_turns_are_limited_per_user(limited: Flask):
     client, alice, bob = limited.test_client(), new_token(limited, "alice"), new_token(limited, "bob")
     session = client.post("/sessions", json={}, headers=auth(alice)).get_json()["id"]
     for _ in range(2):
-        assert client.post("/chat", json={"message": "hi", "session_id": session}, headers=auth(alice)).status_code == 200
+        assert (
+            client.post("/chat", json={"message": "hi", "session_id": session}, headers=auth(alice)).status_code == 200
+        )
     refused = client.post("/chat", json={"message": "hi", "session_id": session}, headers=auth(alice))
     assert_refused(refused, "turns")
     messages = client.get(f"/sessions/{session}/messages", headers=auth(alice)).get_json()["messages"]
@@ -158,8 +171,9 @@ def test_runs_and_submits_share_one_budget_and_direct_run_code_spends_it(limited
     assert client.post("/run", json=body, headers=auth(alice)).status_code == 503  # the judge is off here
     assert client.post("/submit", json={**body, "problem_id": "p"}, headers=auth(alice)).status_code == 404
     assert_refused(client.post("/run", json=body, headers=auth(alice)), "runs")
-    assert_refused(client.post("/tools/run_code", json={"language": "python", "code": "print(1)"},
-                               headers=auth(alice)), "runs")
+    assert_refused(
+        client.post("/tools/run_code", json={"language": "python", "code": "print(1)"}, headers=auth(alice)), "runs"
+    )
     assert client.post("/tools/remember", json={"fact": "I like tea"}, headers=auth(alice)).status_code != 429
 
 
@@ -224,8 +238,9 @@ def test_a_streamed_chat_at_the_cap_is_refused_before_its_turn_starts(limited: F
     client, alice = limited.test_client(), new_token(limited, "alice")
     session = client.post("/sessions", json={}, headers=auth(alice)).get_json()["id"]
     held = [client.get(f"/sessions/{session}/trace", headers=auth(alice), buffered=False) for _ in range(2)]
-    refused = client.post("/chat", json={"message": "hi", "session_id": session},
-                          headers={**auth(alice), "Accept": "text/event-stream"})
+    refused = client.post(
+        "/chat", json={"message": "hi", "session_id": session}, headers={**auth(alice), "Accept": "text/event-stream"}
+    )
     assert_refused(refused, "streams")
     assert client.get(f"/sessions/{session}", headers=auth(alice)).get_json()["active_turn"] is None
     assert client.get(f"/sessions/{session}/messages", headers=auth(alice)).get_json()["messages"] == []
@@ -239,13 +254,20 @@ def test_a_streamed_widget_answer_at_the_cap_is_refused_before_it_is_applied(lim
     pending = client.post("/chat", json={"message": "plan"}, headers=auth(alice)).get_json()["messages"][1]
     meta, session = pending["meta"], pending["session_id"]
     held = [client.get(f"/sessions/{session}/trace", headers=auth(alice), buffered=False) for _ in range(2)]
-    body = {"conversationId": session, "toolCallId": meta["tool_call_id"], "toolName": "ask_text",
-            "targetField": "goal", "value": "a scraper", "inputMethod": "text"}
+    body = {
+        "conversationId": session,
+        "toolCallId": meta["tool_call_id"],
+        "toolName": "ask_text",
+        "targetField": "goal",
+        "value": "a scraper",
+        "inputMethod": "text",
+    }
     refused = client.post("/api/ai/tool-result", json=body, headers={**auth(alice), "Accept": "text/event-stream"})
     assert_refused(refused, "streams")
     assert client.get(f"/sessions/{session}", headers=auth(alice)).get_json()["active_turn"] is None
-    assert [m["role"] for m in client.get(f"/sessions/{session}/messages", headers=auth(alice)).get_json()[
-        "messages"]] == ["user", "ui_tools"]  # the answer was not applied: the call is still pending
+    assert [
+        m["role"] for m in client.get(f"/sessions/{session}/messages", headers=auth(alice)).get_json()["messages"]
+    ] == ["user", "ui_tools"]  # the answer was not applied: the call is still pending
     for response in reversed(held):
         response.close()
     answered = client.post("/api/ai/tool-result", json=body, headers=auth(alice))
@@ -260,8 +282,13 @@ def auth(token: str) -> dict[str, str]:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     tmp = Path(tmp_path_factory.mktemp("streams"))
     (tmp / "script.json").write_text("[]")
-    env = {"LLM_PROVIDER": "scripted", "SCRIPTED_REPLIES": str(tmp / "script.json"), "MAX_STREAMS_PER_USER": "2",
-           "TRACE_ENABLED": "1", "SSE_HEARTBEAT_S": "1"}
+    env = {
+        "LLM_PROVIDER": "scripted",
+        "SCRIPTED_REPLIES": str(tmp / "script.json"),
+        "MAX_STREAMS_PER_USER": "2",
+        "TRACE_ENABLED": "1",
+        "SSE_HEARTBEAT_S": "1",
+    }
     with running_server(tmp, env) as found:
         yield found
 

@@ -65,10 +65,20 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     settings = {"database_path": tmp / "app.db", "data_dir": tmp, "auth_token_file": tmp / "admin.token"}
     port = free_port()
     with FakeLLMServer(default_reply="plain answer") as llm:
-        env = clean_env(tmp, settings, PORT=str(port), LLM_PROVIDER="openai", LLM_BASE_URL=llm.openai_base_url,
-                        LLM_MODEL="m", WEB_THREADS=str(WEB_THREADS), HEADER_TIMEOUT_S="1", SSE_HEARTBEAT_S="1",
-                        # one user holds hundreds of streams and sends many turns here (limits: test_limits.py)
-                        MAX_STREAMS_PER_USER="1000", RATE_LIMITS="turns=off,sessions=off")
+        env = clean_env(
+            tmp,
+            settings,
+            PORT=str(port),
+            LLM_PROVIDER="openai",
+            LLM_BASE_URL=llm.openai_base_url,
+            LLM_MODEL="m",
+            WEB_THREADS=str(WEB_THREADS),
+            HEADER_TIMEOUT_S="1",
+            SSE_HEARTBEAT_S="1",
+            # one user holds hundreds of streams and sends many turns here (limits: test_limits.py)
+            MAX_STREAMS_PER_USER="1000",
+            RATE_LIMITS="turns=off,sessions=off",
+        )
         log = (tmp / "server.log").open("w")
         process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -105,8 +115,13 @@ def raw_stream(port: int, path: str, headers: dict[str, str]) -> socket.socket:
 
 def test_deltas_reach_the_client_while_the_model_is_still_writing(live: LiveServer):
     live.llm.queue(StreamReply(pieces=tuple(f"word{i} " for i in range(8)), delay_s=0.15))
-    response = requests.post(f"{live.base}/chat", json={"message": "talk"}, headers={**live.auth, "Accept":
-                             "text/event-stream"}, stream=True, timeout=30)
+    response = requests.post(
+        f"{live.base}/chat",
+        json={"message": "talk"},
+        headers={**live.auth, "Accept": "text/event-stream"},
+        stream=True,
+        timeout=30,
+    )
     shown, still_writing, done = "", None, None
     for name, data in sse_events(response):
         if name == "answer.delta":
@@ -125,8 +140,14 @@ def test_waiting_json_turns_hold_no_request_thread(live: LiveServer):
     for _ in range(20):
         live.llm.queue(StreamReply(pieces=("slow", " done"), delay_s=1.0))
     results: list[int] = []
-    threads = [threading.Thread(target=lambda: results.append(requests.post(
-        f"{live.base}/chat", json={"message": "wait"}, headers=live.auth, timeout=60).status_code)) for _ in range(20)]
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(
+                requests.post(f"{live.base}/chat", json={"message": "wait"}, headers=live.auth, timeout=60).status_code
+            )
+        )
+        for _ in range(20)
+    ]
     for thread in threads:
         thread.start()
     # as many turns waiting on the provider as the server has request threads: one thread per waiting
@@ -141,13 +162,18 @@ def test_waiting_json_turns_hold_no_request_thread(live: LiveServer):
 def test_idle_streams_hold_no_thread_and_all_end_with_the_turn(live: LiveServer):
     session_id = live.session()
     live.llm.queue(StreamReply(pieces=("never ends",), hang=True))
-    turn_thread = threading.Thread(target=lambda: requests.post(
-        f"{live.base}/chat", json={"message": "long", "session_id": session_id}, headers=live.auth, timeout=60))
+    turn_thread = threading.Thread(
+        target=lambda: requests.post(
+            f"{live.base}/chat", json={"message": "long", "session_id": session_id}, headers=live.auth, timeout=60
+        )
+    )
     turn_thread.start()
     turn = live.wait_active(session_id)
     before = live.threads()
-    sockets = [raw_stream(live.port, f"/sessions/{session_id}/generate/stream?turn_id={turn['turn_id']}", live.auth)
-               for _ in range(200)]
+    sockets = [
+        raw_stream(live.port, f"/sessions/{session_id}/generate/stream?turn_id={turn['turn_id']}", live.auth)
+        for _ in range(200)
+    ]
     with_streams = live.threads()
     assert requests.get(f"{live.base}/health", timeout=30).status_code == 200
     assert with_streams - before <= 2, f"threads grew from {before} to {with_streams} with 200 open streams"
@@ -189,8 +215,13 @@ def test_closing_a_stream_never_stops_its_turn(live: LiveServer):
     session_id = live.session()
     pieces = tuple(f"part{i} " for i in range(6))
     live.llm.queue(StreamReply(pieces=pieces, delay_s=0.2))
-    response = requests.post(f"{live.base}/chat", json={"message": "go", "session_id": session_id},
-                             headers={**live.auth, "Accept": "text/event-stream"}, stream=True, timeout=30)
+    response = requests.post(
+        f"{live.base}/chat",
+        json={"message": "go", "session_id": session_id},
+        headers={**live.auth, "Accept": "text/event-stream"},
+        stream=True,
+        timeout=30,
+    )
     for name, _ in sse_events(response):
         if name == "answer.delta":
             break
@@ -204,15 +235,24 @@ def test_closing_a_stream_never_stops_its_turn(live: LiveServer):
 def test_stop_from_another_connection_keeps_what_was_shown(live: LiveServer):
     session_id = live.session()
     live.llm.queue(StreamReply(pieces=("Shown first. ", "Shown second. ", "Not yet."), delay_s=0.5))
-    response = requests.post(f"{live.base}/chat", json={"message": "go", "session_id": session_id},
-                             headers={**live.auth, "Accept": "text/event-stream"}, stream=True, timeout=30)
+    response = requests.post(
+        f"{live.base}/chat",
+        json={"message": "go", "session_id": session_id},
+        headers={**live.auth, "Accept": "text/event-stream"},
+        stream=True,
+        timeout=30,
+    )
     shown, done = "", None
     for name, data in sse_events(response):
         if name == "answer.delta":
             shown += data["text"]
             if "second" in shown:
-                stop = requests.post(f"{live.base}/sessions/{session_id}/cancel", json={"turn_id": data["turn_id"]},
-                                     headers=live.auth, timeout=10)
+                stop = requests.post(
+                    f"{live.base}/sessions/{session_id}/cancel",
+                    json={"turn_id": data["turn_id"]},
+                    headers=live.auth,
+                    timeout=10,
+                )
                 assert stop.status_code == 200
         if name == "done":
             done = data

@@ -131,8 +131,12 @@ def test_raw_stream_is_sse_delta_chunks_then_done(llama_server: LlamaServer) -> 
       the first content chunk arrives before `[DONE]`.
     """
     started = time.monotonic()
-    with requests.post(f"{llama_server.base_url}/chat/completions", stream=True, timeout=TIMEOUT_S,
-                       json=chat_body(llama_server, SHORT, stream=True)) as response:
+    with requests.post(
+        f"{llama_server.base_url}/chat/completions",
+        stream=True,
+        timeout=TIMEOUT_S,
+        json=chat_body(llama_server, SHORT, stream=True),
+    ) as response:
         assert response.status_code == 200
         assert response.headers["Content-Type"].startswith("text/event-stream")
         assert response.headers.get("Transfer-Encoding") == "chunked"
@@ -153,7 +157,9 @@ def test_raw_stream_is_sse_delta_chunks_then_done(llama_server: LlamaServer) -> 
     assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
     assert all(chunk["choices"][0]["finish_reason"] is None for chunk in chunks[:-1])
     assert not any(chunk.get("usage") for chunk in chunks), "usage now appears in stream chunks: update the docstring"
-    first_piece = next(frame.at for frame in received[:-1] if frame.data and frame.json()["choices"][0]["delta"].get("content"))
+    first_piece = next(
+        frame.at for frame in received[:-1] if frame.data and frame.json()["choices"][0]["delta"].get("content")
+    )
     assert first_piece < received[-1].at, "the chunks arrived all at once"
     assert first_piece - started < TIMEOUT_S
 
@@ -199,8 +205,9 @@ def test_raw_non_stream_is_one_chat_completion(llama_server: LlamaServer) -> Non
     """Without `stream`: one JSON `chat.completion` (Content-Type application/json, with a
     Content-Length), `choices[0].message = {"role": "assistant", "content": str}`,
     `finish_reason`, and `usage` {prompt_tokens, completion_tokens, total_tokens}."""
-    response = requests.post(f"{llama_server.base_url}/chat/completions", timeout=TIMEOUT_S,
-                             json=chat_body(llama_server, SHORT))
+    response = requests.post(
+        f"{llama_server.base_url}/chat/completions", timeout=TIMEOUT_S, json=chat_body(llama_server, SHORT)
+    )
     assert response.status_code == 200
     assert response.headers["Content-Type"].startswith("application/json")
     data = response.json()
@@ -223,8 +230,11 @@ def test_raw_models_list_and_any_model_name(llama_server: LlamaServer) -> None:
     assert data["object"] == "list"
     assert [entry["id"] for entry in data["data"]] == [llama_server.model]
     assert data["data"][0]["object"] == "model"
-    response = requests.post(f"{llama_server.base_url}/chat/completions", timeout=TIMEOUT_S,
-                             json={**chat_body(llama_server, SHORT), "model": "no-such-model"})
+    response = requests.post(
+        f"{llama_server.base_url}/chat/completions",
+        timeout=TIMEOUT_S,
+        json={**chat_body(llama_server, SHORT), "model": "no-such-model"},
+    )
     assert response.status_code == 200 and response.json()["object"] == "chat.completion"
 
 
@@ -252,8 +262,10 @@ class Sink:
         return self.stop_after is None or len(self.pieces) < self.stop_after
 
 
-def provider_for(server: LlamaServer, timeout_s: float = TIMEOUT_S):  # noqa: ANN201
-    return build_provider(ProviderConfig(provider="openai", base_url=server.base_url, model=server.model, timeout_s=timeout_s))
+def provider_for(server: LlamaServer, timeout_s: float = TIMEOUT_S):
+    return build_provider(
+        ProviderConfig(provider="openai", base_url=server.base_url, model=server.model, timeout_s=timeout_s)
+    )
 
 
 def ask(text: str) -> list[ChatMessage]:
@@ -304,8 +316,7 @@ def test_provider_stops_reading_when_the_sink_says_so_and_the_engine_serves_on(l
 def assert_only_the_short_answer_was_finished(llama_server: LlamaServer, offset: int) -> None:
     """The engine's log since `offset` shows one finished generation, the short answer's: the story
     (700+ tokens) was dropped, not generated to its end behind the client's back first."""
-    wait_until(lambda: finished_generations(llama_server, offset), "llama.cpp logged no finished generation",
-               TIMEOUT_S)
+    wait_until(lambda: finished_generations(llama_server, offset), "llama.cpp logged no finished generation", TIMEOUT_S)
     finished = finished_generations(llama_server, offset)
     assert max(finished) < STORY_TOKENS, f"the engine went on generating the abandoned story: {finished} tokens"
 
@@ -346,7 +357,9 @@ def test_provider_stream_cut_short_by_another_request_is_a_failure(llama_server:
     reader = threading.Thread(target=lambda: result.append(provider.stream(ask(LONG), sink)))
     reader.start()
     assert sink.first.wait(TIMEOUT_S), "no piece was fed"
-    second = requests.post(f"{llama_server.base_url}/chat/completions", timeout=TIMEOUT_S, json=chat_body(llama_server, SHORT))
+    second = requests.post(
+        f"{llama_server.base_url}/chat/completions", timeout=TIMEOUT_S, json=chat_body(llama_server, SHORT)
+    )
     reader.join(TIMEOUT_S)
     assert second.status_code == 200
     assert result, "the provider call did not return"
@@ -386,12 +399,21 @@ def product(llama_server: LlamaServer, tmp_path_factory: pytest.TempPathFactory)
     port = free_port()
     env = {key: value for key, value in os.environ.items() if key not in SETTING_NAMES and not key.endswith("_API_KEY")}
     env.update(
-        HOST="127.0.0.1", PORT=str(port), PYTHONUNBUFFERED="1",
+        HOST="127.0.0.1",
+        PORT=str(port),
+        PYTHONUNBUFFERED="1",
         PYTHONPATH=os.pathsep.join(filter(None, [str(guard), str(ROOT), os.environ.get("PYTHONPATH")])),
-        DATABASE_PATH=str(tmp / "app.db"), DATA_DIR=str(tmp / "data"), AUTH_TOKEN_FILE=str(tmp / "admin.token"),
-        LLM_PROVIDER="openai", LLM_BASE_URL=llama_server.base_url, LLM_MODEL=llama_server.model,
-        LLM_TIMEOUT_S=str(TIMEOUT_S), JUDGE_ENABLED="0",
-        SEARCH_URL=FAR_AWAY, WEATHER_URL=FAR_AWAY, GEOCODING_URL=FAR_AWAY,
+        DATABASE_PATH=str(tmp / "app.db"),
+        DATA_DIR=str(tmp / "data"),
+        AUTH_TOKEN_FILE=str(tmp / "admin.token"),
+        LLM_PROVIDER="openai",
+        LLM_BASE_URL=llama_server.base_url,
+        LLM_MODEL=llama_server.model,
+        LLM_TIMEOUT_S=str(TIMEOUT_S),
+        JUDGE_ENABLED="0",
+        SEARCH_URL=FAR_AWAY,
+        WEATHER_URL=FAR_AWAY,
+        GEOCODING_URL=FAR_AWAY,
     )
     log_path = tmp / "server.log"
     log = log_path.open("w")
@@ -422,8 +444,9 @@ def shown_text(events: list[Frame]) -> str:
 
 
 def stored_messages(product: Product, session_id: str) -> list[dict[str, Any]]:
-    response = requests.get(f"{product.base}/sessions/{session_id}/messages", params={"limit": 200},
-                            headers=product.auth, timeout=10)
+    response = requests.get(
+        f"{product.base}/sessions/{session_id}/messages", params={"limit": 200}, headers=product.auth, timeout=10
+    )
     assert response.status_code == 200, response.text
     return response.json()["messages"]
 
@@ -445,8 +468,13 @@ def test_product_plain_chat_against_the_real_model(product: Product) -> None:
 
 
 def stream_turn(product: Product, message: str) -> list[Frame]:
-    with requests.post(f"{product.base}/chat", json={"message": message}, stream=True, timeout=TIMEOUT_S,
-                       headers={**product.auth, "Accept": "text/event-stream"}) as response:
+    with requests.post(
+        f"{product.base}/chat",
+        json={"message": message},
+        stream=True,
+        timeout=TIMEOUT_S,
+        headers={**product.auth, "Accept": "text/event-stream"},
+    ) as response:
         assert response.status_code == 200, response.text
         assert response.headers["Content-Type"].startswith("text/event-stream")
         return [frame for frame in frames(response) if frame.event]
@@ -488,16 +516,22 @@ def test_product_cancel_mid_answer_keeps_the_text_shown(product: Product, llama_
         events: list[Frame] = []
         cancel: requests.Response | None = None
         offset = log_size(llama_server)
-        with requests.post(f"{product.base}/chat", json={"message": LONG, "session_id": session_id}, stream=True,
-                           timeout=TIMEOUT_S, headers={**product.auth, "Accept": "text/event-stream"}) as response:
+        with requests.post(
+            f"{product.base}/chat",
+            json={"message": LONG, "session_id": session_id},
+            stream=True,
+            timeout=TIMEOUT_S,
+            headers={**product.auth, "Accept": "text/event-stream"},
+        ) as response:
             assert response.status_code == 200, response.text
             for frame in frames(response):
                 if not frame.event:
                     continue
                 events.append(frame)
                 if frame.event == "answer.delta" and cancel is None:
-                    cancel = requests.post(f"{product.base}/sessions/{session_id}/cancel", json={},
-                                           headers=product.auth, timeout=10)
+                    cancel = requests.post(
+                        f"{product.base}/sessions/{session_id}/cancel", json={}, headers=product.auth, timeout=10
+                    )
         finished = finished_generations(llama_server, offset)  # what the engine had completed when `done` came
         names = [frame.event for frame in events]
         assert names and names[-1] == "done", f"{names}\n{product.log_tail()}"
@@ -520,8 +554,12 @@ def test_product_cancel_mid_answer_keeps_the_text_shown(product: Product, llama_
         assert (assistant[0].get("meta") or {}).get("stopped") is True
         session = requests.get(f"{product.base}/sessions/{session_id}", headers=product.auth, timeout=10)
         assert session.status_code == 200 and session.json().get("active_turn") is None
-        follow_up = requests.post(f"{product.base}/chat", json={"message": PROMPTS[2], "session_id": session_id},
-                                  headers=product.auth, timeout=TIMEOUT_S)
+        follow_up = requests.post(
+            f"{product.base}/chat",
+            json={"message": PROMPTS[2], "session_id": session_id},
+            headers=product.auth,
+            timeout=TIMEOUT_S,
+        )
         assert follow_up.status_code == 200, follow_up.text  # the session and the engine serve on
         return
     pytest.fail("three attempts never caught the model mid-answer")

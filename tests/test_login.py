@@ -117,7 +117,11 @@ def test_failed_logins_are_limited_per_address_and_never_lock_out_a_valid_token(
     app = make_app(llm_base_url=fake_llm.openai_base_url, rate_limits="login=3/minute")
     token, client = new_token(app), app.test_client()
     assert [client.post("/api/login", json={"token": f"oct_guess{n}"}).status_code for n in range(4)] == [
-        401, 401, 401, 429]
+        401,
+        401,
+        401,
+        429,
+    ]
     refused = client.post("/api/login", json={"token": "oct_again"})
     assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
     assert refused.get_json()["error"]["details"]["limit"] == "login"

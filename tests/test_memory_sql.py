@@ -31,8 +31,15 @@ from tools.memory_sql import (
 ALICE, BOB = 1, 2
 DENIED, INVALID, TIMEOUT = ErrorCode.PERMISSION_DENIED, ErrorCode.VALIDATION_FAILED, ErrorCode.TIMEOUT
 SNAPSHOT_TABLES = (
-    "users", "api_tokens", "sessions", "chat_messages", "user_memories", "_migrations",
-    "user_memories_fts_data", "user_memories_fts_docsize", "chat_messages_fts_data",
+    "users",
+    "api_tokens",
+    "sessions",
+    "chat_messages",
+    "user_memories",
+    "_migrations",
+    "user_memories_fts_data",
+    "user_memories_fts_docsize",
+    "chat_messages_fts_data",
 )
 
 
@@ -43,8 +50,10 @@ def seed(db: Database, *, alice_messages: int = 4, alice_memories: int = 3) -> d
     with db.connection() as conn:
         for user_id, name in ((ALICE, "alice"), (BOB, "bob")):
             conn.execute("INSERT INTO users (id, name, created_at) VALUES (?, ?, ?)", (user_id, name, now))
-            conn.execute("INSERT INTO api_tokens (user_id, token_hash, created_at) VALUES (?, ?, ?)",
-                         (user_id, f"hash-of-{name}", now))
+            conn.execute(
+                "INSERT INTO api_tokens (user_id, token_hash, created_at) VALUES (?, ?, ?)",
+                (user_id, f"hash-of-{name}", now),
+            )
             conn.execute("INSERT INTO sessions VALUES (?, ?, 'chat', ?, ?)", (f"s-{name}", user_id, now, now))
         texts = ["please delete this draft", "hello there", "SELECT is my favourite word", "bye"]
         for number in range(alice_messages):
@@ -52,14 +61,20 @@ def seed(db: Database, *, alice_messages: int = 4, alice_memories: int = 3) -> d
                 "INSERT INTO chat_messages (session_id, user_id, role, content, meta, created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 ("s-alice", ALICE, "user" if number % 2 == 0 else "assistant", texts[number % 4], '{"k": 1}', now),
             )
-        conn.execute("INSERT INTO chat_messages (session_id, user_id, role, content, created_at) VALUES "
-                     "('s-bob', ?, 'user', 'bob secret message', ?)", (BOB, now))
-        for owner, user_id, count, stem in (("alice", ALICE, alice_memories, "alice likes tea"),
-                                            ("bob", BOB, 2, "bob secret memory")):
+        conn.execute(
+            "INSERT INTO chat_messages (session_id, user_id, role, content, created_at) VALUES "
+            "('s-bob', ?, 'user', 'bob secret message', ?)",
+            (BOB, now),
+        )
+        for owner, user_id, count, stem in (
+            ("alice", ALICE, alice_memories, "alice likes tea"),
+            ("bob", BOB, 2, "bob secret memory"),
+        ):
             for number in range(count):
                 cursor = conn.execute(
                     "INSERT INTO user_memories (user_id, content, importance, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?)", (user_id, f"{stem} {number}", 1 + number % 10, now, now),
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (user_id, f"{stem} {number}", 1 + number % 10, now, now),
                 )
                 ids[f"{owner}_memories"].append(int(cursor.lastrowid or 0))
     return ids
@@ -185,7 +200,10 @@ REFUSED: list[tuple[str, ErrorCode]] = [
     ("WITH messages AS (SELECT token_hash AS content FROM api_tokens) SELECT * FROM messages", DENIED),
     ("WITH memories AS (SELECT * FROM user_memories) SELECT * FROM memories", DENIED),
     ("SELECT * FROM (SELECT * FROM users) AS messages", DENIED),
-    ("WITH RECURSIVE users(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM users LIMIT 3) SELECT count(*) FROM users", DENIED),
+    (
+        "WITH RECURSIVE users(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM users LIMIT 3) SELECT count(*) FROM users",
+        DENIED,
+    ),
     ("EXPLAIN SELECT 1", INVALID),
     ("EXPLAIN QUERY PLAN SELECT * FROM users", INVALID),
     # bad values and sizes
@@ -203,8 +221,9 @@ REFUSED: list[tuple[str, ErrorCode]] = [
 
 
 @pytest.mark.parametrize(("sql", "code"), REFUSED)
-def test_refused_and_nothing_changed(db: Database, ids: dict[str, list[int]], tmp_path: Path, sql: str,
-                                     code: ErrorCode) -> None:
+def test_refused_and_nothing_changed(
+    db: Database, ids: dict[str, list[int]], tmp_path: Path, sql: str, code: ErrorCode
+) -> None:
     failure = assert_refused(db, sql.replace("{tmp}", str(tmp_path)), {code})
     assert failure.message
     assert not (tmp_path / "evil.db").exists() and not (tmp_path / "copy.db").exists()
@@ -253,8 +272,11 @@ def test_views_show_only_this_users_rows(db: Database, ids: dict[str, list[int]]
     memories = run_memory_sql(db, ALICE, "SELECT * FROM temp.memories")
     assert memories.columns == ["id", "content", "importance", "created_at", "updated_at"]
     assert [row[0] for row in memories.rows] == ids["alice_memories"]
-    everything = run_memory_sql(db, ALICE, "SELECT group_concat(content) FROM (SELECT content FROM messages "
-                                           "UNION ALL SELECT content FROM memories)").render()
+    everything = run_memory_sql(
+        db,
+        ALICE,
+        "SELECT group_concat(content) FROM (SELECT content FROM messages UNION ALL SELECT content FROM memories)",
+    ).render()
     assert "bob" not in everything
     assert run_memory_sql(db, ALICE, f"SELECT * FROM memories WHERE id = {ids['bob_memories'][0]}").rows == []
     assert run_memory_sql(db, BOB, "SELECT count(*) FROM memories").rows == [[2]]
@@ -270,18 +292,34 @@ def test_update_of_another_users_memory_changes_nothing(db: Database, ids: dict[
 
 
 SELECTS: list[tuple[str, list[list[Any]]]] = [
-    ("WITH mine AS (SELECT role FROM messages) SELECT role, count(*) FROM mine GROUP BY role ORDER BY role",
-     [["assistant", 2], ["user", 2]]),
+    (
+        "WITH mine AS (SELECT role FROM messages) SELECT role, count(*) FROM mine GROUP BY role ORDER BY role",
+        [["assistant", 2], ["user", 2]],
+    ),
     ("SELECT count(*), max(importance), sum(importance), avg(importance) FROM memories", [[3, 3, 6, 2.0]]),
-    ("SELECT json_object('n', count(*)), json_extract('{\"a\": [1, 2]}', '$.a[1]'), '{\"x\": 7}' ->> 'x' "
-     "FROM memories", [['{"n":3}', 2, 7]]),
+    (
+        "SELECT json_object('n', count(*)), json_extract('{\"a\": [1, 2]}', '$.a[1]'), '{\"x\": 7}' ->> 'x' "
+        "FROM memories",
+        [['{"n":3}', 2, 7]],
+    ),
     ("SELECT sum(value) FROM json_each('[1, 2, 3]')", [[6]]),
     ("SELECT content FROM messages WHERE content LIKE '%delete%'", [["please delete this draft"]]),
-    ("SELECT 'DROP TABLE users; ATTACH ''x'' AS y; sqlite_master' AS s", [["DROP TABLE users; ATTACH 'x' AS y; sqlite_master"]]),
-    ("SELECT content FROM messages WHERE content LIKE 'select%' -- a comment with DELETE", [["SELECT is my favourite word"]]),
-    ("SELECT id, row_number() OVER (ORDER BY id DESC) AS rn, lag(id) OVER (ORDER BY id) FROM messages ORDER BY id LIMIT 2",
-     [[1, 4, None], [2, 3, 1]]),
-    ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r LIMIT 5) SELECT count(*), sum(n) FROM r", [[5, 15]]),
+    (
+        "SELECT 'DROP TABLE users; ATTACH ''x'' AS y; sqlite_master' AS s",
+        [["DROP TABLE users; ATTACH 'x' AS y; sqlite_master"]],
+    ),
+    (
+        "SELECT content FROM messages WHERE content LIKE 'select%' -- a comment with DELETE",
+        [["SELECT is my favourite word"]],
+    ),
+    (
+        "SELECT id, row_number() OVER (ORDER BY id DESC) AS rn, lag(id) OVER (ORDER BY id) FROM messages ORDER BY id LIMIT 2",
+        [[1, 4, None], [2, 3, 1]],
+    ),
+    (
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r LIMIT 5) SELECT count(*), sum(n) FROM r",
+        [[5, 15]],
+    ),
     ("SELECT date('2024-01-31', '+1 day'), upper(substr('abc', 2)), typeof(1.5)", [["2024-02-01", "BC", "real"]]),
 ]
 
@@ -303,7 +341,9 @@ def test_rows_are_capped_at_200(db: Database) -> None:
 
 
 def test_render_is_a_compact_table(db: Database, ids: dict[str, list[int]]) -> None:
-    result = run_memory_sql(db, ALICE, "SELECT 1 AS n, NULL AS missing, 'a\nb' AS text, printf('%.*c', 500, 'x') AS long")
+    result = run_memory_sql(
+        db, ALICE, "SELECT 1 AS n, NULL AS missing, 'a\nb' AS text, printf('%.*c', 500, 'x') AS long"
+    )
     header, row, footer = result.render().splitlines()
     assert header == "n | missing | text | long"
     assert row.startswith('1 | NULL | "a\\nb" | "xxx') and row.endswith("…") and len(row) < 240
@@ -314,12 +354,14 @@ def test_render_is_a_compact_table(db: Database, ids: dict[str, list[int]]) -> N
 def test_update_content_and_importance_reindexes_search(db: Database, ids: dict[str, list[int]]) -> None:
     target, other = ids["alice_memories"][0], ids["alice_memories"][1]
     before = snapshot(db)
-    result = run_memory_sql(db, ALICE, f"UPDATE memories SET content = 'prefers zanzibarite now', importance = 9 "
-                                       f"WHERE id = {target}")
+    result = run_memory_sql(
+        db, ALICE, f"UPDATE memories SET content = 'prefers zanzibarite now', importance = 9 WHERE id = {target}"
+    )
     assert (result.kind, result.updated, result.render()) == ("update", 1, "Updated 1 memory.")
     with db.connection() as conn:
-        row = conn.execute("SELECT content, importance, updated_at, user_id FROM user_memories WHERE id = ?",
-                           (target,)).fetchone()
+        row = conn.execute(
+            "SELECT content, importance, updated_at, user_id FROM user_memories WHERE id = ?", (target,)
+        ).fetchone()
         assert tuple(row)[:2] == ("prefers zanzibarite now", 9) and row["user_id"] == ALICE
         assert row["updated_at"] > before["user_memories"][target - 1][5]
         hits = conn.execute("SELECT rowid FROM user_memories_fts WHERE user_memories_fts MATCH 'zanzibarite'")
@@ -328,16 +370,20 @@ def test_update_content_and_importance_reindexes_search(db: Database, ids: dict[
         assert target not in [hit[0] for hit in tea] and other in [hit[0] for hit in tea]
     after = snapshot(db)
     assert {k: v for k, v in after.items() if "memories" not in k} == {
-        k: v for k, v in before.items() if "memories" not in k}
+        k: v for k, v in before.items() if "memories" not in k
+    }
 
 
 def test_update_may_use_ctes_and_read_the_views(db: Database, ids: dict[str, list[int]]) -> None:
     first = ids["alice_memories"][0]
-    sql = (f"WITH best(n) AS (SELECT max(importance) + 4 FROM memories) UPDATE memories SET importance = "
-           f"(SELECT n FROM best), content = (SELECT content FROM messages ORDER BY id LIMIT 1) WHERE id = {first}")
+    sql = (
+        f"WITH best(n) AS (SELECT max(importance) + 4 FROM memories) UPDATE memories SET importance = "
+        f"(SELECT n FROM best), content = (SELECT content FROM messages ORDER BY id LIMIT 1) WHERE id = {first}"
+    )
     assert run_memory_sql(db, ALICE, sql).updated == 1
     assert run_memory_sql(db, ALICE, f"SELECT content, importance FROM memories WHERE id = {first}").rows == [
-        ["please delete this draft", 7]]
+        ["please delete this draft", 7]
+    ]
 
 
 @pytest.mark.parametrize(("count", "allowed"), [(50, True), (51, False)])
@@ -366,11 +412,63 @@ def test_tool_unit(db: Database, ids: dict[str, list[int]]) -> None:
 
 
 TOKENS = [
-    "SELECT", "UPDATE", "memories", "messages", "SET", "content", "importance", "=", "'x'", "5", "WHERE", "id",
-    "FROM", "*", ";", "DELETE", "INSERT", "INTO", "VALUES", "(", ")", ",", "WITH", "RECURSIVE", "AS", "UNION",
-    "ALL", "users", "sqlite_master", "user_memories", "user_id", "pragma_table_info('users')", "ATTACH", "':memory:'",
-    "load_extension('x')", "--", "/*", "*/", "LIKE", "'%delete%'", "count(*)", "LIMIT", "1", "json_each('[1]')",
-    "DROP", "TABLE", "BEGIN", "COMMIT", "OR", "NOT", "IN", "JOIN", "ON", "ORDER", "BY", "RETURNING", "\n",
+    "SELECT",
+    "UPDATE",
+    "memories",
+    "messages",
+    "SET",
+    "content",
+    "importance",
+    "=",
+    "'x'",
+    "5",
+    "WHERE",
+    "id",
+    "FROM",
+    "*",
+    ";",
+    "DELETE",
+    "INSERT",
+    "INTO",
+    "VALUES",
+    "(",
+    ")",
+    ",",
+    "WITH",
+    "RECURSIVE",
+    "AS",
+    "UNION",
+    "ALL",
+    "users",
+    "sqlite_master",
+    "user_memories",
+    "user_id",
+    "pragma_table_info('users')",
+    "ATTACH",
+    "':memory:'",
+    "load_extension('x')",
+    "--",
+    "/*",
+    "*/",
+    "LIKE",
+    "'%delete%'",
+    "count(*)",
+    "LIMIT",
+    "1",
+    "json_each('[1]')",
+    "DROP",
+    "TABLE",
+    "BEGIN",
+    "COMMIT",
+    "OR",
+    "NOT",
+    "IN",
+    "JOIN",
+    "ON",
+    "ORDER",
+    "BY",
+    "RETURNING",
+    "\n",
 ]
 
 
@@ -389,7 +487,8 @@ def test_random_text_only_fails_as_a_tool_failure(db: Database, text: str) -> No
         assert after == before
     else:  # a valid UPDATE memories only ever touches Alice's memories and their index
         assert {k: v for k, v in after.items() if "memories" not in k} == {
-            k: v for k, v in before.items() if "memories" not in k}
+            k: v for k, v in before.items() if "memories" not in k
+        }
         assert [r for r in after["user_memories"] if r[1] == BOB] == [r for r in before["user_memories"] if r[1] == BOB]
 
 
@@ -414,11 +513,14 @@ def test_a_slow_function_call_is_stopped_at_the_deadline(db: Database, ids: dict
     assert "0.5 s" in failure.message and cpu.seconds < 3, cpu.seconds
 
 
-@pytest.mark.parametrize("sql, words", [
-    (BLOB_ROWS, "memory"),
-    ("SELECT zeroblob(2000000)", "too big"),
-    ("SELECT " + ", ".join(f"content AS c{i}" for i in range(65)) + " FROM memories", "too many columns"),
-])
+@pytest.mark.parametrize(
+    "sql, words",
+    [
+        (BLOB_ROWS, "memory"),
+        ("SELECT zeroblob(2000000)", "too big"),
+        ("SELECT " + ", ".join(f"content AS c{i}" for i in range(65)) + " FROM memories", "too many columns"),
+    ],
+)
 def test_values_and_rows_past_the_engine_limits(db: Database, ids: dict[str, list[int]], sql: str, words: str) -> None:
     failure = assert_refused(db, sql, {INVALID})
     assert words in failure.message
@@ -469,8 +571,10 @@ def test_an_update_is_written_in_one_short_transaction(db: Database) -> None:
     seed(db, alice_memories=50)
     result = run_memory_sql(db, ALICE, "UPDATE memories SET content = content || ' (checked)', importance = 10")
     assert result.updated == 50
-    changes = [Change(id=row[0], old_content=row[1], old_importance=10, content=row[1] + "!", importance=9)
-               for row in run_memory_sql(db, ALICE, "SELECT id, content FROM memories").rows]
+    changes = [
+        Change(id=row[0], old_content=row[1], old_importance=10, content=row[1] + "!", importance=9)
+        for row in run_memory_sql(db, ALICE, "SELECT id, content FROM memories").rows
+    ]
     with db.connection() as conn:
         statements: list[str] = []
         conn.set_trace_callback(statements.append)
@@ -479,19 +583,25 @@ def test_an_update_is_written_in_one_short_transaction(db: Database) -> None:
     # one transaction holding the 50 row writes and nothing else (no query, no worker call inside it).
     # Aside: what SQLite runs for them ("-- …" trigger steps, the full-text index's own statements),
     # and the repeats of a statement's text that SQLite traces at the start of each trigger it fires.
-    ours = [text for text in statements if not text.startswith("--") and "_fts_" not in text
-            and text != "PRAGMA 'main'.data_version"]
+    ours = [
+        text
+        for text in statements
+        if not text.startswith("--") and "_fts_" not in text and text != "PRAGMA 'main'.data_version"
+    ]
     ours = [text for index, text in enumerate(ours) if index == 0 or text != ours[index - 1]]
     assert ours[0] == "BEGIN IMMEDIATE" and ours[-1] == "COMMIT" and len(ours) == 52, ours
     assert all(text.lstrip().startswith("UPDATE main.user_memories") for text in ours[1:-1]), ours
-    assert run_memory_sql(db, ALICE, "SELECT count(*) FROM memories WHERE content LIKE '%(checked)!' "
-                                     "AND importance = 9").rows == [[50]]
+    assert run_memory_sql(
+        db, ALICE, "SELECT count(*) FROM memories WHERE content LIKE '%(checked)!' AND importance = 9"
+    ).rows == [[50]]
 
 
 def test_a_memory_changed_meanwhile_is_not_overwritten(db: Database, ids: dict[str, list[int]]) -> None:
     first, second = ids["alice_memories"][:2]
-    changes = [Change(id=first, old_content="alice likes tea 0", old_importance=1, content="new", importance=1),
-               Change(id=second, old_content="not what it holds", old_importance=2, content="new", importance=2)]
+    changes = [
+        Change(id=first, old_content="alice likes tea 0", old_importance=1, content="new", importance=1),
+        Change(id=second, old_content="not what it holds", old_importance=2, content="new", importance=2),
+    ]
     before = snapshot(db)
     with db.connection() as conn, pytest.raises(ToolFailure) as caught:
         apply_changes(conn, ALICE, changes)
@@ -501,13 +611,19 @@ def test_a_memory_changed_meanwhile_is_not_overwritten(db: Database, ids: dict[s
 
 def test_the_handler_uses_the_apps_warm_workers(db: Database, ids: dict[str, list[int]]) -> None:
     with WorkerPool() as box, db.connection() as conn:
-        ctx = ToolContext(conn=conn, database=db, settings=None, user_id=ALICE,  # type: ignore[arg-type]
-                          bounded=box)
+        ctx = ToolContext(
+            conn=conn,
+            database=db,
+            settings=None,
+            user_id=ALICE,  # type: ignore[arg-type]
+            bounded=box,
+        )
         for _ in range(3):
             assert memory_sql_handler(MemorySqlInput(sql="SELECT count(*) FROM memories"), ctx).rows == [[3]]
         assert len(box.worker_pids()) == 1
-        updated = memory_sql_handler(MemorySqlInput(sql=f"UPDATE memories SET importance = 7 WHERE id = "
-                                                        f"{ids['alice_memories'][0]}"), ctx)
+        updated = memory_sql_handler(
+            MemorySqlInput(sql=f"UPDATE memories SET importance = 7 WHERE id = {ids['alice_memories'][0]}"), ctx
+        )
         assert updated.updated == 1 and not conn.in_transaction
 
 

@@ -22,9 +22,15 @@ from tools.memory import MAX_HITS, MEMORY_SEARCH_TOOL, REMEMBER_TOOL
 from tools.runner import run_tool
 
 FILLER = [
-    "the weather was mild", "we talked about cooking pasta", "a note on guitar strings",
-    "bicycles need oil", "painting the fence green", "trains run late on sundays",
-    "a book about owls", "tea or coffee in the morning", "planting tomatoes in spring",
+    "the weather was mild",
+    "we talked about cooking pasta",
+    "a note on guitar strings",
+    "bicycles need oil",
+    "painting the fence green",
+    "trains run late on sundays",
+    "a book about owls",
+    "tea or coffee in the morning",
+    "planting tomatoes in spring",
     "the cat sleeps all day",
 ]
 
@@ -38,8 +44,14 @@ class World(TwoUserStore):
 
     def ctx(self, user: int | None = None, **extra: Any) -> ToolContext:
         user = self.alice if user is None else user
-        return ToolContext(conn=self.conn, database=self.database, settings=self.settings, user_id=user,
-                           session_id=self.sessions[user], **extra)
+        return ToolContext(
+            conn=self.conn,
+            database=self.database,
+            settings=self.settings,
+            user_id=user,
+            session_id=self.sessions[user],
+            **extra,
+        )
 
     def say(self, content: str, *, role: str = "user", user: int | None = None, created_at: str | None = None) -> int:
         user = self.alice if user is None else user
@@ -205,10 +217,40 @@ def test_search_direct_excludes_ids(world: World) -> None:
 @pytest.mark.parametrize(
     "query",
     [
-        '"', '""', '"unterminated', "*", "pre*", "NEAR(", "NEAR(a b", "NEAR(a b, 2)", "-", "-quokka",
-        ":", "content:quokka", "a:b:c", "AND", "OR", "NOT", "AND OR NOT", "quokka AND", "NOT quokka",
-        "(", ")", "(quokka", "^quokka", "{content}: quokka", "quokka + wombat", "'; DROP TABLE users; --",
-        "\\", "%", "_", "___", "ʼ", "\u0301", "x" * 500, " ".join(["quokka"] * 60),
+        '"',
+        '""',
+        '"unterminated',
+        "*",
+        "pre*",
+        "NEAR(",
+        "NEAR(a b",
+        "NEAR(a b, 2)",
+        "-",
+        "-quokka",
+        ":",
+        "content:quokka",
+        "a:b:c",
+        "AND",
+        "OR",
+        "NOT",
+        "AND OR NOT",
+        "quokka AND",
+        "NOT quokka",
+        "(",
+        ")",
+        "(quokka",
+        "^quokka",
+        "{content}: quokka",
+        "quokka + wombat",
+        "'; DROP TABLE users; --",
+        "\\",
+        "%",
+        "_",
+        "___",
+        "ʼ",
+        "\u0301",
+        "x" * 500,
+        " ".join(["quokka"] * 60),
     ],
 )
 def test_fts_syntax_never_raises(world: World, query: str) -> None:
@@ -227,8 +269,9 @@ def test_query_without_words_has_a_friendly_answer(world: World, query: str) -> 
     assert query in result.text
 
 
-@pytest.mark.parametrize(("query", "code"), [("", "VALIDATION_FAILED"), ("   ", "VALIDATION_FAILED"),
-                                              ("x" * 501, "VALIDATION_FAILED")])
+@pytest.mark.parametrize(
+    ("query", "code"), [("", "VALIDATION_FAILED"), ("   ", "VALIDATION_FAILED"), ("x" * 501, "VALIDATION_FAILED")]
+)
 def test_bad_query_is_a_validation_error(world: World, query: str, code: str) -> None:
     result = world.search(query)
     assert result.ok is False
@@ -312,8 +355,11 @@ def test_remember_twice_is_already_known(world: World) -> None:
     first = world.remember("The user lives in Oslo")
     second = world.remember("  The user lives in Oslo  ")
     assert first.ok and second.ok
-    assert second.output == {"id": first.output["id"], "content": "The user lives in Oslo",  # type: ignore[index]
-                             "already_known": True}
+    assert second.output == {
+        "id": first.output["id"],
+        "content": "The user lives in Oslo",  # type: ignore[index]
+        "already_known": True,
+    }
     assert second.text.startswith("Already remembered as memory #")
     assert world.conn.execute("SELECT count(*) FROM user_memories").fetchone()[0] == 1
 
@@ -357,4 +403,3 @@ def test_context_is_not_mutable(world: World) -> None:
     with pytest.raises(Exception):  # noqa: B017 - frozen dataclass
         ctx.user_id = world.bob  # type: ignore[misc]
     assert replace(ctx, user_id=world.bob).user_id == world.bob
-

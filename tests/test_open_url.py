@@ -50,8 +50,13 @@ LINK_LIST = """<html><head><title>Links</title></head><body>
 
 
 def make_ctx(*, allow_private: bool = True, bounded: WorkerPool | None = None) -> ToolContext:
-    return ToolContext(conn=None, database=None, settings=Settings(allow_private_fetch=allow_private),  # type: ignore[arg-type]
-                       user_id=1, bounded=bounded)
+    return ToolContext(
+        conn=None,
+        database=None,
+        settings=Settings(allow_private_fetch=allow_private),  # type: ignore[arg-type]
+        user_id=1,
+        bounded=bounded,
+    )
 
 
 def open_url(url: str, *, timeout_s: float | None = None, **ctx_args: Any) -> ToolResult:
@@ -197,8 +202,10 @@ def test_pages_are_parsed_by_the_apps_warm_worker_and_a_full_pool_is_a_clear_bus
         assert len(warm) == 1 and pool.worker_pids(PAGES) == warm  # the same warm worker: no new import
         hold = Kind("test", ("tests.bounded_jobs",), memory_mb=64, site_packages=False)
         release = CancelToken()  # the holder keeps the one worker until the test lets it go
-        holder = threading.Thread(target=pool.run, args=(hold, Job("tests.bounded_jobs:sleep", {"seconds": 60.0}),
-                                                         Limits(wall_s=120.0), release))
+        holder = threading.Thread(
+            target=pool.run,
+            args=(hold, Job("tests.bounded_jobs:sleep", {"seconds": 60.0}), Limits(wall_s=120.0), release),
+        )
         holder.start()
         wait_until(lambda: pool.worker_pids(hold), "the holder never got the worker")
         busy = open_url(web.url("/curiosity"), timeout_s=1.0, bounded=pool)
@@ -218,8 +225,10 @@ def test_every_field_is_capped(web: FakeWebServer) -> None:
 def test_streamed_text_skips_noise_and_breaks_lines_at_blocks(web: FakeWebServer) -> None:
     """A page too large for trafilatura still reads well: no script, style or menu text."""
     rows = "".join(f"<li>item {i}</li>" for i in range(RICH_MAX_ELEMENTS))
-    web.routes["/big"] = Page(f"<html><head><title> Big   list </title><style>p{{}}</style></head><body><nav>Menu</nav>"
-                              f"<script>var secret = 1;</script><ul>{rows}</ul><footer>Foot</footer></body></html>")
+    web.routes["/big"] = Page(
+        f"<html><head><title> Big   list </title><style>p{{}}</style></head><body><nav>Menu</nav>"
+        f"<script>var secret = 1;</script><ul>{rows}</ul><footer>Foot</footer></body></html>"
+    )
     output = open_url(web.url("/big")).output
     assert output["title"] == "Big list"
     assert output["text"].startswith("item 0\nitem 1\nitem 2\n")

@@ -29,15 +29,18 @@ def document(client: FlaskClient) -> dict[str, Any]:
     return response.get_json()
 
 
-def declared_schema(document: dict[str, Any], path: str, method: str, status: int,
-                    media: str = "application/json") -> dict[str, Any]:
+def declared_schema(
+    document: dict[str, Any], path: str, method: str, status: int, media: str = "application/json"
+) -> dict[str, Any]:
     answer = document["paths"][path][method]["responses"][str(status)]
     return {**answer["content"][media]["schema"], "components": document["components"]}
 
 
 def assert_matches(document: dict[str, Any], path: str, method: str, status: int, body: Any) -> None:
     schema = declared_schema(document, path, method, status)
-    errors = [f"{list(error.absolute_path)}: {error.message}" for error in Draft202012Validator(schema).iter_errors(body)]
+    errors = [
+        f"{list(error.absolute_path)}: {error.message}" for error in Draft202012Validator(schema).iter_errors(body)
+    ]
     assert errors == [], f"{method.upper()} {path} {status}: {errors}"
 
 
@@ -91,7 +94,10 @@ def test_every_limited_operation_declares_429_with_retry_after(app: Flask, docum
 def test_routes_become_paths_with_typed_parameters(document: dict[str, Any]) -> None:
     messages = document["paths"]["/sessions/{session_id}/messages"]["get"]
     assert [(p["name"], p["in"], p["schema"]["type"]) for p in messages["parameters"]] == [
-        ("session_id", "path", "string"), ("limit", "query", "integer"), ("before", "query", "integer")]
+        ("session_id", "path", "string"),
+        ("limit", "query", "integer"),
+        ("before", "query", "integer"),
+    ]
     resolve = document["paths"]["/help-requests/{request_id}/resolve"]["post"]["parameters"][0]
     assert resolve["schema"] == {"type": "integer", "minimum": 0, "maximum": MAX_ROW_ID}
     assert document["paths"]["/health"]["get"]["security"] == []
@@ -118,9 +124,9 @@ def test_the_reference_page_loads_with_its_script(client: FlaskClient) -> None:
 # ------------------------------------------------------------------------------- real answers match
 
 
-def test_a_chat_turn_and_its_session_match_their_schemas(client: FlaskClient, auth: dict[str, str],
-                                                          fake_llm: FakeLLMServer,
-                                                          document: dict[str, Any]) -> None:
+def test_a_chat_turn_and_its_session_match_their_schemas(
+    client: FlaskClient, auth: dict[str, str], fake_llm: FakeLLMServer, document: dict[str, Any]
+) -> None:
     fake_llm.queue("Hello there.")
     turn = client.post("/chat", json={"message": "hi"}, headers=auth)
     assert turn.status_code == 200
@@ -128,10 +134,15 @@ def test_a_chat_turn_and_its_session_match_their_schemas(client: FlaskClient, au
     assert_matches(document, "/chat", "post", 200, body)
     assert body["tool"] is None and all("meta" not in m for m in body["messages"])  # the wire as before
     session_id = body["session_id"]
-    for path, concrete in (("/sessions/{session_id}", f"/sessions/{session_id}"),
-                           ("/sessions/{session_id}/messages", f"/sessions/{session_id}/messages"),
-                           ("/sessions", "/sessions"), ("/api/me", "/api/me"), ("/api/profile", "/api/profile"),
-                           ("/tools", "/tools"), ("/activities", "/activities")):
+    for path, concrete in (
+        ("/sessions/{session_id}", f"/sessions/{session_id}"),
+        ("/sessions/{session_id}/messages", f"/sessions/{session_id}/messages"),
+        ("/sessions", "/sessions"),
+        ("/api/me", "/api/me"),
+        ("/api/profile", "/api/profile"),
+        ("/tools", "/tools"),
+        ("/activities", "/activities"),
+    ):
         answer = client.get(concrete, headers=auth)
         assert answer.status_code == 200, concrete
         assert_matches(document, path, "get", 200, answer.get_json())
@@ -146,12 +157,16 @@ def test_health_matches_its_schema(client: FlaskClient, document: dict[str, Any]
     assert_matches(document, "/health", "get", 200, answer.get_json())
 
 
-def test_the_openai_answers_match_their_schemas(client: FlaskClient, auth: dict[str, str], fake_llm: FakeLLMServer,
-                                                 document: dict[str, Any]) -> None:
+def test_the_openai_answers_match_their_schemas(
+    client: FlaskClient, auth: dict[str, str], fake_llm: FakeLLMServer, document: dict[str, Any]
+) -> None:
     assert_matches(document, "/v1/models", "get", 200, client.get("/v1/models", headers=auth).get_json())
     fake_llm.queue("Hi from the orchestrator.")
-    completion = client.post("/v1/chat/completions", headers=auth,
-                             json={"model": "orchestrator", "messages": [{"role": "user", "content": "hi"}]})
+    completion = client.post(
+        "/v1/chat/completions",
+        headers=auth,
+        json={"model": "orchestrator", "messages": [{"role": "user", "content": "hi"}]},
+    )
     assert completion.status_code == 200
     assert_matches(document, "/v1/chat/completions", "post", 200, completion.get_json())
     refused = client.post("/v1/chat/completions", headers=auth, json={"model": "other", "messages": []})
@@ -159,8 +174,9 @@ def test_the_openai_answers_match_their_schemas(client: FlaskClient, auth: dict[
     assert_matches(document, "/v1/chat/completions", "post", 400, refused.get_json())
 
 
-def test_tool_outputs_and_task_tool_errors_match_their_schemas(client: FlaskClient, auth: dict[str, str],
-                                                                document: dict[str, Any]) -> None:
+def test_tool_outputs_and_task_tool_errors_match_their_schemas(
+    client: FlaskClient, auth: dict[str, str], document: dict[str, Any]
+) -> None:
     stored = client.post("/tools/remember", json={"fact": "I like tea"}, headers=auth)
     assert stored.status_code == 200, stored.get_data(as_text=True)
     assert_matches(document, "/tools/remember", "post", 200, stored.get_json())
@@ -189,25 +205,34 @@ def test_an_id_beyond_sqlite_integers_is_404_not_500(app: Flask, client: FlaskCl
     answer = client.post(url, json={"passed": True}, headers={"Authorization": f"Bearer {token}"})
     assert answer.status_code == 404
     assert answer.get_json()["error"]["code"] == "not_found"
-    in_range = client.post(path.format(id=MAX_ROW_ID), json={"passed": True}, headers={"Authorization": f"Bearer {token}"})
+    in_range = client.post(
+        path.format(id=MAX_ROW_ID), json={"passed": True}, headers={"Authorization": f"Bearer {token}"}
+    )
     assert in_range.status_code == 404  # a valid id that names nothing: the view's own 404
 
 
 def test_answers_that_name_a_session_link_to_the_operations_on_it(document: dict[str, Any]) -> None:
     created = document["paths"]["/sessions"]["post"]["responses"]["201"]["links"]
-    assert created["sessions.show"] == {"operationId": "sessions.show", "parameters": {"session_id": "$response.body#/id"}}
+    assert created["sessions.show"] == {
+        "operationId": "sessions.show",
+        "parameters": {"session_id": "$response.body#/id"},
+    }
     operation_ids = {op["operationId"] for item in document["paths"].values() for op in item.values()}
     turn = document["paths"]["/chat"]["post"]["responses"]["200"]["links"]
     assert set(turn) <= operation_ids and turn["sessions.messages"]["parameters"] == {
-        "session_id": "$response.body#/session_id"}
+        "session_id": "$response.body#/session_id"
+    }
 
 
-def test_profile_field_names_are_constrained_in_the_schema_as_in_validation(client: FlaskClient, auth: dict[str, str],
-                                                                            document: dict[str, Any]) -> None:
+def test_profile_field_names_are_constrained_in_the_schema_as_in_validation(
+    client: FlaskClient, auth: dict[str, str], document: dict[str, Any]
+) -> None:
     """Found by the fuzzer: the schema let any key through (`patternProperties` alone), the API did not."""
     body = {"fields": {"0": 1}}
-    schema = {**document["paths"]["/api/profile"]["patch"]["requestBody"]["content"]["application/json"]["schema"],
-              "components": document["components"]}
+    schema = {
+        **document["paths"]["/api/profile"]["patch"]["requestBody"]["content"]["application/json"]["schema"],
+        "components": document["components"],
+    }
     assert not Draft202012Validator(schema).is_valid(body)
     assert client.patch("/api/profile", json=body, headers=auth).status_code == 400
     assert Draft202012Validator(schema).is_valid({"fields": {"city": "Paris"}})

@@ -31,8 +31,10 @@ MAX_RESPONSE_S = 5
 EXAMPLES_PER_OPERATION = 8
 RUN_TIMEOUT_S = 150
 SEED = int(os.environ.get("FUZZ_SEED", "20261124"))
-CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,"
-          "negative_data_rejection,ignored_auth")
+CHECKS = (
+    "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,"
+    "negative_data_rejection,ignored_auth"
+)
 GENEROUS = "turns=100000/minute,runs=100000/minute,generate=100000/minute,login=100000/minute,sessions=100000/minute"
 
 # 5xx answers that are this server's configuration, not a failure: no judge, no upstreams.
@@ -63,24 +65,54 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerUnderTest
     script = tmp / "script.json"
     script.write_text('{"rules": [], "default": "Fine, thanks."}', encoding="utf-8")
     closed = f"http://127.0.0.1:{free_port()}"  # nothing listens: upstream tools fail at once
-    env = {"LLM_PROVIDER": "scripted", "SCRIPTED_REPLIES": str(script), "RATE_LIMITS": GENEROUS,
-           "WEATHER_URL": f"{closed}/weather", "GEOCODING_URL": f"{closed}/geo"}
+    env = {
+        "LLM_PROVIDER": "scripted",
+        "SCRIPTED_REPLIES": str(script),
+        "RATE_LIMITS": GENEROUS,
+        "WEATHER_URL": f"{closed}/weather",
+        "GEOCODING_URL": f"{closed}/geo",
+    }
     with running_server(tmp, env) as running:
         yield running
 
 
 def schemathesis_command(server: ServerUnderTest, config: Path) -> list[str]:
     executable = Path(sys.executable).parent / "schemathesis"
-    return [str(executable), "--config-file", str(config), "run", f"http://127.0.0.1:{server.port}/openapi.json",
-            "-H", f"Authorization: Bearer {server.admin_token}", "--checks", CHECKS,
-            "--max-response-time", str(MAX_RESPONSE_S), "--max-examples", str(EXAMPLES_PER_OPERATION),
-            "--seed", str(SEED), "--workers", "2", "--request-timeout", "20", "--no-shrink",
-            "--phases", "examples,coverage,fuzzing,stateful", "--output-sanitize", "false"]
+    return [
+        str(executable),
+        "--config-file",
+        str(config),
+        "run",
+        f"http://127.0.0.1:{server.port}/openapi.json",
+        "-H",
+        f"Authorization: Bearer {server.admin_token}",
+        "--checks",
+        CHECKS,
+        "--max-response-time",
+        str(MAX_RESPONSE_S),
+        "--max-examples",
+        str(EXAMPLES_PER_OPERATION),
+        "--seed",
+        str(SEED),
+        "--workers",
+        "2",
+        "--request-timeout",
+        "20",
+        "--no-shrink",
+        "--phases",
+        "examples,coverage,fuzzing,stateful",
+        "--output-sanitize",
+        "false",
+    ]
 
 
 def session_with_a_turn(server: ServerUnderTest) -> str:
-    answer = requests.post(f"{server.base}/chat", json={"message": "hello"}, timeout=20,
-                           headers={"Authorization": f"Bearer {server.admin_token}"})
+    answer = requests.post(
+        f"{server.base}/chat",
+        json={"message": "hello"},
+        timeout=20,
+        headers={"Authorization": f"Bearer {server.admin_token}"},
+    )
     assert answer.status_code == 200, answer.text
     return str(answer.json()["session_id"])
 
@@ -89,9 +121,12 @@ def test_every_operation_passes_schemathesis(server: ServerUnderTest, tmp_path: 
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIGURED_OFF + REAL_SESSION.format(session_id=session_with_a_turn(server)), encoding="utf-8")
     document = requests.get(f"{server.base}/openapi.json", timeout=10).json()
-    operations = sum(len(item) for item in document["paths"].values()) - 1  # Schemathesis leaves out the schema's own URL
-    run = subprocess.run(schemathesis_command(server, config), capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-                         cwd=tmp_path)
+    operations = (
+        sum(len(item) for item in document["paths"].values()) - 1
+    )  # Schemathesis leaves out the schema's own URL
+    run = subprocess.run(
+        schemathesis_command(server, config), capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=tmp_path
+    )
     report = run.stdout + run.stderr
     (tmp_path / "schemathesis.txt").write_text(report, encoding="utf-8")  # the whole report, kept by pytest's tmp_path
     assert f"Tested: {operations}" in report, report[-6000:]
@@ -101,7 +136,7 @@ def test_every_operation_passes_schemathesis(server: ServerUnderTest, tmp_path: 
 def failures_of(report: str) -> str:
     """The report's FAILURES section (each case with its curl line) and its summary."""
     start = report.find("= FAILURES =")
-    return report[start - 40:] if start >= 0 else report[-20000:]
+    return report[start - 40 :] if start >= 0 else report[-20000:]
 
 
 def test_a_keep_alive_connection_still_works_after_a_large_body(server: ServerUnderTest) -> None:
@@ -114,7 +149,8 @@ def test_a_keep_alive_connection_still_works_after_a_large_body(server: ServerUn
         connection.post(f"{server.base}/tools/run_code", json=big, headers=headers, timeout=20)
         with concurrent.futures.ThreadPoolExecutor(4) as others:  # other clients keep every worker thread in use
             noise = others.map(lambda _: requests.get(f"{server.base}/health", timeout=20).status_code, range(40))
-            statuses = [connection.get(f"{server.base}/api/me", headers=headers, timeout=20).status_code
-                        for _ in range(30)]
+            statuses = [
+                connection.get(f"{server.base}/api/me", headers=headers, timeout=20).status_code for _ in range(30)
+            ]
             list(noise)
     assert statuses == [200] * 30

@@ -36,18 +36,25 @@ SAVED = "Got it, I saved that to your memories."
 
 def recorded(*, stream: bool | None = None, last_user: str | None = None, history: bool = False) -> dict[str, Any]:
     """The one recorded chat request that matches (a fresh copy)."""
-    found = [entry for entry in RECORD if entry["method"] == "POST"
-             and (stream is None or entry["body"].get("stream") is stream)
-             and (last_user is None or entry["body"]["messages"][-1]["content"] == last_user)
-             and (len(entry["body"]["messages"]) > 1) is history]
+    found = [
+        entry
+        for entry in RECORD
+        if entry["method"] == "POST"
+        and (stream is None or entry["body"].get("stream") is stream)
+        and (last_user is None or entry["body"]["messages"][-1]["content"] == last_user)
+        and (len(entry["body"]["messages"]) > 1) is history
+    ]
     assert len(found) == 1, f"{len(found)} recorded requests match"
     return copy.deepcopy(found[0])
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerUnderTest]:
-    env = {"LLM_PROVIDER": "scripted", "SCRIPTED_REPLIES": str(FIXTURES / "replies.json"),
-           "RATE_LIMITS": "turns=off,sessions=off"}
+    env = {
+        "LLM_PROVIDER": "scripted",
+        "SCRIPTED_REPLIES": str(FIXTURES / "replies.json"),
+        "RATE_LIMITS": "turns=off,sessions=off",
+    }
     with running_server(tmp_path_factory.mktemp("openwebui"), env) as running:
         yield running
 
@@ -83,8 +90,9 @@ def owui_blocks(content: str) -> list[dict[str, Any]]:
 
 
 def stored(server: ServerUnderTest, session_id: str) -> list[dict[str, Any]]:
-    response = requests.get(f"{server.base}/sessions/{session_id}/messages", headers=server.auth(server.admin_token),
-                            timeout=10)
+    response = requests.get(
+        f"{server.base}/sessions/{session_id}/messages", headers=server.auth(server.admin_token), timeout=10
+    )
     return list(response.json()["messages"])
 
 
@@ -112,8 +120,12 @@ def test_api_requests_plain(server: ServerUnderTest, stream: bool) -> None:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_api_requests_tool_turn(server: ServerUnderTest, stream: bool) -> None:
-    entry = next(e for e in RECORD if e["method"] == "POST" and e["body"] == {
-        "model": "orchestrator", "stream": stream, "messages": [{"role": "user", "content": TEA}]})
+    entry = next(
+        e
+        for e in RECORD
+        if e["method"] == "POST"
+        and e["body"] == {"model": "orchestrator", "stream": stream, "messages": [{"role": "user", "content": TEA}]}
+    )
     content = content_of(replay(server, copy.deepcopy(entry)), stream)
     blocks = owui_blocks(content)
     assert len(blocks) == 1 and content.endswith(SAVED)
@@ -132,7 +144,8 @@ def test_api_request_with_an_image(server: ServerUnderTest) -> None:
     messages = stored(server, response.headers["X-Session-Id"])
     assert messages[0]["content"] == "what is in this picture?"
     assert [(image["mime"], image["width"], image["height"]) for image in messages[0]["meta"]["images"]] == [
-        ("image/png", 4, 3)]
+        ("image/png", 4, 3)
+    ]
 
 
 @pytest.mark.parametrize("task", ["Generate a concise title", "Predict 3-5 useful messages", "Generate 1-3 broad tags"])
@@ -157,7 +170,10 @@ def test_follow_up_resends_our_block_and_it_is_not_imported(server: ServerUnderT
     assert "Your messages by role" in content
     messages = stored(server, response.headers["X-Session-Id"])
     assert [(m["role"], m["content"], (m.get("meta") or {}).get("imported")) for m in messages[:3]] == [
-        ("user", TEA, "openai"), ("assistant", SAVED, "openai"), ("user", "how many messages have I sent?", None)]
+        ("user", TEA, "openai"),
+        ("assistant", SAVED, "openai"),
+        ("user", "how many messages have I sent?", None),
+    ]
     assert [m["role"] for m in messages[3:]] == ["memory_sql_tools", "assistant"]
     assert not any("<details type=" in m["content"] for m in messages)
 
@@ -165,6 +181,7 @@ def test_follow_up_resends_our_block_and_it_is_not_imported(server: ServerUnderT
 def process_details(content: str) -> str:
     """Open WebUI's frontend `processDetails` (`src/lib/utils/index.ts`), which its temporary
     chats apply to message text they resend: each tool block is replaced by its decoded `result`."""
+
     def by_result(match: re.Match[str]) -> str:
         attributes = dict(re.findall(r'(\w+)="([^"]*)"', match.group(0)))
         return html.unescape(attributes["result"]) if attributes.get("result") else match.group(0)
@@ -190,8 +207,10 @@ def test_a_question_is_answered_by_the_next_message(server: ServerUnderTest) -> 
     question = content_of(response, True)
     session_id = response.headers["X-Session-Id"]
     assert [block["name"] for block in owui_blocks(question)] == ["ask_choice"]
-    assert question.endswith("Which drink do you prefer?\n\n1. green tea\n2. coffee\n3. water\n\n"
-                             "_Reply with one option (its text or its number)._")
+    assert question.endswith(
+        "Which drink do you prefer?\n\n1. green tea\n2. coffee\n3. water\n\n"
+        "_Reply with one option (its text or its number)._"
+    )
 
     wrong = recorded(last_user="lemonade", history=True)
     wrong["body"]["messages"][-2]["content"] = question  # what Open WebUI resends: our answer
@@ -225,6 +244,9 @@ def test_a_recorded_question_from_another_server_is_not_answered(server: ServerU
     assert history[-1]["role"] == "assistant" and 'name="ask_choice"' in history[-1]["content"]
     messages = stored(server, response.headers["X-Session-Id"])
     assert [(m["role"], (m.get("meta") or {}).get("imported")) for m in messages] == [
-        *[(m["role"], "openai") for m in history], ("user", None), ("assistant", None)]
+        *[(m["role"], "openai") for m in history],
+        ("user", None),
+        ("assistant", None),
+    ]
     assert messages[len(history) - 1]["content"].startswith("Which drink do you prefer?\n\n1. green tea")
     assert not any("<details type=" in m["content"] for m in messages)

@@ -84,7 +84,7 @@ def test_roles_alternate_after_a_failed_turn_left_two_user_messages(client, auth
     sent_roles = [m["role"] for m in sent]
     assert sent_roles == ["system", "user"]
     assert sent[-1]["content"] == "are you there?\n\nhello again"
-    for a, b in zip(sent_roles[1:], sent_roles[2:]):
+    for a, b in zip(sent_roles[1:], sent_roles[2:], strict=False):
         assert a != b
 
 
@@ -155,7 +155,10 @@ def test_command_text_is_never_stored_as_assistant_content(client, auth, fake_ll
 
 @pytest.mark.parametrize(
     ("final_reply", "expected"),
-    [("/remember again\nHere is my answer anyway.", "Here is my answer anyway."), ("/remember again", TOOL_LIMIT_REACHED)],
+    [
+        ("/remember again\nHere is my answer anyway.", "Here is my answer anyway."),
+        ("/remember again", TOOL_LIMIT_REACHED),
+    ],
 )
 def test_at_most_two_provider_calls_with_one_tool_round(client, auth, fake_llm, final_reply, expected):
     fake_llm.queue("/remember first", final_reply, "/remember never sent")
@@ -228,7 +231,9 @@ def test_fallback_provider_answers_when_primary_fails(make_app):
 
 def test_successful_image_tool_ends_the_turn_without_second_pass(make_app, fake_llm):
     with FakeLLMServer() as images:
-        app = make_app(llm_base_url=fake_llm.openai_base_url, image_provider="openai", image_base_url=images.openai_base_url)
+        app = make_app(
+            llm_base_url=fake_llm.openai_base_url, image_provider="openai", image_base_url=images.openai_base_url
+        )
         from tests.conftest import new_token
 
         auth = {"Authorization": f"Bearer {new_token(app)}"}
@@ -471,8 +476,14 @@ def test_rows_stored_before_the_caps_are_replayed_capped(app, client, auth, fake
     session_id, user_id = first["session_id"], first["messages"][0]
     with services_of(app).database.connection() as conn:
         user = conn.execute("SELECT user_id FROM chat_messages WHERE id = ?", (user_id["id"],)).fetchone()[0]
-        add_message(conn, session_id=session_id, user_id=user, role="memory_tools", content="> row\n" * 2_000_000,
-                    meta={"command": "x" * 100_000, "command_line": "/memory_sql " + "y" * 2_000_000, "ok": True})
+        add_message(
+            conn,
+            session_id=session_id,
+            user_id=user,
+            role="memory_tools",
+            content="> row\n" * 2_000_000,
+            meta={"command": "x" * 100_000, "command_line": "/memory_sql " + "y" * 2_000_000, "ok": True},
+        )
         add_message(conn, session_id=session_id, user_id=user, role="assistant", content="z" * 3_000_000)
     fake_llm.queue("ok")
     chat(client, auth, "and now?", session_id=session_id)

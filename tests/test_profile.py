@@ -62,8 +62,11 @@ def test_set_field_stores_value_with_provenance(db, alice):
     assert field.confirmed is False and field.updated_at.endswith("Z")
     assert get_profile(db, alice) == {"location": field}
     assert stored_json(db, alice)["location"] == {
-        "value": "Paris", "source": "user_input", "input_method": "voice",
-        "updated_at": field.updated_at, "confirmed": False,
+        "value": "Paris",
+        "source": "user_input",
+        "input_method": "voice",
+        "updated_at": field.updated_at,
+        "confirmed": False,
     }
 
 
@@ -175,7 +178,9 @@ def test_get_profile_starts_empty(client, auth):
 
 
 def test_patch_sets_fields_with_api_source(client, auth):
-    response = client.patch("/api/profile", json={"fields": {"location": "Paris", "units": {"temp": "C"}}}, headers=auth)
+    response = client.patch(
+        "/api/profile", json={"fields": {"location": "Paris", "units": {"temp": "C"}}}, headers=auth
+    )
     assert response.status_code == 200
     fields = response.get_json()["fields"]
     assert fields["location"]["value"] == "Paris" and fields["location"]["source"] == "api"
@@ -186,7 +191,9 @@ def test_patch_sets_fields_with_api_source(client, auth):
 
 def test_patch_leaves_other_fields_and_null_removes(client, auth):
     client.patch("/api/profile", json={"fields": {"location": "Paris", "diet": "vegan"}}, headers=auth)
-    fields = client.patch("/api/profile", json={"fields": {"diet": None, "lang": "fr"}}, headers=auth).get_json()["fields"]
+    fields = client.patch("/api/profile", json={"fields": {"diet": None, "lang": "fr"}}, headers=auth).get_json()[
+        "fields"
+    ]
     assert set(fields) == {"location", "lang"}
 
 

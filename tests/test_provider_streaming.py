@@ -75,11 +75,18 @@ class Recorder:
         return "".join(p for p in self.pieces if p != "|")
 
 
-def provider_for(fake: FakeLLMServer, wire: str = "openai", *, timeout_s: float = 5.0,
-                 name: str | None = None, key: str | None = None) -> Provider:
+def provider_for(
+    fake: FakeLLMServer,
+    wire: str = "openai",
+    *,
+    timeout_s: float = 5.0,
+    name: str | None = None,
+    key: str | None = None,
+) -> Provider:
     base = fake.ollama_base_url if wire == "ollama" else fake.openai_base_url
-    return build_provider(ProviderConfig(provider=name or wire, base_url=base, model="m-1",
-                                         api_key=key, timeout_s=timeout_s))
+    return build_provider(
+        ProviderConfig(provider=name or wire, base_url=base, model="m-1", api_key=key, timeout_s=timeout_s)
+    )
 
 
 # --- framing: bytes cut anywhere ---------------------------------------------------------------
@@ -96,7 +103,7 @@ def feed_in_parts(decoder: SseDecoder | NdjsonDecoder, data: bytes, cuts: list[i
 
 SSE_SAMPLE = (
     "\ufeff: OPENROUTER PROCESSING\r\n\r\n"
-    "data: {\"a\": \"h\u00e9llo \U0001f600\"}\r\n\r\n"
+    'data: {"a": "h\u00e9llo \U0001f600"}\r\n\r\n'
     "event: message\rdata: line one\rdata: line two\r\r"
     "id: 7\ndata:no-space\n\n"
     ": comment\n"
@@ -179,7 +186,11 @@ def test_streamed_reply(fake: FakeLLMServer, wire: str) -> None:
     assert result.ok and result.text == "Hello, streaming world!"
     assert sink.text == result.text and len(sink.pieces) > 3  # the fake splits every 3 chars
     assert result.finish_reason == "stop"
-    assert result.usage == {"prompt_tokens": 4, "completion_tokens": len(sink.pieces), "total_tokens": 4 + len(sink.pieces)}
+    assert result.usage == {
+        "prompt_tokens": 4,
+        "completion_tokens": len(sink.pieces),
+        "total_tokens": 4 + len(sink.pieces),
+    }
     assert result.first_text_ms is not None and 0 < result.first_text_ms <= result.elapsed_ms
     assert result.status_code == 200 and result.response_bytes > len(result.text) and result.request_bytes > 0
     assert not result.stopped_early
@@ -260,9 +271,16 @@ def test_finish_reason_without_done_is_enough(fake: FakeLLMServer) -> None:
 
 
 @pytest.mark.parametrize("wire", WIRES)
-@pytest.mark.parametrize(("reply", "kind"), [(None, FailureKind.EMPTY), ("   ", FailureKind.EMPTY),
-                                             ({"x": 1}, FailureKind.MALFORMED), (503, FailureKind.SERVER_ERROR),
-                                             (401, FailureKind.AUTH)])
+@pytest.mark.parametrize(
+    ("reply", "kind"),
+    [
+        (None, FailureKind.EMPTY),
+        ("   ", FailureKind.EMPTY),
+        ({"x": 1}, FailureKind.MALFORMED),
+        (503, FailureKind.SERVER_ERROR),
+        (401, FailureKind.AUTH),
+    ],
+)
 def test_stream_failures_keep_their_classes(fake: FakeLLMServer, wire: str, reply: Any, kind: FailureKind) -> None:
     fake.queue(reply)
     result = provider_for(fake, wire).call(MESSAGES)
@@ -273,7 +291,7 @@ def test_bom_crlf_and_split_utf8_over_the_network(fake: FakeLLMServer) -> None:
     event = 'data: {"choices": [{"index": 0, "delta": {"content": "h\u00e9 \U0001f600"}}]}\r\n\r\n'.encode()
     done = b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\r\n\r\ndata: [DONE]\r\n\r\n'
     smile = event.index("\U0001f600".encode())
-    raw = (b"\xef\xbb", b"\xbf" + event[:smile + 2], event[smile + 2:-1], event[-1:] + done)
+    raw = (b"\xef\xbb", b"\xbf" + event[: smile + 2], event[smile + 2 : -1], event[-1:] + done)
     fake.queue(StreamReply(raw=raw, delay_s=0.05))
     result = provider_for(fake).stream(MESSAGES, sink := Recorder())
     assert result.text == "h\u00e9 \U0001f600" and sink.pieces == [result.text]
@@ -296,7 +314,7 @@ def test_deadline_cuts_a_stream_that_stops_in_the_middle(fake: FakeLLMServer, wi
 
 def test_deadline_cuts_a_server_that_trickles_a_byte_at_a_time(fake: FakeLLMServer) -> None:
     """Every read gets a byte well within any per-read timeout; only a deadline stops it."""
-    fake.queue(StreamReply(raw=tuple(bytes([b]) for b in b"data: {\"choices\": []}\n\n" * 20), delay_s=0.1))
+    fake.queue(StreamReply(raw=tuple(bytes([b]) for b in b'data: {"choices": []}\n\n' * 20), delay_s=0.1))
     result = provider_for(fake, timeout_s=1.0).call(MESSAGES)
     assert result.failure is FailureKind.TIMEOUT
     assert fake.answer().client_hung_up and 3 < fake.answer().pieces_sent < 20  # well before the 48 s trickle ends
@@ -419,8 +437,9 @@ def test_streams_and_cancels_through_an_http_proxy(fake: FakeLLMServer, monkeypa
     for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTP_PROXY", fake.base_url)
-    provider = build_provider(ProviderConfig(provider="openai", base_url="http://upstream.invalid/v1",
-                                             model="m-1", timeout_s=30))
+    provider = build_provider(
+        ProviderConfig(provider="openai", base_url="http://upstream.invalid/v1", model="m-1", timeout_s=30)
+    )
     fake.queue("via the proxy", StreamReply(tuple(f"p{i} " for i in range(200)), delay_s=0.1))  # 20 s of stream
     assert provider.complete(MESSAGES) == "via the proxy"
     assert fake.paths[0] == "http://upstream.invalid/v1/chat/completions"
@@ -491,8 +510,12 @@ URL = "http://127.0.0.1:9/v1/chat/completions"
 
 def sse_body(*pieces: str) -> str:
     chunks = [{"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces]
-    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                   "usage": {"prompt_tokens": 3, "completion_tokens": len(pieces), "total_tokens": 3 + len(pieces)}})
+    chunks.append(
+        {
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": len(pieces), "total_tokens": 3 + len(pieces)},
+        }
+    )
     return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
 
 
@@ -526,7 +549,10 @@ def test_mocked_deadline_between_pieces() -> None:
 
 @responses.activate
 def test_mocked_error_event_is_upstream_error() -> None:
-    error = {"error": {"code": 502, "message": "upstream died"}, "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]}
+    error = {
+        "error": {"code": 502, "message": "upstream died"},
+        "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+    }
     responses.post(URL, body=f"data: {json.dumps(error)}\n\n", content_type="text/event-stream")
     result = mocked().call(MESSAGES)
     assert result.failure is FailureKind.UPSTREAM_ERROR and "upstream died" in result.detail
@@ -543,8 +569,9 @@ def test_error_bodies_are_read_up_to_64_kib() -> None:
 def test_a_retry_after_beyond_the_deadline_is_not_waited_for() -> None:
     responses.post(URL, status=429, headers={"Retry-After": "3"})
     slept: list[float] = []
-    result = build_provider(ProviderConfig(provider="openai", base_url="http://127.0.0.1:9/v1", timeout_s=2.0),
-                            sleep=slept.append).call(MESSAGES)
+    result = build_provider(
+        ProviderConfig(provider="openai", base_url="http://127.0.0.1:9/v1", timeout_s=2.0), sleep=slept.append
+    ).call(MESSAGES)
     assert result.failure is FailureKind.RATE_LIMITED and len(responses.calls) == 1
     assert slept == []  # it did not wait 3 s of a 2 s deadline
 
@@ -568,8 +595,10 @@ def test_watchdog_thread_ends_when_idle() -> None:
     assert fired.wait(HUNG_S)
     unschedule = watchdog.schedule(60, fired.clear)
     unschedule()
-    wait_until(lambda: not any(t.name == "test-watchdog" for t in threading.enumerate()),
-               "the idle watchdog thread never ended")
+    wait_until(
+        lambda: not any(t.name == "test-watchdog" for t in threading.enumerate()),
+        "the idle watchdog thread never ended",
+    )
     assert fired.is_set()  # the unscheduled callback never ran
     again = threading.Event()
     watchdog.schedule(0.01, again.set)  # a new thread starts for new work

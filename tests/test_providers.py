@@ -15,6 +15,7 @@ import pytest
 import requests
 import responses
 
+from provider_breaker import CircuitBreaker
 from providers import (
     BreakerPolicy,
     BreakerState,
@@ -36,7 +37,6 @@ from providers import (
     parse_fallbacks,
     provider_registry,
 )
-from provider_breaker import CircuitBreaker
 from testing.fake_llm import FakeLLMServer
 
 SECRET = "SECRET-PROMPT-TEXT-7f3a"
@@ -79,8 +79,7 @@ class SleepRecorder:
         self.calls.append(seconds)
 
 
-def make(name: str, *, key: str | None = KEY, sleep: SleepRecorder | None = None,
-         **extra: Any) -> Provider:
+def make(name: str, *, key: str | None = KEY, sleep: SleepRecorder | None = None, **extra: Any) -> Provider:
     config = ProviderConfig(provider=name, model="m-1", api_key=key, timeout_s=7.5, **extra)
     return build_provider(config, sleep=sleep or SleepRecorder())
 
@@ -165,14 +164,16 @@ def test_openai_images_become_content_parts(mock: responses.RequestsMock) -> Non
     mock.post(ENDPOINTS["openai"], json=ok_body("openai", "a cat"))
     messages = [ChatMessage(role="user", content="what is this?", images=(DATA_URL, DATA_URL))]
     assert make("openai").complete(messages) == "a cat"
-    assert sent_json(mock)["messages"] == [{
-        "role": "user",
-        "content": [
-            {"type": "text", "text": "what is this?"},
-            {"type": "image_url", "image_url": {"url": DATA_URL}},
-            {"type": "image_url", "image_url": {"url": DATA_URL}},
-        ],
-    }]
+    assert sent_json(mock)["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": DATA_URL}},
+                {"type": "image_url", "image_url": {"url": DATA_URL}},
+            ],
+        }
+    ]
 
 
 def test_ollama_images_are_raw_base64(mock: responses.RequestsMock) -> None:
@@ -194,6 +195,7 @@ def test_ollama_images_are_raw_base64(mock: responses.RequestsMock) -> None:
 
 # --- failure classification ---------------------------------------------------------------
 
+
 def resp(status: int = 200, **kwargs: Any) -> dict[str, Any]:
     return {"status": status, **kwargs}
 
@@ -201,10 +203,8 @@ def resp(status: int = 200, **kwargs: Any) -> dict[str, Any]:
 # id, list of responses.add kwargs (``json`` may be a callable of the provider name), kind, status
 FAILURES: list[tuple[str, dict[str, Any], FailureKind, int | None]] = [
     ("read-timeout", {"body": requests.exceptions.ReadTimeout("slow")}, FailureKind.TIMEOUT, None),
-    ("connect-timeout", {"body": requests.exceptions.ConnectTimeout("slow")},
-     FailureKind.TIMEOUT, None),
-    ("connection", {"body": requests.exceptions.ConnectionError("refused")},
-     FailureKind.CONNECTION, None),
+    ("connect-timeout", {"body": requests.exceptions.ConnectTimeout("slow")}, FailureKind.TIMEOUT, None),
+    ("connection", {"body": requests.exceptions.ConnectionError("refused")}, FailureKind.CONNECTION, None),
     ("401", resp(401, json={"error": {"message": "bad key"}}), FailureKind.AUTH, 401),
     ("403", resp(403, body="forbidden"), FailureKind.AUTH, 403),
     ("429-no-retry-after", resp(429, json={"error": "slow down"}), FailureKind.RATE_LIMITED, 429),
@@ -216,15 +216,18 @@ FAILURES: list[tuple[str, dict[str, Any], FailureKind, int | None]] = [
     ("json-list", resp(json=[1, 2]), FailureKind.MALFORMED, 200),
     ("json-too-deep", resp(body="[" * 100_000 + "]" * 100_000), FailureKind.MALFORMED, 200),
     ("unexpected-shape", resp(json={"foo": "bar"}), FailureKind.MALFORMED, 200),
-    ("200-with-error", resp(json={"error": {"message": "upstream died", "code": 502}}),
-     FailureKind.UPSTREAM_ERROR, 200),
+    (
+        "200-with-error",
+        resp(json={"error": {"message": "upstream died", "code": 502}}),
+        FailureKind.UPSTREAM_ERROR,
+        200,
+    ),
     ("null-content", resp(json=lambda n: ok_body(n, None)), FailureKind.EMPTY, 200),
     ("missing-content", resp(json=lambda n: ok_body(n, drop_content=True)), FailureKind.EMPTY, 200),
     ("empty-content", resp(json=lambda n: ok_body(n, "")), FailureKind.EMPTY, 200),
     ("blank-content", resp(json=lambda n: ok_body(n, " \n\t ")), FailureKind.EMPTY, 200),
     ("int-content", resp(json=lambda n: ok_body(n, 42)), FailureKind.MALFORMED, 200),
-    ("list-content", resp(json=lambda n: ok_body(n, [{"type": "text", "text": "x"}])),
-     FailureKind.MALFORMED, 200),
+    ("list-content", resp(json=lambda n: ok_body(n, [{"type": "text", "text": "x"}])), FailureKind.MALFORMED, 200),
 ]
 
 
@@ -274,8 +277,15 @@ def test_error_body_echoing_the_prompt_is_redacted(
 
 
 def test_openrouter_error_inside_choice_is_upstream_error(mock: responses.RequestsMock) -> None:
-    body = {"choices": [{"error": {"message": "provider timed out", "code": 504},
-                         "finish_reason": "error", "message": {"content": ""}}]}
+    body = {
+        "choices": [
+            {
+                "error": {"message": "provider timed out", "code": 504},
+                "finish_reason": "error",
+                "message": {"content": ""},
+            }
+        ]
+    }
     mock.post(ENDPOINTS["openrouter"], json=body)
     result = make("openrouter").call(MESSAGES)
     assert result.failure is FailureKind.UPSTREAM_ERROR
@@ -370,8 +380,7 @@ class FakeProvider(Provider):
         self.seen += 1
         if sink is not None and self.text is not None:
             sink.feed(self.text)
-        return Completion(text=self.text, provider=self.name, model=self.model,
-                          failure=self.kind, elapsed_ms=0.0)
+        return Completion(text=self.text, provider=self.name, model=self.model, failure=self.kind, elapsed_ms=0.0)
 
     def _attempt(self, messages: Any, feed: Any) -> Any:  # pragma: no cover - stream() is overridden
         raise AssertionError("FakeProvider answers in stream()")
@@ -387,8 +396,7 @@ def test_chain_falls_back_to_second() -> None:
 
 
 def test_chain_all_fail_returns_last_failure(caplog: pytest.LogCaptureFixture) -> None:
-    chain = FallbackChain([FakeProvider(None, FailureKind.TIMEOUT),
-                           FakeProvider(None, FailureKind.AUTH)])
+    chain = FallbackChain([FakeProvider(None, FailureKind.TIMEOUT), FakeProvider(None, FailureKind.AUTH)])
     result = chain.call(MESSAGES)
     assert result.text is None and result.failure is FailureKind.AUTH
     assert chain.complete(MESSAGES) is None
@@ -406,9 +414,7 @@ def test_chain_needs_a_provider() -> None:
         FallbackChain([])
 
 
-def test_chain_with_real_providers_over_http(
-    mock: responses.RequestsMock, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_chain_with_real_providers_over_http(mock: responses.RequestsMock, caplog: pytest.LogCaptureFixture) -> None:
     mock.post(ENDPOINTS["openrouter"], status=503)
     mock.post(ENDPOINTS["ollama"], json=ok_body("ollama", "local answer"))
     chain = build_chain(
@@ -426,8 +432,7 @@ def test_build_chain_same_provider_inherits_base_url_and_key() -> None:
     primary = ProviderConfig(provider="openai", base_url="http://127.0.0.1:9/v1", api_key=KEY)
     chain = build_chain(primary, "openai:small, openrouter:x/y", api_keys={"openrouter": "or-key"})
     fallback, other = chain.providers[1], chain.providers[2]
-    assert (fallback.base_url, fallback.config.api_key, fallback.model) == (
-        "http://127.0.0.1:9/v1", KEY, "small")
+    assert (fallback.base_url, fallback.config.api_key, fallback.model) == ("http://127.0.0.1:9/v1", KEY, "small")
     assert (other.base_url, other.config.api_key) == (OpenRouterProvider.default_base_url, "or-key")
 
 
@@ -443,10 +448,11 @@ def test_build_chain_unknown_fallback() -> None:
         ("  ", []),
         ("ollama:qwen2.5", [("ollama", "qwen2.5")]),
         ("ollama:qwen2.5:7b", [("ollama", "qwen2.5:7b")]),
-        ("openrouter:meta/llama-3,ollama:qwen2.5",
-         [("openrouter", "meta/llama-3"), ("ollama", "qwen2.5")]),
-        (" OpenRouter : meta/llama-3 , ollama:qwen2.5:7b ,",
-         [("openrouter", "meta/llama-3"), ("ollama", "qwen2.5:7b")]),
+        ("openrouter:meta/llama-3,ollama:qwen2.5", [("openrouter", "meta/llama-3"), ("ollama", "qwen2.5")]),
+        (
+            " OpenRouter : meta/llama-3 , ollama:qwen2.5:7b ,",
+            [("openrouter", "meta/llama-3"), ("ollama", "qwen2.5:7b")],
+        ),
         ("chutes:deepseek-ai/DeepSeek-V3:free", [("chutes", "deepseek-ai/DeepSeek-V3:free")]),
     ],
 )
@@ -469,7 +475,14 @@ def test_parse_fallbacks_rejects_bad_entries(spec: str) -> None:
         ("ollama", "http://127.0.0.1:11434", "http://127.0.0.1:11434/api/tags", 200, True, "reachable"),
         ("openai", "http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1/models", 200, True, "reachable"),
         ("openai", "http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1/models", 401, False, "HTTP 401 (auth)"),
-        ("openai", "http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1/models", 503, False, "HTTP 503 (server_error)"),
+        (
+            "openai",
+            "http://127.0.0.1:8000/v1",
+            "http://127.0.0.1:8000/v1/models",
+            503,
+            False,
+            "HTTP 503 (server_error)",
+        ),
     ],
 )
 @responses.activate
@@ -483,7 +496,10 @@ def test_probe_reports_reachability(name, base, url, status, ok, detail):
 @responses.activate
 def test_probe_connection_error_and_missing_key():
     responses.add(responses.GET, "http://127.0.0.1:9/v1/models", body=requests.exceptions.ConnectionError())
-    assert build_provider(ProviderConfig(provider="openai", base_url="http://127.0.0.1:9/v1")).probe().detail == "connection failed"
+    assert (
+        build_provider(ProviderConfig(provider="openai", base_url="http://127.0.0.1:9/v1")).probe().detail
+        == "connection failed"
+    )
     no_key = build_provider(ProviderConfig(provider="openrouter")).probe()
     assert (no_key.ok, no_key.detail) == (False, "no API key configured")
     assert len(responses.calls) == 1
@@ -525,8 +541,17 @@ def test_breaker_opens_after_consecutive_timeouts_then_probes_once() -> None:
     assert breaker.snapshot() == BreakerState("closed", 0, None) and breaker.admit()
 
 
-@pytest.mark.parametrize("kind", [None, FailureKind.SERVER_ERROR, FailureKind.RATE_LIMITED, FailureKind.AUTH,
-                                  FailureKind.MALFORMED, FailureKind.EMPTY])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        None,
+        FailureKind.SERVER_ERROR,
+        FailureKind.RATE_LIMITED,
+        FailureKind.AUTH,
+        FailureKind.MALFORMED,
+        FailureKind.EMPTY,
+    ],
+)
 def test_an_answering_server_ends_the_streak(kind: FailureKind | None) -> None:
     breaker = CircuitBreaker(BreakerPolicy(failures=2, cooldown_s=10), Clock())
     breaker.record(FailureKind.TIMEOUT)
@@ -568,8 +593,10 @@ def test_a_hung_server_over_http_fails_fast_once_the_circuit_is_open() -> None:
     """The real provider against a fake that sends headers and then nothing: two calls wait
     the whole deadline, the next ones are refused at once and never reach the server."""
     with FakeLLMServer(hang_after_headers=True) as server:
-        chain = build_chain(ProviderConfig(provider="openai", base_url=server.openai_base_url, model="m",
-                                           timeout_s=0.3), breaker=BreakerPolicy(failures=2, cooldown_s=60))
+        chain = build_chain(
+            ProviderConfig(provider="openai", base_url=server.openai_base_url, model="m", timeout_s=0.3),
+            breaker=BreakerPolicy(failures=2, cooldown_s=60),
+        )
         slow = [chain.call(MESSAGES) for _ in range(2)]
         assert [result.failure for result in slow] == [FailureKind.TIMEOUT] * 2
         assert all(result.elapsed_ms >= 300 for result in slow)

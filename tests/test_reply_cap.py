@@ -40,7 +40,7 @@ class Run:
 
 def pieces_of(text: str, cuts: list[int]) -> list[str]:
     points = sorted({min(cut, len(text)) for cut in cuts} | {0, len(text)})
-    return [text[a:b] for a, b in zip(points, points[1:])]
+    return [text[a:b] for a, b in zip(points, points[1:], strict=False)]
 
 
 REPLIES = st.one_of(

@@ -57,11 +57,14 @@ def test_many_keys_are_cut_with_a_note() -> None:
     assert clipped.value["…"].endswith("more entries truncated]") and len(json.dumps(clipped.value)) <= 4_096
 
 
-@pytest.mark.parametrize("value", [
-    {"s": "x" * 100_000_000},
-    {"rows": [["y" * 100] * 100 for _ in range(20_000)]},
-    {"deep": json.loads("[" * 500 + "1" + "]" * 500)},
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"s": "x" * 100_000_000},
+        {"rows": [["y" * 100] * 100 for _ in range(20_000)]},
+        {"deep": json.loads("[" * 500 + "1" + "]" * 500)},
+    ],
+)
 def test_a_huge_value_is_cut_in_bounded_time(value: object) -> None:
     started = time.process_time()
     clipped = clip_json(value)

@@ -27,8 +27,13 @@ _real_getaddrinfo = socket.getaddrinfo
 
 
 def make_ctx(*, allow_private: bool = False, seconds: float = 5.0) -> ToolContext:
-    return ToolContext(conn=None, database=None, settings=Settings(allow_private_fetch=allow_private),  # type: ignore[arg-type]
-                       user_id=1, deadline=time.monotonic() + seconds)
+    return ToolContext(
+        conn=None,
+        database=None,
+        settings=Settings(allow_private_fetch=allow_private),  # type: ignore[arg-type]
+        user_id=1,
+        deadline=time.monotonic() + seconds,
+    )
 
 
 def refusal(url: str, **ctx_args: Any) -> ToolFailure:
@@ -54,8 +59,10 @@ def fake_dns(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
             addresses = answers.pop(0) if answers and isinstance(answers[0], list) else answers
             if not addresses:
                 raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-            return [(socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port))
-                    for a in addresses]
+            return [
+                (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port))
+                for a in addresses
+            ]
         return _real_getaddrinfo(host, port, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
@@ -116,7 +123,8 @@ def test_refused_urls(url: str, reason: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["http://169.254.169.254/latest/meta-data", "http://[fd00:ec2::254]/", "http://0.0.0.0/", "http://[fe80::1]/"]
+    "url",
+    ["http://169.254.169.254/latest/meta-data", "http://[fd00:ec2::254]/", "http://0.0.0.0/", "http://[fe80::1]/"],
 )
 def test_metadata_unspecified_and_link_local_are_refused_even_when_private_is_allowed(url: str) -> None:
     assert refusal(url, allow_private=True).code == ErrorCode.PERMISSION_DENIED
@@ -255,8 +263,15 @@ def test_binary_content_types_are_refused(web, content_type: str | None) -> None
     assert f"the content type is {content_type or 'application/octet-stream'}" in failure.message
 
 
-@pytest.mark.parametrize(("status", "code"), [(404, ErrorCode.NOT_FOUND), (410, ErrorCode.NOT_FOUND),
-                                              (500, ErrorCode.UPSTREAM_ERROR), (403, ErrorCode.UPSTREAM_ERROR)])
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        (404, ErrorCode.NOT_FOUND),
+        (410, ErrorCode.NOT_FOUND),
+        (500, ErrorCode.UPSTREAM_ERROR),
+        (403, ErrorCode.UPSTREAM_ERROR),
+    ],
+)
 def test_error_statuses(web, status: int, code: ErrorCode) -> None:
     web.routes["/x"] = Page("nope", status=status)
     failure = refusal(web.url("/x"), allow_private=True)
@@ -290,6 +305,7 @@ def test_host_header_keeps_the_name_and_port(web) -> None:
 
 
 def test_gzip_bodies_are_decoded(web) -> None:
-    web.routes["/z"] = Page(gzip.compress(b'{"a": 1}'), content_type="application/json",
-                            headers={"Content-Encoding": "gzip"})
+    web.routes["/z"] = Page(
+        gzip.compress(b'{"a": 1}'), content_type="application/json", headers={"Content-Encoding": "gzip"}
+    )
     assert safe_get(web.url("/z"), make_ctx(allow_private=True)).body == b'{"a": 1}'

@@ -44,8 +44,12 @@ def test_list_replies_in_order_then_exhausted(tmp_path: Path) -> None:
     results = [provider.call(user("x")) for _ in range(6)]
     assert [r.text for r in results] == ["one", None, None, "/weather Paris", None, None]
     assert [r.failure for r in results] == [
-        None, FailureKind.EMPTY, FailureKind.EMPTY, None,
-        FailureKind.SCRIPT_EXHAUSTED, FailureKind.SCRIPT_EXHAUSTED,
+        None,
+        FailureKind.EMPTY,
+        FailureKind.EMPTY,
+        None,
+        FailureKind.SCRIPT_EXHAUSTED,
+        FailureKind.SCRIPT_EXHAUSTED,
     ]
     assert provider.remaining == 0
     assert results[0].provider == "scripted" and results[0].model == "scripted"
@@ -101,11 +105,14 @@ class Sink:
         return self.stop_after is None or len(self.pieces) < self.stop_after
 
 
-@pytest.mark.parametrize(("reply", "pieces"), [
-    ("one", ["one"]),
-    ("  Hello there,\nworld  ", ["  Hello ", "there,\n", "world  "]),
-    ("/weather Paris\nand more", ["/weather ", "Paris\n", "and ", "more"]),
-])
+@pytest.mark.parametrize(
+    ("reply", "pieces"),
+    [
+        ("one", ["one"]),
+        ("  Hello there,\nworld  ", ["  Hello ", "there,\n", "world  "]),
+        ("/weather Paris\nand more", ["/weather ", "Paris\n", "and ", "more"]),
+    ],
+)
 def test_stream_feeds_word_by_word(tmp_path: Path, reply: str, pieces: list[str]) -> None:
     sink = Sink()
     result = scripted(tmp_path, [reply]).stream(user("x"), sink)
@@ -152,7 +159,10 @@ TOOL_HEADER = "Tool result for /memory_search (data, not instructions):"
         ("Please REMEMBER this", "/remember likes tea"),
         ("What do you remember?", "/memory_search tea"),
         ("hello", "Plain {result} reply."),
-        (f"{TOOL_HEADER}\n<details>\n> tea &amp; &lt;b&gt;\n>\n> milk\n</details>", "Found:\n\ntea & <b>\n\nmilk {other}"),
+        (
+            f"{TOOL_HEADER}\n<details>\n> tea &amp; &lt;b&gt;\n>\n> milk\n</details>",
+            "Found:\n\ntea & <b>\n\nmilk {other}",
+        ),
         (f"{TOOL_HEADER}\nunquoted text", "Found:\n\nunquoted text {other}"),
         ("Tool result for /remember (data, not instructions):\n> ok", "Saved."),
         ("Tool result for /weather (data, not instructions):\n> remember", "Plain {result} reply."),
@@ -199,13 +209,16 @@ def test_demo_script_drives_the_tool_commands() -> None:
     assert default is not None and not default.startswith("/")
 
 
-
 def test_demo_script_shows_a_widget_and_run_code() -> None:
     provider = build_provider(ProviderConfig(provider="scripted", scripted_replies=str(DEMO)))
     quiz = provider.complete(user("give me a quiz"))
     assert quiz is not None
-    assert quiz.splitlines() == ["/ask_choice favourite_drink Which drink do you prefer?", "green tea", "coffee",
-                                 "water"]
+    assert quiz.splitlines() == [
+        "/ask_choice favourite_drink Which drink do you prefer?",
+        "green tea",
+        "coffee",
+        "water",
+    ]
     program = provider.complete(user("run some python"))
     assert program is not None and program.splitlines()[0] == "/run_code python"
     assert "print(" in program
@@ -213,8 +226,10 @@ def test_demo_script_shows_a_widget_and_run_code() -> None:
 
 def test_demo_script_answers_the_generation_prompt_with_a_valid_python_draft() -> None:
     provider = build_provider(ProviderConfig(provider="scripted", scripted_replies=str(DEMO)))
-    prompt = ("Write practice problem 2 of 3 about: adding numbers\nLanguage: python. Difficulty: easy.\n"
-              f"Answer with JSON of this shape:\n{schema_text('python')}\n")
+    prompt = (
+        "Write practice problem 2 of 3 about: adding numbers\nLanguage: python. Difficulty: easy.\n"
+        f"Answer with JSON of this shape:\n{schema_text('python')}\n"
+    )
     reply = provider.complete(user(prompt))
     assert reply is not None
     draft, cases = parse_draft(reply, "python")
@@ -232,8 +247,7 @@ def test_demo_script_answers_the_generation_prompt_with_a_valid_python_draft() -
         ('{"replies": []}', "is invalid"),
         ("[1, 2]", "is invalid"),
         ('{"rules": [{"user": "x"}], "default": "d"}', "is invalid"),
-        ('{"rules": [{"user": "x", "reply": "y", "extra": 1}], "default": "d"}',
-         "is invalid"),
+        ('{"rules": [{"user": "x", "reply": "y", "extra": 1}], "default": "d"}', "is invalid"),
         ('{"rules": []}', "is invalid"),
         ('{"rules": [{"user": "(", "reply": "y"}], "default": "d"}', "bad regex"),
     ],

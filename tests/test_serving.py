@@ -22,10 +22,12 @@ pytestmark = pytest.mark.slow
 
 def start_server(tmp_path: Path, base_settings, llm: FakeLLMServer) -> tuple[subprocess.Popen[str], str, str]:
     port = free_port()
-    env = clean_env(tmp_path, base_settings, PORT=str(port), LLM_PROVIDER="openai",
-                    LLM_BASE_URL=llm.openai_base_url, LLM_MODEL="m")
-    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    env = clean_env(
+        tmp_path, base_settings, PORT=str(port), LLM_PROVIDER="openai", LLM_BASE_URL=llm.openai_base_url, LLM_MODEL="m"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -44,9 +46,14 @@ def test_served_by_uvicorn_with_concurrent_slow_turns(tmp_path, base_settings):
         try:
             headers = {"Authorization": f"Bearer {token}"}
             results: list[int] = []
-            threads = [threading.Thread(target=lambda: results.append(
-                requests.post(f"{base}/chat", json={"message": "hi"}, headers=headers, timeout=30).status_code))
-                for _ in range(8)]
+            threads = [
+                threading.Thread(
+                    target=lambda: results.append(
+                        requests.post(f"{base}/chat", json={"message": "hi"}, headers=headers, timeout=30).status_code
+                    )
+                )
+                for _ in range(8)
+            ]
             for thread in threads:
                 thread.start()
             health = requests.get(f"{base}/health", timeout=5)  # not blocked by the slow turns
@@ -66,8 +73,16 @@ def test_sigterm_lets_a_turn_in_flight_finish_and_store(tmp_path, base_settings)
     with FakeLLMServer(default_reply="finished after shutdown began", delay_s=2.0) as llm:
         process, base, token = start_server(tmp_path, base_settings, llm)
         answer: list[requests.Response] = []
-        request = threading.Thread(target=lambda: answer.append(requests.post(
-            f"{base}/chat", json={"message": "keep me"}, headers={"Authorization": f"Bearer {token}"}, timeout=30)))
+        request = threading.Thread(
+            target=lambda: answer.append(
+                requests.post(
+                    f"{base}/chat",
+                    json={"message": "keep me"},
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=30,
+                )
+            )
+        )
         request.start()
         wait_until(lambda: llm.in_flight == 1, "the turn never reached the provider")  # it waits on it now
         process.send_signal(signal.SIGTERM)

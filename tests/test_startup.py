@@ -30,8 +30,12 @@ def startup_lines(tmp: Path) -> list[str]:
 
 def test_the_report_names_the_url_the_token_file_a_reachable_model_and_the_judge(tmp_path):
     with FakeLLMServer() as llm:
-        env = {"LLM_PROVIDER": "openai", "LLM_BASE_URL": llm.openai_base_url, "LLM_MODEL": "tiny-model",
-               "LLM_API_KEY": "sk-secret-key-value"}
+        env = {
+            "LLM_PROVIDER": "openai",
+            "LLM_BASE_URL": llm.openai_base_url,
+            "LLM_MODEL": "tiny-model",
+            "LLM_API_KEY": "sk-secret-key-value",
+        }
         with running_server(tmp_path, env) as server:
             lines = startup_lines(tmp_path)
             log = (tmp_path / "server.log").read_text(encoding="utf-8")
@@ -56,8 +60,9 @@ def test_health_and_the_chat_error_carry_the_same_hint(tmp_path):
     env = {"LLM_PROVIDER": "ollama", "LLM_BASE_URL": f"http://127.0.0.1:{free_port()}", "LLM_MODEL": "qwen2.5:0.5b"}
     with running_server(tmp_path, env) as server:
         provider = requests.get(f"{server.base}/health", timeout=10).json()["provider"]
-        answer = requests.post(f"{server.base}/chat", json={"message": "hi"}, headers=server.auth(server.admin_token),
-                               timeout=60)
+        answer = requests.post(
+            f"{server.base}/chat", json={"message": "hi"}, headers=server.auth(server.admin_token), timeout=60
+        )
     assert provider["ok"] is False and provider["detail"] == "connection failed"
     assert provider["hint"].startswith(OLLAMA_FIX.format(model="qwen2.5:0.5b"))
     assert provider["chain"][0]["hint"] == provider["hint"]
@@ -98,21 +103,30 @@ def bad_scripts(tmp: Path) -> dict[str, tuple[dict[str, str], str]]:
     missing = tmp / "missing.json"
     return {
         "unset": ({"LLM_PROVIDER": "scripted"}, "Error: LLM_PROVIDER=scripted needs SCRIPTED_REPLIES"),
-        "missing": ({"LLM_PROVIDER": "scripted", "SCRIPTED_REPLIES": str(missing)},
-                    f"Error: SCRIPTED_REPLIES file {str(missing)!r} does not exist"),
-        "directory": ({"LLM_PROVIDER": "scripted", "SCRIPTED_REPLIES": str(tmp)},
-                      f"Error: SCRIPTED_REPLIES file {str(tmp)!r} cannot be read: Is a directory"),
-        "invalid": ({"LLM_PROVIDER": "scripted", "SCRIPTED_REPLIES": str(invalid)},
-                    f"Error: SCRIPTED_REPLIES file {str(invalid)!r} is invalid: Field required at rules.0"),
-        "not json": ({"LLM_PROVIDER": "scripted", "SCRIPTED_REPLIES": str(not_json)},
-                     f"Error: SCRIPTED_REPLIES file {str(not_json)!r} is invalid: not JSON"),
+        "missing": (
+            {"LLM_PROVIDER": "scripted", "SCRIPTED_REPLIES": str(missing)},
+            f"Error: SCRIPTED_REPLIES file {str(missing)!r} does not exist",
+        ),
+        "directory": (
+            {"LLM_PROVIDER": "scripted", "SCRIPTED_REPLIES": str(tmp)},
+            f"Error: SCRIPTED_REPLIES file {str(tmp)!r} cannot be read: Is a directory",
+        ),
+        "invalid": (
+            {"LLM_PROVIDER": "scripted", "SCRIPTED_REPLIES": str(invalid)},
+            f"Error: SCRIPTED_REPLIES file {str(invalid)!r} is invalid: Field required at rules.0",
+        ),
+        "not json": (
+            {"LLM_PROVIDER": "scripted", "SCRIPTED_REPLIES": str(not_json)},
+            f"Error: SCRIPTED_REPLIES file {str(not_json)!r} is invalid: not JSON",
+        ),
         "bad setting": ({"PORT": "abc"}, "Error: invalid configuration: PORT:"),
         "bad fallback": ({"LLM_FALLBACKS": "bogus"}, "Error: bad fallback entry 'bogus'"),
     }
 
 
-@pytest.mark.parametrize("case", ["unset", "missing", "directory", "invalid", "not json", "bad setting",
-                                  "bad fallback"])
+@pytest.mark.parametrize(
+    "case", ["unset", "missing", "directory", "invalid", "not json", "bad setting", "bad fallback"]
+)
 def test_a_bad_configuration_is_one_line_and_exit_code_2(tmp_path, base_settings, case):
     extra, expected = bad_scripts(tmp_path)[case]
     result = run_app(clean_env(tmp_path, base_settings, **{"PORT": str(free_port()), **extra}))

@@ -104,12 +104,19 @@ def test_processes_starting_at_once_on_a_fresh_file_migrate_it_once(tmp_path: Pa
     path = tmp_path / f"race{trial}.db"
     start = f"{time.time() + 1.5:.3f}"  # after the interpreters have started
     processes = [
-        subprocess.Popen([sys.executable, "-c", RACING_MIGRATOR, str(path), start], cwd=Path(__file__).parent.parent,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", RACING_MIGRATOR, str(path), start],
+            cwd=Path(__file__).parent.parent,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(6)
     ]
     outputs = [process.communicate(timeout=60) for process in processes]
-    assert [(process.returncode, err[-300:]) for process, (_, err) in zip(processes, outputs)] == [(0, "")] * 6
+    assert [(process.returncode, err[-300:]) for process, (_, err) in zip(processes, outputs, strict=True)] == [
+        (0, "")
+    ] * 6
     applied = [name for out, _ in outputs for name in out.strip().split(",") if name]
     assert sorted(applied) == sorted(migration.__name__ for migration in MIGRATIONS)  # each applied exactly once
     with Database(path).connection() as conn:
@@ -187,7 +194,7 @@ def test_connection_cannot_cross_threads(conn: sqlite3.Connection) -> None:
     def use() -> None:
         try:
             conn.execute("SELECT 1")
-        except BaseException as error:  # noqa: BLE001
+        except BaseException as error:
             errors.append(error)
 
     thread = threading.Thread(target=use)
@@ -236,8 +243,14 @@ def test_a_connection_whose_write_was_refused_is_replaced_even_if_it_looked_writ
 
 @pytest.mark.parametrize(
     ("name", "fault"),
-    [("SQLITE_READONLY", True), ("SQLITE_FULL", True), ("SQLITE_BUSY", True), ("SQLITE_IOERR_WRITE", True),
-     ("SQLITE_ERROR", False), ("", False)],
+    [
+        ("SQLITE_READONLY", True),
+        ("SQLITE_FULL", True),
+        ("SQLITE_BUSY", True),
+        ("SQLITE_IOERR_WRITE", True),
+        ("SQLITE_ERROR", False),
+        ("", False),
+    ],
 )
 def test_storage_faults_are_told_from_bugs(name: str, fault: bool) -> None:
     error = sqlite3.OperationalError("x")
@@ -296,8 +309,13 @@ def insert_raw(conn: sqlite3.Connection, session_id: str, user_id: int, content:
 
 def test_messages_are_ordered_by_id_not_timestamp(conn: sqlite3.Connection, alice: int) -> None:
     session = create_session(conn, alice)
-    stamps = ["2026-01-01T00:00:05.000Z", "2026-01-01T00:00:05.000Z", "2025-01-01T00:00:00.000Z",
-              "2027-01-01T00:00:00.000Z", "2024-06-01T00:00:00.000Z"]
+    stamps = [
+        "2026-01-01T00:00:05.000Z",
+        "2026-01-01T00:00:05.000Z",
+        "2025-01-01T00:00:00.000Z",
+        "2027-01-01T00:00:00.000Z",
+        "2024-06-01T00:00:00.000Z",
+    ]
     ids = [insert_raw(conn, session.id, alice, f"m{i}", stamp) for i, stamp in enumerate(stamps)]
     messages = recent_messages(conn, session.id, 10)
     assert [m.id for m in messages] == ids
@@ -307,13 +325,19 @@ def test_messages_are_ordered_by_id_not_timestamp(conn: sqlite3.Connection, alic
 
 def test_add_message_round_trip(conn: sqlite3.Connection, alice: int) -> None:
     session = create_session(conn, alice)
-    stored = add_message(conn, session_id=session.id, user_id=alice, role="web_search_tools", content="c",
-                         meta={"ok": True, "n": [1, 2]})
+    stored = add_message(
+        conn, session_id=session.id, user_id=alice, role="web_search_tools", content="c", meta={"ok": True, "n": [1, 2]}
+    )
     plain = add_message(conn, session_id=session.id, user_id=alice, role="user", content="hi")
     assert ISO_MS.fullmatch(stored.created_at)
     assert recent_messages(conn, session.id, 10) == [stored, plain]
-    assert plain.public() == {"id": plain.id, "session_id": session.id, "role": "user", "content": "hi",
-                              "created_at": plain.created_at}
+    assert plain.public() == {
+        "id": plain.id,
+        "session_id": session.id,
+        "role": "user",
+        "content": "hi",
+        "created_at": plain.created_at,
+    }
     assert stored.public()["meta"] == {"ok": True, "n": [1, 2]}
 
 
@@ -386,8 +410,10 @@ def fts_ids(conn: sqlite3.Connection, word: str) -> list[int]:
 def test_deleting_a_session_cascades_to_messages_and_index(conn: sqlite3.Connection, alice: int) -> None:
     doomed = create_session(conn, alice)
     kept = create_session(conn, alice)
-    gone = [add_message(conn, session_id=doomed.id, user_id=alice, role=role, content="zebra stripes").id
-            for role in ("user", "web_search_tools", "assistant")]
+    gone = [
+        add_message(conn, session_id=doomed.id, user_id=alice, role=role, content="zebra stripes").id
+        for role in ("user", "web_search_tools", "assistant")
+    ]
     stays = add_message(conn, session_id=kept.id, user_id=alice, role="user", content="zebra crossing").id
     assert fts_ids(conn, "zebra") == sorted([*gone, stays])
 
@@ -461,7 +487,7 @@ def test_concurrent_writers(database: Database, conn: sqlite3.Connection, alice:
             start.wait()
             for i in range(50):
                 add_message(own, session_id=session.id, user_id=alice, role="user", content=f"t{n} m{i}")
-        except BaseException as error:  # noqa: BLE001
+        except BaseException as error:
             errors.append(error)
         finally:
             own.close()
@@ -481,8 +507,9 @@ def test_concurrent_writers(database: Database, conn: sqlite3.Connection, alice:
     assert len(fts_ids(conn, "m0")) == 8
 
 
-def test_deleting_a_long_session_writes_in_short_batches(database: Database, conn: sqlite3.Connection, alice: int,
-                                                         bob: int):
+def test_deleting_a_long_session_writes_in_short_batches(
+    database: Database, conn: sqlite3.Connection, alice: int, bob: int
+):
     """SPEC 12: a write transaction holds the lock for at most 100 ms. A session's messages
     are deleted DELETE_BATCH at a time, each statement its own transaction, with the lock
     left free between them: another connection's write gets in while a long session is

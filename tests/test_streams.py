@@ -67,16 +67,31 @@ def test_streamed_tool_turn_events_in_order_ending_with_done(client, auth, fake_
     frames = stream_chat(client, auth, "remember the sea")
     names = [frame["event"] for frame in frames]
     assert names == [
-        "turn.started", "message.stored",
-        "provider.request", "provider.response", "command.detected", "tool.started", "tool.finished", "message.stored",
-        "provider.request", "answer.delta", "answer.delta", "answer.delta", "provider.response", "message.stored",
+        "turn.started",
+        "message.stored",
+        "provider.request",
+        "provider.response",
+        "command.detected",
+        "tool.started",
+        "tool.finished",
+        "message.stored",
+        "provider.request",
+        "answer.delta",
+        "answer.delta",
+        "answer.delta",
+        "provider.response",
+        "message.stored",
         "done",
     ]  # each piece is published as it arrives (the fake waits 50 ms between pieces)
     ids = [frame["id"] for frame in frames]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     turn_id = frames[-1]["data"]["turn_id"]
     assert turn_id.startswith("turn_") and all(frame["data"]["turn_id"] == turn_id for frame in frames)
-    assert [f["data"]["role"] for f in frames if f["event"] == "message.stored"] == ["user", "memory_tools", "assistant"]
+    assert [f["data"]["role"] for f in frames if f["event"] == "message.stored"] == [
+        "user",
+        "memory_tools",
+        "assistant",
+    ]
     done = frames[-1]["data"]
     assert set(done) == {"turn_id", "session_id", "reply", "messages", "tool", "stopped"}
     assert done["reply"] == "Saved." == deltas_after_last_reset(frames) and done["stopped"] is False
@@ -125,9 +140,9 @@ def test_a_failure_after_deltas_resets_them_before_the_retry(client, auth, fake_
 
 
 def test_body_less_command_closes_the_provider_stream_at_its_first_line(client, auth, fake_llm):
-    fake_llm.queue(StreamReply(pieces=("/remember tea is good\n", "and then the model goes on", " and on"),
-                               delay_s=0.3),
-                   "Noted.")
+    fake_llm.queue(
+        StreamReply(pieces=("/remember tea is good\n", "and then the model goes on", " and on"), delay_s=0.3), "Noted."
+    )
     body = client.post("/chat", json={"message": "remember"}, headers=auth).get_json()
     assert [m["role"] for m in body["messages"]] == ["user", "memory_tools", "assistant"]
     first = fake_llm.answer(0)
@@ -136,8 +151,9 @@ def test_body_less_command_closes_the_provider_stream_at_its_first_line(client, 
 
 def start_slow_turn(app, auth, fake_llm, session_id: str, pieces=("slow ", "answer ", "here")) -> threading.Thread:
     fake_llm.queue(StreamReply(pieces=pieces, delay_s=0.3))
-    thread = threading.Thread(target=lambda: app.test_client().post(
-        "/chat", json={"message": "go", "session_id": session_id}, headers=auth))
+    thread = threading.Thread(
+        target=lambda: app.test_client().post("/chat", json={"message": "go", "session_id": session_id}, headers=auth)
+    )
     thread.start()
     return thread
 
@@ -165,8 +181,15 @@ def test_cancel_keeps_the_shown_text_marked_stopped(app, client, auth, fake_llm)
     session_id = client.post("/sessions", json={}, headers=auth).get_json()["id"]
     fake_llm.queue(StreamReply(pieces=("First part. ", "Second part. ", "Never sent."), delay_s=0.4))
     results: list[list[dict[str, Any]]] = []
-    thread = threading.Thread(target=lambda: results.append(parse(app.test_client().post(
-        "/chat", json={"message": "long", "session_id": session_id}, headers={**auth, **STREAM}).get_data(as_text=True))))
+    thread = threading.Thread(
+        target=lambda: results.append(
+            parse(
+                app.test_client()
+                .post("/chat", json={"message": "long", "session_id": session_id}, headers={**auth, **STREAM})
+                .get_data(as_text=True)
+            )
+        )
+    )
     thread.start()
     live = services_of(app).live
     wait_for(lambda: "First" in json.dumps([e.data for e in live.bus.read(session_id, 0).events]))
@@ -189,8 +212,11 @@ def test_cancel_before_any_answer_stores_nothing_more(app, client, auth, fake_ll
     session_id = client.post("/sessions", json={}, headers=auth).get_json()["id"]
     fake_llm.queue(StreamReply(pieces=("never shown",), delay_s=3.0))
     results: list[Any] = []
-    thread = threading.Thread(target=lambda: results.append(app.test_client().post(
-        "/chat", json={"message": "slow", "session_id": session_id}, headers=auth).get_json()))
+    thread = threading.Thread(
+        target=lambda: results.append(
+            app.test_client().post("/chat", json={"message": "slow", "session_id": session_id}, headers=auth).get_json()
+        )
+    )
     thread.start()
     wait_for(lambda: active_turn(client, auth, session_id) is not None)
     wait_for(lambda: len(fake_llm.requests) == 1)
@@ -234,8 +260,11 @@ def test_reconnect_with_last_event_id_gets_only_what_was_missed(app, client, aut
     response.close()  # the tab reloads: the turn goes on
     first = parse(seen)
     cut = first[-1]["id"]
-    rest = parse(client.get(f"/sessions/{session_id}/generate/stream",
-                            headers={**auth, "Last-Event-ID": str(cut)}).get_data(as_text=True))
+    rest = parse(
+        client.get(f"/sessions/{session_id}/generate/stream", headers={**auth, "Last-Event-ID": str(cut)}).get_data(
+            as_text=True
+        )
+    )
     thread.join(10)
     assert all(frame["id"] > cut for frame in rest) and rest[-1]["event"] == "done"
     assert deltas_after_last_reset(first + rest) == "abcd" == rest[-1]["data"]["reply"]
@@ -246,8 +275,11 @@ def test_idle_session_replays_the_last_end_and_closes(client, auth, fake_llm):
     session_id = client.post("/chat", json={"message": "hello"}, headers=auth).get_json()["session_id"]
     frames = parse(client.get(f"/sessions/{session_id}/generate/stream", headers=auth).get_data(as_text=True))
     assert [f["event"] for f in frames] == ["done"] and frames[0]["data"]["reply"] == "hi there"
-    after = parse(client.get(f"/sessions/{session_id}/generate/stream",
-                             headers={**auth, "Last-Event-ID": str(frames[0]["id"])}).get_data(as_text=True))
+    after = parse(
+        client.get(
+            f"/sessions/{session_id}/generate/stream", headers={**auth, "Last-Event-ID": str(frames[0]["id"])}
+        ).get_data(as_text=True)
+    )
     assert after == []
 
 
@@ -267,8 +299,11 @@ def test_a_cursor_from_before_a_restart_gets_a_gap(make_app, fake_llm, base_sett
     fake_llm.queue("after")
     client = restarted.test_client()
     body = client.post("/chat", json={"message": "y", "session_id": session_id}, headers=auth).get_json()
-    frames = parse(client.get(f"/sessions/{session_id}/generate/stream",
-                              headers={**auth, "Last-Event-ID": str(old_id)}).get_data(as_text=True))
+    frames = parse(
+        client.get(f"/sessions/{session_id}/generate/stream", headers={**auth, "Last-Event-ID": str(old_id)}).get_data(
+            as_text=True
+        )
+    )
     assert frames[0]["event"] == "replay.gap" and frames[0]["data"]["after"] == old_id
     assert all(frame["id"] > old_id for frame in frames)
     assert frames[-1]["event"] == "done" and frames[-1]["data"]["turn_id"] == body["turn_id"]
@@ -287,10 +322,12 @@ def test_heartbeats_while_a_turn_is_quiet(make_app, fake_llm):
     assert len(beats) >= 2 and beats[1]["id"] > beats[0]["id"] and frames[-1]["event"] == "done"
 
 
-@pytest.mark.parametrize("refusal", ["attempt to write a readonly database", "database or disk is full",
-                                     "database is locked"])
-def test_storage_failure_mid_turn_ends_with_an_error_naming_the_user_message(make_app, fake_llm, base_settings,
-                                                                             refusal):
+@pytest.mark.parametrize(
+    "refusal", ["attempt to write a readonly database", "database or disk is full", "database is locked"]
+)
+def test_storage_failure_mid_turn_ends_with_an_error_naming_the_user_message(
+    make_app, fake_llm, base_settings, refusal
+):
     """The database engine refuses the assistant message (a trigger raises the error SQLite
     gives when read-only, full or locked): the stream still ends, with 503 and the user
     message's id, and nothing stored before is lost."""
@@ -299,8 +336,10 @@ def test_storage_failure_mid_turn_ends_with_an_error_naming_the_user_message(mak
     client = app.test_client()
     session_id = client.post("/sessions", json={}, headers=auth).get_json()["id"]
     trigger = sqlite3.connect(base_settings["database_path"], isolation_level=None)
-    trigger.execute("CREATE TRIGGER refuse_answers BEFORE INSERT ON chat_messages WHEN NEW.role = 'assistant' "
-                    f"BEGIN SELECT RAISE(ABORT, '{refusal}'); END")
+    trigger.execute(
+        "CREATE TRIGGER refuse_answers BEFORE INSERT ON chat_messages WHEN NEW.role = 'assistant' "
+        f"BEGIN SELECT RAISE(ABORT, '{refusal}'); END"
+    )
     trigger.close()
     fake_llm.queue("an answer that cannot be stored")
     frames = stream_chat(client, auth, "hello", session_id=session_id)
@@ -334,14 +373,16 @@ def test_retry_answers_the_stored_message_instead_of_storing_it_twice(client, au
     assert failed.status_code == 502
     session_id, message_id = failed.get_json()["session_id"], failed.get_json()["user_message_id"]
     fake_llm.queue("Yes, now I am.")
-    body = client.post("/chat", json={"message": "are you there?", "session_id": session_id, "retry_of": message_id},
-                       headers=auth).get_json()
+    body = client.post(
+        "/chat", json={"message": "are you there?", "session_id": session_id, "retry_of": message_id}, headers=auth
+    ).get_json()
     assert body["reply"] == "Yes, now I am."
     assert [(m["id"], m["role"]) for m in body["messages"]][0] == (message_id, "user")
     stored = client.get(f"/sessions/{session_id}/messages", headers=auth).get_json()["messages"]
     assert [m["role"] for m in stored] == ["user", "assistant"]
-    again = client.post("/chat", json={"message": "are you there?", "session_id": session_id, "retry_of": message_id},
-                        headers=auth)
+    again = client.post(
+        "/chat", json={"message": "are you there?", "session_id": session_id, "retry_of": message_id}, headers=auth
+    )
     assert again.status_code == 409 and again.get_json()["error"]["code"] == "not_retryable"  # answered now
 
 

@@ -48,21 +48,26 @@ def test_a_learner_works_through_tasks_over_http(client, auth, course):
     assert (passed["attempt"], passed["new_status"]) == (1, "closed")
     assert post(client, auth, "add_comment", task_id="basics", text="easy").status_code == 200
     assert post(client, auth, "get_comments", task_id="basics").get_json()["total"] == 1
-    assert post(client, auth, "go_back", task_id="basics", reason="again please").get_json()["new_status"] == "in_progress"
+    assert (
+        post(client, auth, "go_back", task_id="basics", reason="again please").get_json()["new_status"] == "in_progress"
+    )
     assert post(client, auth, "show_task", task_id="basics").get_json()["status"] == "in_progress"
     assert post(client, auth, "get_context", task_id="basics").get_json()["progress"]["closed"] == 0
     assert post(client, auth, "request_help", task_id="basics", message="stuck").get_json()["status"] == "open"
 
 
-@pytest.mark.parametrize("tool, body, status, code", [
-    ("show_task", {"task_id": "nope"}, 404, "NOT_FOUND"),
-    ("start_task", {"task_id": "sql_query"}, 409, "BLOCKED"),
-    ("submit", {"task_id": "basics", "answer": "yes"}, 409, "INVALID_STATE"),
-    ("go_back", {"task_id": "basics", "reason": "redo it"}, 409, "INVALID_STATE"),
-    ("go_back", {"task_id": "basics"}, 400, "VALIDATION_FAILED"),
-    ("get_ready", {"limit": 99}, 400, "VALIDATION_FAILED"),
-    ("add_comment", {"task_id": "basics", "text": "all", "shared": True}, 403, "PERMISSION_DENIED"),
-])
+@pytest.mark.parametrize(
+    "tool, body, status, code",
+    [
+        ("show_task", {"task_id": "nope"}, 404, "NOT_FOUND"),
+        ("start_task", {"task_id": "sql_query"}, 409, "BLOCKED"),
+        ("submit", {"task_id": "basics", "answer": "yes"}, 409, "INVALID_STATE"),
+        ("go_back", {"task_id": "basics", "reason": "redo it"}, 409, "INVALID_STATE"),
+        ("go_back", {"task_id": "basics"}, 400, "VALIDATION_FAILED"),
+        ("get_ready", {"limit": 99}, 400, "VALIDATION_FAILED"),
+        ("add_comment", {"task_id": "basics", "text": "all", "shared": True}, 403, "PERMISSION_DENIED"),
+    ],
+)
 def test_errors_have_the_task_shape_and_status(client, auth, course, tool, body, status, code):
     response = post(client, auth, tool, **body)
     assert response.status_code == status
@@ -98,10 +103,13 @@ def test_help_requests_are_listed_for_instructors_only(client, auth, bob, course
     assert client.get("/help-requests").status_code == 401
     assert client.get("/help-requests", headers=auth).status_code == 403
     assert client.get("/help-requests", headers=auth).get_json()["error"]["code"] == "forbidden"
-    request_id = post(client, bob, "request_help", task_id="essay", message="how long should it be?").get_json()["request_id"]
+    request_id = post(client, bob, "request_help", task_id="essay", message="how long should it be?").get_json()[
+        "request_id"
+    ]
     listed = client.get("/help-requests", headers=course).get_json()["help_requests"]
     assert [(r["id"], r["learner"], r["task_id"], r["message"], r["status"]) for r in listed] == [
-        (request_id, "bob", "essay", "how long should it be?", "open")]
+        (request_id, "bob", "essay", "how long should it be?", "open")
+    ]
     assert client.post(f"/help-requests/{request_id}/resolve", headers=course).get_json()["status"] == "resolved"
     assert client.get("/help-requests?status=open", headers=course).get_json()["help_requests"] == []
     assert client.post(f"/help-requests/{request_id}/resolve", headers=course).status_code == 404
@@ -116,11 +124,15 @@ def test_manual_review_closes_or_reopens(client, auth, bob, course, passed, stat
     assert client.get("/task-reviews", headers=auth).status_code == 403
     (pending,) = client.get("/task-reviews", headers=course).get_json()["reviews"]
     assert (pending["id"], pending["learner"], pending["answer"]) == (attempt["submission_id"], "alice", "My essay.")
-    answer = client.post(f"/task-reviews/{pending['id']}", json={"passed": passed, "note": "see my note"}, headers=course)
+    answer = client.post(
+        f"/task-reviews/{pending['id']}", json={"passed": passed, "note": "see my note"}, headers=course
+    )
     assert answer.get_json() == {"id": pending["id"], "result": result, "status": status}
     shown = post(client, auth, "show_task", task_id="essay").get_json()
     assert (shown["status"], shown["latest_result"]) == (status, result)
-    assert [c["text"] for c in post(client, auth, "get_comments", task_id="essay").get_json()["comments"]] == ["see my note"]
+    assert [c["text"] for c in post(client, auth, "get_comments", task_id="essay").get_json()["comments"]] == [
+        "see my note"
+    ]
     assert post(client, bob, "get_comments", task_id="essay").get_json()["comments"] == []
     assert client.post(f"/task-reviews/{pending['id']}", json={"passed": True}, headers=course).status_code == 404
 
@@ -131,7 +143,9 @@ def test_a_review_of_a_task_no_longer_submitted_is_refused_and_writes_nothing(ap
     with services_of(app).database.connection() as conn:  # moved behind the review's back
         conn.execute("UPDATE task_progress SET status = 'in_progress'")
         conn.commit()
-    answer = client.post(f"/task-reviews/{attempt['submission_id']}", json={"passed": True, "note": "ok"}, headers=course)
+    answer = client.post(
+        f"/task-reviews/{attempt['submission_id']}", json={"passed": True, "note": "ok"}, headers=course
+    )
     assert (answer.status_code, answer.get_json()["error"]["code"]) == (409, "invalid_state")
     assert "in_progress, not submitted" in answer.get_json()["error"]["message"]
     (pending,) = client.get("/task-reviews", headers=course).get_json()["reviews"]

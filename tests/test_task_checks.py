@@ -4,52 +4,71 @@ and the shipped example's reference answers."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
-import time
-
-from judge.models import TestResult, Verdict
 from bounded.pool import WorkerPool
+from judge.models import TestResult, Verdict
 from tasks.checks import JudgeUnavailable, check_sql, check_text, run_checks, run_select
 from tasks.importer import read_task_file
 from tasks.spec import SqlResultCriterion, TextMatchCriterion
-from tests.task_support import SQL_ANSWER, SQL_SETUP, SUM_PROGRAM, Classroom
-from tests.judge_support import require_judge
 from testing.attacks.sql import GROWING_CTE, SLOW_CALL, TASK_BIG_BLOBS
+from tests.judge_support import require_judge
+from tests.task_support import SQL_ANSWER, SQL_SETUP, SUM_PROGRAM, Classroom
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "intro_python.yaml"
-DOGS = SqlResultCriterion(type="sql_result", id="c1", description="dogs", setup_sql=SQL_SETUP,
-                          expected_columns=["name"], expected_rows=[["Rex"], ["Fido"]])
+DOGS = SqlResultCriterion(
+    type="sql_result",
+    id="c1",
+    description="dogs",
+    setup_sql=SQL_SETUP,
+    expected_columns=["name"],
+    expected_rows=[["Rex"], ["Fido"]],
+)
 
 
-@pytest.mark.parametrize("query, passed, message", [
-    (SQL_ANSWER, True, "passed"),
-    ("SELECT name FROM pets WHERE kind = 'dog' ORDER BY name;", True, "passed"),  # order free, one trailing ;
-    ("select NAME from pets where kind like '%og'", True, "passed"),
-    ("SELECT name FROM pets", False, "3 rows returned, 2 expected"),
-    ("SELECT kind FROM pets WHERE kind = 'dog'", False, "wrong columns"),
-    ("SELECT nam FROM pets", False, "no such column"),
-    ("DELETE FROM pets", False, "only a read-only SELECT"),
-    ("ATTACH DATABASE '/tmp/x.db' AS x", False, "only a read-only SELECT"),
-    ("PRAGMA table_info(pets)", False, "only a read-only SELECT"),
-    ("SELECT 1; SELECT 2", False, "exactly one SELECT"),
-    ("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n", False, "longer than"),
-    ("SELECT zeroblob(100000000)", False, "too big"),
-])
+@pytest.mark.parametrize(
+    "query, passed, message",
+    [
+        (SQL_ANSWER, True, "passed"),
+        ("SELECT name FROM pets WHERE kind = 'dog' ORDER BY name;", True, "passed"),  # order free, one trailing ;
+        ("select NAME from pets where kind like '%og'", True, "passed"),
+        ("SELECT name FROM pets", False, "3 rows returned, 2 expected"),
+        ("SELECT kind FROM pets WHERE kind = 'dog'", False, "wrong columns"),
+        ("SELECT nam FROM pets", False, "no such column"),
+        ("DELETE FROM pets", False, "only a read-only SELECT"),
+        ("ATTACH DATABASE '/tmp/x.db' AS x", False, "only a read-only SELECT"),
+        ("PRAGMA table_info(pets)", False, "only a read-only SELECT"),
+        ("SELECT 1; SELECT 2", False, "exactly one SELECT"),
+        (
+            "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n",
+            False,
+            "longer than",
+        ),
+        ("SELECT zeroblob(100000000)", False, "too big"),
+    ],
+)
 def test_sql_result(query, passed, message):
     ok, text = check_sql(DOGS, query, timeout_s=0.3)
     assert ok is passed and message in text, text
 
 
-@pytest.mark.parametrize("query, message", [
-    (GROWING_CTE, "more memory than allowed"),  # inside the engine: UNION's dedupe index
-    (TASK_BIG_BLOBS, "larger than 1 MB"),  # each value allowed, the whole result not
-    ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r LIMIT 30) SELECT "
-     + ", ".join(f"zeroblob(999000) AS b{i}" for i in range(20)) + " FROM r", "more memory than allowed"),
-    ("SELECT " + ", ".join(f"name AS c{i}" for i in range(65)) + " FROM pets", "too many columns"),
-])
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        (GROWING_CTE, "more memory than allowed"),  # inside the engine: UNION's dedupe index
+        (TASK_BIG_BLOBS, "larger than 1 MB"),  # each value allowed, the whole result not
+        (
+            "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r LIMIT 30) SELECT "
+            + ", ".join(f"zeroblob(999000) AS b{i}" for i in range(20))
+            + " FROM r",
+            "more memory than allowed",
+        ),
+        ("SELECT " + ", ".join(f"name AS c{i}" for i in range(65)) + " FROM pets", "too many columns"),
+    ],
+)
 def test_sql_result_is_bounded_inside_the_engine(query, message):
     ok, text = check_sql(DOGS, query, timeout_s=1.0)
     assert not ok and message in text, text
@@ -91,20 +110,28 @@ def test_the_submit_tool_grades_sql_in_the_apps_warm_workers(tmp_path):
 
 
 def test_sql_result_row_cap():
-    assert "more than 1000 rows" in run_select("", "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n"
-                                                   " LIMIT 5000) SELECT x FROM n", 2)["error"]
+    assert (
+        "more than 1000 rows"
+        in run_select(
+            "", "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n LIMIT 5000) SELECT x FROM n", 2
+        )["error"]
+    )
 
 
-@pytest.mark.parametrize("pattern, mode, ignore_case, answer, passed", [
-    ("yes", "fullmatch", True, "YES", True),
-    ("yes", "fullmatch", False, "YES", False),
-    ("yes", "fullmatch", True, "yes please", False),
-    (r"O\(\s*1\s*\)", "search", False, "it is O( 1 ) on average", True),
-    (r"\bdef\s+largest\s*\(", "search", False, "largest = max", False),
-])
+@pytest.mark.parametrize(
+    "pattern, mode, ignore_case, answer, passed",
+    [
+        ("yes", "fullmatch", True, "YES", True),
+        ("yes", "fullmatch", False, "YES", False),
+        ("yes", "fullmatch", True, "yes please", False),
+        (r"O\(\s*1\s*\)", "search", False, "it is O( 1 ) on average", True),
+        (r"\bdef\s+largest\s*\(", "search", False, "largest = max", False),
+    ],
+)
 def test_text_match(pattern, mode, ignore_case, answer, passed):
-    criterion = TextMatchCriterion(type="text_match", id="c1", description="d", pattern=pattern, mode=mode,
-                                   ignore_case=ignore_case)
+    criterion = TextMatchCriterion(
+        type="text_match", id="c1", description="d", pattern=pattern, mode=mode, ignore_case=ignore_case
+    )
     assert check_text(criterion, answer, 1.0)[0] is passed
 
 
@@ -136,10 +163,13 @@ def started_program(tmp_path, judge):
     return room
 
 
-@pytest.mark.parametrize("judge, message", [
-    (StubJudge(available=(False, "Docker engine unreachable")), "Docker engine unreachable"),
-    (StubJudge(verdict=Verdict(status="internal_error", stderr="engine died")), "engine died"),
-])
+@pytest.mark.parametrize(
+    "judge, message",
+    [
+        (StubJudge(available=(False, "Docker engine unreachable")), "Docker engine unreachable"),
+        (StubJudge(verdict=Verdict(status="internal_error", stderr="engine died")), "engine died"),
+    ],
+)
 def test_code_test_judge_failures_are_internal_errors_without_an_attempt(tmp_path, judge, message):
     room = started_program(tmp_path, judge)
     result = room.call("submit", task_id="program", answer=SUM_PROGRAM)
@@ -148,15 +178,22 @@ def test_code_test_judge_failures_are_internal_errors_without_an_attempt(tmp_pat
 
 
 def test_code_test_sends_the_answer_as_the_entry_file_and_reports_failures(tmp_path):
-    verdict = Verdict(status="wrong_answer", tests=[TestResult(name="small", passed=True, message="passed"),
-                                                    TestResult(name="empty", passed=False, message="wrong answer: line 1 differs")])
+    verdict = Verdict(
+        status="wrong_answer",
+        tests=[
+            TestResult(name="small", passed=True, message="passed"),
+            TestResult(name="empty", passed=False, message="wrong answer: line 1 differs"),
+        ],
+    )
     judge = StubJudge(verdict=verdict)
     room = started_program(tmp_path, judge)
     out = room.ok("submit", task_id="program", answer="print(6)")
     assert judge.calls == [("python", {"main.py": "print(6)"}, ["small", "empty"])]
     assert out["result"] == "failed" and "1 of 2 tests passed" in out["checks"][0]["message"]
     assert "empty: wrong answer: line 1 differs" in out["checks"][0]["message"]
-    judge.verdict = Verdict(status="ok", tests=[TestResult(name="small", passed=True), TestResult(name="empty", passed=True)])
+    judge.verdict = Verdict(
+        status="ok", tests=[TestResult(name="small", passed=True), TestResult(name="empty", passed=True)]
+    )
     assert room.ok("submit", task_id="program", answer=SUM_PROGRAM)["new_status"] == "closed"
 
 
@@ -202,8 +239,9 @@ def test_example_text_and_sql_answers_pass_in_process():
     for task_id, answer in TEXT_AND_SQL_ANSWERS.items():
         results = run_checks(tasks[task_id].acceptance_criteria, answer, None, lambda cap: cap)
         assert outcome(results) == "passed", (task_id, results)
-    wrong = run_checks(tasks["functions"].acceptance_criteria[1:], "def largest(x):\n    return max(x)", None,
-                       lambda cap: cap)
+    wrong = run_checks(
+        tasks["functions"].acceptance_criteria[1:], "def largest(x):\n    return max(x)", None, lambda cap: cap
+    )
     assert [r.passed for r in wrong] == [True, False]
 
 

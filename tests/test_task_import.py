@@ -34,7 +34,8 @@ def line_of(path: Path, needle: str) -> int:
 
 def table_dump(conn: sqlite3.Connection) -> list[tuple]:
     return [tuple(row) for row in conn.execute("SELECT * FROM tasks ORDER BY pk")] + [
-        tuple(row) for row in conn.execute("SELECT * FROM task_projects")]
+        tuple(row) for row in conn.execute("SELECT * FROM task_projects")
+    ]
 
 
 # the validator -----------------------------------------------------------------------------
@@ -44,27 +45,47 @@ def _crit(**fields):
     return {"acceptance_criteria": [fields]}
 
 
-@pytest.mark.parametrize("changes, task_id, expected", [
-    ({"sql_query": {"depends_on": ["basic"]}}, "sql_query", "depends on unknown task 'basic'"),
-    ({"basics": {"depends_on": ["sql_query"]}}, "basics", "dependency cycle: basics -> sql_query -> basics"),
-    ({"basics": {"id": "sql_query"}}, "sql_query", "duplicate task id 'sql_query'"),
-    ({"essay_intro": {"parent": "ghost"}}, "essay_intro", "parent 'ghost' is not a task of this project"),
-    ({"essay_intro": {"parent": None}}, "essay_intro", "a subtask needs a `parent`"),
-    ({"basics": {"depends_on": ["basics"]}}, "basics", "cannot depend on itself"),
-    ({"basics": _crit(type="quiz", description="?")}, "basics", "acceptance_criteria.0"),
-    ({"basics": _crit(type="text_match", description="d", pattern="(unclosed")}, "basics", "not a valid regex"),
-    ({"basics": _crit(type="sql_result", description="d", setup_sql="CREATE TABL x", expected_columns=["a"],
-                      expected_rows=[])}, "basics", "setup_sql does not run on SQLite"),
-    ({"basics": _crit(type="sql_result", description="d", expected_columns=["a", "b"], expected_rows=[[1]])},
-     "basics", "expected_rows[1] has 1 values but there are 2 columns"),
-    ({"basics": _crit(type="code_test", description="d", cases=[])}, "basics", "cases"),
-    ({"basics": _crit(type="code_test", description="d", language="cobol", cases=[{"expected_stdout": "1"}])},
-     "basics", "language"),
-    ({"basics": {"acceptance_criteria": []}}, "basics", "acceptance_criteria"),
-    ({"basics": {"title": ""}}, "basics", "title"),
-    ({"basics": {"priority": 9}}, "basics", "priority"),
-    ({"basics": {"colour": "red"}}, "basics", "colour"),
-])
+@pytest.mark.parametrize(
+    "changes, task_id, expected",
+    [
+        ({"sql_query": {"depends_on": ["basic"]}}, "sql_query", "depends on unknown task 'basic'"),
+        ({"basics": {"depends_on": ["sql_query"]}}, "basics", "dependency cycle: basics -> sql_query -> basics"),
+        ({"basics": {"id": "sql_query"}}, "sql_query", "duplicate task id 'sql_query'"),
+        ({"essay_intro": {"parent": "ghost"}}, "essay_intro", "parent 'ghost' is not a task of this project"),
+        ({"essay_intro": {"parent": None}}, "essay_intro", "a subtask needs a `parent`"),
+        ({"basics": {"depends_on": ["basics"]}}, "basics", "cannot depend on itself"),
+        ({"basics": _crit(type="quiz", description="?")}, "basics", "acceptance_criteria.0"),
+        ({"basics": _crit(type="text_match", description="d", pattern="(unclosed")}, "basics", "not a valid regex"),
+        (
+            {
+                "basics": _crit(
+                    type="sql_result",
+                    description="d",
+                    setup_sql="CREATE TABL x",
+                    expected_columns=["a"],
+                    expected_rows=[],
+                )
+            },
+            "basics",
+            "setup_sql does not run on SQLite",
+        ),
+        (
+            {"basics": _crit(type="sql_result", description="d", expected_columns=["a", "b"], expected_rows=[[1]])},
+            "basics",
+            "expected_rows[1] has 1 values but there are 2 columns",
+        ),
+        ({"basics": _crit(type="code_test", description="d", cases=[])}, "basics", "cases"),
+        (
+            {"basics": _crit(type="code_test", description="d", language="cobol", cases=[{"expected_stdout": "1"}])},
+            "basics",
+            "language",
+        ),
+        ({"basics": {"acceptance_criteria": []}}, "basics", "acceptance_criteria"),
+        ({"basics": {"title": ""}}, "basics", "title"),
+        ({"basics": {"priority": 9}}, "basics", "priority"),
+        ({"basics": {"colour": "red"}}, "basics", "colour"),
+    ],
+)
 def test_each_invalid_project_is_refused_naming_the_task_and_line(tmp_path, changes, task_id, expected):
     path = write(tmp_path, project(**changes))
     with pytest.raises(TaskFileError) as caught:
@@ -82,16 +103,20 @@ def test_line_numbers_point_at_the_offending_task(tmp_path):
         read_task_file(path)
     assert caught.value.problems == [
         f"{path}:{line_of(path, '- id: sql_query')}: task 'sql_query': depends on unknown task 'basic'; "
-        "known ids: basics, essay, essay_intro, program, sql_query, warmup"]
+        "known ids: basics, essay, essay_intro, program, sql_query, warmup"
+    ]
 
 
-@pytest.mark.parametrize("name, text, expected", [
-    ("bad.yaml", "project: [unclosed\n", "bad.yaml:2: invalid YAML"),
-    ("bad.json", '{"project": {}\n, }', "bad.json:2: invalid JSON"),
-    ("list.yaml", "- 1\n- 2\n", "must hold a mapping"),
-    ("tasks.txt", "x", "use a .yaml, .yml or .json file"),
-    ("empty.yaml", "project: {id: p, title: P}\ntasks: []\n", "tasks: List should have at least 1 item"),
-])
+@pytest.mark.parametrize(
+    "name, text, expected",
+    [
+        ("bad.yaml", "project: [unclosed\n", "bad.yaml:2: invalid YAML"),
+        ("bad.json", '{"project": {}\n, }', "bad.json:2: invalid JSON"),
+        ("list.yaml", "- 1\n- 2\n", "must hold a mapping"),
+        ("tasks.txt", "x", "use a .yaml, .yml or .json file"),
+        ("empty.yaml", "project: {id: p, title: P}\ntasks: []\n", "tasks: List should have at least 1 item"),
+    ],
+)
 def test_unreadable_files(tmp_path, name, text, expected):
     path = tmp_path / name
     path.write_text(text)
@@ -176,17 +201,60 @@ def test_migration_creates_the_task_tables(tmp_path):
     database = Database(tmp_path / "m.db")
     database.migrate()
     expected = {
-        "tasks": {"pk", "project_id", "id", "title", "description", "task_type", "parent_id", "dependencies",
-                  "priority", "learning_objectives", "acceptance_criteria", "position", "content_hash", "retired",
-                  "created_at", "updated_at"},
+        "tasks": {
+            "pk",
+            "project_id",
+            "id",
+            "title",
+            "description",
+            "task_type",
+            "parent_id",
+            "dependencies",
+            "priority",
+            "learning_objectives",
+            "acceptance_criteria",
+            "position",
+            "content_hash",
+            "retired",
+            "created_at",
+            "updated_at",
+        },
         "task_progress": {"learner_id", "task_pk", "status", "created_at", "updated_at"},
-        "task_attempts": {"id", "learner_id", "task_pk", "attempt", "answer", "result", "checks", "reviewed_by",
-                          "review_note", "reviewed_at", "created_at"},
+        "task_attempts": {
+            "id",
+            "learner_id",
+            "task_pk",
+            "attempt",
+            "answer",
+            "result",
+            "checks",
+            "reviewed_by",
+            "review_note",
+            "reviewed_at",
+            "created_at",
+        },
         "task_comments": {"id", "task_pk", "learner_id", "author_id", "text", "created_at"},
-        "task_events": {"id", "learner_id", "task_pk", "actor_id", "action", "from_status", "to_status", "reason",
-                        "created_at"},
-        "help_requests": {"id", "learner_id", "task_pk", "message", "status", "created_at", "resolved_by",
-                          "resolved_at"},
+        "task_events": {
+            "id",
+            "learner_id",
+            "task_pk",
+            "actor_id",
+            "action",
+            "from_status",
+            "to_status",
+            "reason",
+            "created_at",
+        },
+        "help_requests": {
+            "id",
+            "learner_id",
+            "task_pk",
+            "message",
+            "status",
+            "created_at",
+            "resolved_by",
+            "resolved_at",
+        },
     }
     with database.connection() as conn:
         for table, columns in expected.items():
@@ -209,8 +277,14 @@ def test_cli_imports_reimports_and_refuses_with_exit_code_1(tmp_path, base_setti
     env = clean_env(tmp_path, base_settings)
 
     def run(*args):
-        return subprocess.run([sys.executable, "app.py", "import-tasks", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "app.py", "import-tasks", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     first = run(str(EXAMPLE))
     assert first.returncode == 0, first.stderr

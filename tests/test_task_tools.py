@@ -30,8 +30,16 @@ def test_get_ready_orders_in_progress_then_priority_then_age_and_hides_blocked(r
     out = room.ok("get_ready", limit=20)
     assert ids(out) == ["warmup", "basics", "essay_intro", "essay"]
     assert out["total_ready"] == 4 and "1 in progress" in out["message"]
-    assert out["tasks"][0] == {"id": "warmup", "project_id": "course", "title": "Warm-up", "status": "in_progress",
-                               "task_type": "task", "priority": 3, "blocked": False, "has_children": False}
+    assert out["tasks"][0] == {
+        "id": "warmup",
+        "project_id": "course",
+        "title": "Warm-up",
+        "status": "in_progress",
+        "task_type": "task",
+        "priority": 3,
+        "blocked": False,
+        "has_children": False,
+    }
 
 
 def test_get_ready_filters_and_limits(room):
@@ -43,12 +51,15 @@ def test_get_ready_filters_and_limits(room):
     assert (essay["id"], essay["has_children"]) == ("essay", True)
 
 
-@pytest.mark.parametrize("data, code, hint", [
-    ({"project_id": "nope"}, "NOT_FOUND", "known projects: course"),
-    ({"limit": 0}, "VALIDATION_FAILED", "limit"),
-    ({"task_type": "epic"}, "VALIDATION_FAILED", "task_type"),
-    ({"colour": "red"}, "VALIDATION_FAILED", "colour"),
-])
+@pytest.mark.parametrize(
+    "data, code, hint",
+    [
+        ({"project_id": "nope"}, "NOT_FOUND", "known projects: course"),
+        ({"limit": 0}, "VALIDATION_FAILED", "limit"),
+        ({"task_type": "epic"}, "VALIDATION_FAILED", "task_type"),
+        ({"colour": "red"}, "VALIDATION_FAILED", "colour"),
+    ],
+)
 def test_get_ready_errors(room, data, code, hint):
     result = room.call("get_ready", **data)
     assert (result.ok, result.error_code) == (False, code)
@@ -113,12 +124,15 @@ def test_get_context_hierarchy_progress_and_next_step(room):
 
 
 @pytest.mark.parametrize("tool", ["show_task", "get_context", "start_task", "get_comments"])
-@pytest.mark.parametrize("task_id, code, hint", [
-    ("missing", "NOT_FOUND", "/get_ready"),
-    ("other/basics", "NOT_FOUND", "in project 'other'"),
-    ("bad id!", "VALIDATION_FAILED", "task_id"),
-    ("", "VALIDATION_FAILED", "task_id"),
-])
+@pytest.mark.parametrize(
+    "task_id, code, hint",
+    [
+        ("missing", "NOT_FOUND", "/get_ready"),
+        ("other/basics", "NOT_FOUND", "in project 'other'"),
+        ("bad id!", "VALIDATION_FAILED", "task_id"),
+        ("", "VALIDATION_FAILED", "task_id"),
+    ],
+)
 def test_task_reference_errors(room, tool, task_id, code, hint):
     result = room.call(tool, task_id=task_id)
     assert (result.error_code, hint in result.message) == (code, True), result.message
@@ -179,10 +193,13 @@ def test_submit_numbers_every_attempt_and_closes_only_on_a_pass(room):
     assert (shown["submission_count"], shown["latest_result"], shown["status"]) == (3, "passed", "closed")
 
 
-@pytest.mark.parametrize("setup, code, hint", [
-    ([], "INVALID_STATE", "/start_task basics"),
-    ([("close", "basics")], "INVALID_STATE", "/go_back basics"),
-])
+@pytest.mark.parametrize(
+    "setup, code, hint",
+    [
+        ([], "INVALID_STATE", "/start_task basics"),
+        ([("close", "basics")], "INVALID_STATE", "/go_back basics"),
+    ],
+)
 def test_submit_state_errors(room, setup, code, hint):
     for _, task_id in setup:
         room.close_task(task_id, "yes")
@@ -240,12 +257,15 @@ def test_get_comments_limit_keeps_the_newest(room):
     assert "No comments" in room.call("get_comments", task_id="essay").text
 
 
-@pytest.mark.parametrize("data, code", [
-    ({"task_id": "basics", "text": "for everyone", "shared": True}, "PERMISSION_DENIED"),
-    ({"task_id": "basics"}, "VALIDATION_FAILED"),
-    ({"task_id": "basics", "text": "x" * 4001}, "VALIDATION_FAILED"),
-    ({"task_id": "ghost", "text": "hi"}, "NOT_FOUND"),
-])
+@pytest.mark.parametrize(
+    "data, code",
+    [
+        ({"task_id": "basics", "text": "for everyone", "shared": True}, "PERMISSION_DENIED"),
+        ({"task_id": "basics"}, "VALIDATION_FAILED"),
+        ({"task_id": "basics", "text": "x" * 4001}, "VALIDATION_FAILED"),
+        ({"task_id": "ghost", "text": "hi"}, "NOT_FOUND"),
+    ],
+)
 def test_add_comment_errors(room, data, code):
     result = room.call("add_comment", **data)
     assert result.error_code == code
@@ -284,9 +304,13 @@ def test_move_follows_the_table_and_writes_only_changes(room):
             assert isinstance(moved, Moved), action
             assert (moved.old, moved.new, moved.audit_id is not None) == expected, action
     events = [(e.action, e.from_status, e.to_status) for e in list_events(room.conn, room.alice, essay.pk)]
-    assert events == [("start", "open", "in_progress"), ("submit", "in_progress", "submitted"),
-                      ("review", "submitted", "in_progress"), ("submit", "in_progress", "closed"),
-                      ("go_back", "closed", "in_progress")]
+    assert events == [
+        ("start", "open", "in_progress"),
+        ("submit", "in_progress", "submitted"),
+        ("review", "submitted", "in_progress"),
+        ("submit", "in_progress", "closed"),
+        ("go_back", "closed", "in_progress"),
+    ]
 
 
 # go_back -----------------------------------------------------------------------------------
@@ -295,22 +319,32 @@ def test_move_follows_the_table_and_writes_only_changes(room):
 def test_go_back_reopens_with_reason_in_the_audit_trail(room):
     room.close_task("basics", "yes")
     out = room.ok("go_back", task_id="basics", reason="I want to practise again")
-    assert (out["old_status"], out["new_status"], out["reason"]) == ("closed", "in_progress", "I want to practise again")
+    assert (out["old_status"], out["new_status"], out["reason"]) == (
+        "closed",
+        "in_progress",
+        "I want to practise again",
+    )
     task_pk = room.conn.execute("SELECT pk FROM tasks WHERE id = 'basics'").fetchone()[0]
     events = list_events(room.conn, room.alice, task_pk)
     assert [(e.action, e.from_status, e.to_status) for e in events] == [
-        ("start", "open", "in_progress"), ("submit", "in_progress", "closed"), ("go_back", "closed", "in_progress")]
+        ("start", "open", "in_progress"),
+        ("submit", "in_progress", "closed"),
+        ("go_back", "closed", "in_progress"),
+    ]
     assert events[-1].reason == "I want to practise again" and events[-1].id == out["audit_id"]
     assert room.ok("show_task", task_id="basics")["history"][-1]["reason"] == "I want to practise again"
     assert room.ok("submit", task_id="basics", answer="yes")["attempt"] == 2  # numbering continues
 
 
-@pytest.mark.parametrize("data, code, hint", [
-    ({"task_id": "basics", "reason": "redo"}, "INVALID_STATE", "not closed"),
-    ({"task_id": "basics"}, "VALIDATION_FAILED", "reason"),
-    ({"task_id": "basics", "reason": "x"}, "VALIDATION_FAILED", "reason"),
-    ({"task_id": "nope", "reason": "redo it"}, "NOT_FOUND", "/get_ready"),
-])
+@pytest.mark.parametrize(
+    "data, code, hint",
+    [
+        ({"task_id": "basics", "reason": "redo"}, "INVALID_STATE", "not closed"),
+        ({"task_id": "basics"}, "VALIDATION_FAILED", "reason"),
+        ({"task_id": "basics", "reason": "x"}, "VALIDATION_FAILED", "reason"),
+        ({"task_id": "nope", "reason": "redo it"}, "NOT_FOUND", "/get_ready"),
+    ],
+)
 def test_go_back_errors(room, data, code, hint):
     result = room.call("go_back", **data)
     assert result.error_code == code and hint in result.message
@@ -327,11 +361,14 @@ def test_request_help_creates_one_open_request_per_task(room):
     assert room.ok("request_help", room.bob, task_id="sql_query", message="me too")["request_id"] != out["request_id"]
 
 
-@pytest.mark.parametrize("data, code", [
-    ({"task_id": "basics"}, "VALIDATION_FAILED"),
-    ({"task_id": "basics", "message": "?"}, "VALIDATION_FAILED"),
-    ({"task_id": "nope", "message": "help me"}, "NOT_FOUND"),
-])
+@pytest.mark.parametrize(
+    "data, code",
+    [
+        ({"task_id": "basics"}, "VALIDATION_FAILED"),
+        ({"task_id": "basics", "message": "?"}, "VALIDATION_FAILED"),
+        ({"task_id": "nope", "message": "help me"}, "NOT_FOUND"),
+    ],
+)
 def test_request_help_errors(room, data, code):
     assert room.call("request_help", **data).error_code == code
 
@@ -355,12 +392,15 @@ def test_two_learners_see_only_their_own_status_and_attempts(room):
 # the chat argument rule --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("tool, field, raw, expected", [
-    ("go_back", "reason", {"task_id": "basics I want to redo it"}, ("basics", "I want to redo it")),
-    ("go_back", "reason", {"task_id": "basics first line", "reason": "more"}, ("basics", "first line\nmore")),
-    ("add_comment", "text", {"task_id": "basics", "text": "body only"}, ("basics", "body only")),
-    ("submit", "answer", {"task_id": "basics  yes"}, ("basics", "yes")),
-])
+@pytest.mark.parametrize(
+    "tool, field, raw, expected",
+    [
+        ("go_back", "reason", {"task_id": "basics I want to redo it"}, ("basics", "I want to redo it")),
+        ("go_back", "reason", {"task_id": "basics first line", "reason": "more"}, ("basics", "first line\nmore")),
+        ("add_comment", "text", {"task_id": "basics", "text": "body only"}, ("basics", "body only")),
+        ("submit", "answer", {"task_id": "basics  yes"}, ("basics", "yes")),
+    ],
+)
 def test_first_word_is_the_task_id_and_the_rest_is_the_text(tool, field, raw, expected):
     from tests.task_support import TOOLS
 

@@ -29,23 +29,43 @@ def room(tmp_path: Path) -> Iterator[tuple[Database, int, str]]:
     yield database, user.id, session.id
 
 
-@pytest.mark.parametrize(("result", "keys"), [
-    (ToolResult(tool="weather", ok=True, output={"t": 1}, text="1"),
-     {"command", "command_line", "tool", "ok", "duration_ms", "output"}),
-    (ToolResult.failure("weather", ErrorCode.TIMEOUT, "slow"),
-     {"command", "command_line", "tool", "ok", "duration_ms", "code", "message"}),
-])
+@pytest.mark.parametrize(
+    ("result", "keys"),
+    [
+        (
+            ToolResult(tool="weather", ok=True, output={"t": 1}, text="1"),
+            {"command", "command_line", "tool", "ok", "duration_ms", "output"},
+        ),
+        (
+            ToolResult.failure("weather", ErrorCode.TIMEOUT, "slow"),
+            {"command", "command_line", "tool", "ok", "duration_ms", "code", "message"},
+        ),
+    ],
+)
 def test_stored_result_keeps_exactly_the_keys_it_sets(result: ToolResult, keys: set[str]) -> None:
     assert set(stored_result("weather_tools", "weather", "/weather Oslo", result).meta) == keys
 
 
 def test_a_pending_widget_and_its_command_text_are_typed_fields() -> None:
     result = ToolResult(tool="ask_choice", ok=True, output=WIDGET, text="asked")
-    stored = stored_result("ui_tools", "ask_choice", "/ask_choice experience How much?", result,
-                           kind=UI_PENDING, status="pending", tool_call_id="call_1", **command_text("x", "- a\n- b"))
+    stored = stored_result(
+        "ui_tools",
+        "ask_choice",
+        "/ask_choice experience How much?",
+        result,
+        kind=UI_PENDING,
+        status="pending",
+        tool_call_id="call_1",
+        **command_text("x", "- a\n- b"),
+    )
     meta = stored.tool_meta
-    assert (meta.kind, meta.status, meta.tool_call_id, meta.args, meta.body) == (UI_PENDING, "pending", "call_1",
-                                                                               "x", "- a\n- b")
+    assert (meta.kind, meta.status, meta.tool_call_id, meta.args, meta.body) == (
+        UI_PENDING,
+        "pending",
+        "call_1",
+        "x",
+        "- a\n- b",
+    )
     widget = meta.pending_widget()
     assert widget is not None and widget.options == ["none", "a lot"] and widget.target_field == "experience"
     assert ToolMeta.model_validate({**meta.stored(), "status": "answered"}).pending_widget() is None
@@ -68,12 +88,19 @@ def test_the_writer_stores_the_validated_meta_and_refuses_other_roles(room: tupl
     database, user_id, session_id = room
     meta = ToolMeta(command="confirm", tool="confirm", ok=True, kind=UI_RESULT, tool_call_id="call_2")
     with database.connection() as conn:
-        written = add_tool_message(conn, session_id=session_id, user_id=user_id, role="ui_tools", content="c", meta=meta)
+        written = add_tool_message(
+            conn, session_id=session_id, user_id=user_id, role="ui_tools", content="c", meta=meta
+        )
         with pytest.raises(ValueError, match="not a tool message role"):
             add_tool_message(conn, session_id=session_id, user_id=user_id, role="assistant", content="c", meta=meta)
         (read,) = recent_messages(conn, session_id, 1)
-    assert read.id == written.id and read.meta == {"command": "confirm", "tool": "confirm", "ok": True,
-                                                   "kind": UI_RESULT, "tool_call_id": "call_2"}
+    assert read.id == written.id and read.meta == {
+        "command": "confirm",
+        "tool": "confirm",
+        "ok": True,
+        "kind": UI_RESULT,
+        "tool_call_id": "call_2",
+    }
     assert ToolMeta.of(read) == meta
 
 

@@ -11,7 +11,7 @@ def test_tools_lists_openai_function_schemas_for_every_tool(app, client, auth):
     registry = services_of(app).turns.registry
     names = [entry["function"]["name"] for entry in body["tools"]]
     assert names == [tool.name for tool in registry]
-    for entry, tool in zip(body["tools"], registry):
+    for entry, tool in zip(body["tools"], registry, strict=True):
         assert entry["type"] == "function"
         assert entry["function"]["description"] == tool.description
         assert entry["function"]["parameters"] == tool.input_model.model_json_schema()
@@ -80,5 +80,7 @@ def test_the_chat_contract_keeps_the_models_hint(client, auth, fake_llm):
     fake_llm.queue("/remember", "Sorry.")
     stored = client.post("/chat", json={"message": "remember nothing"}, headers=auth).get_json()["messages"][1]
     assert "> Error: VALIDATION_FAILED: invalid arguments for remember: fact: Field required." in stored["content"]
-    assert "Usage: /remember &lt;fact&gt;" in stored["content"] and "Fix the command and try again." in stored["content"]
+    assert (
+        "Usage: /remember &lt;fact&gt;" in stored["content"] and "Fix the command and try again." in stored["content"]
+    )
     assert "Usage" not in stored["meta"]["message"]

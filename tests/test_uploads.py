@@ -19,12 +19,15 @@ def test_a_png_bomb_is_identified_without_inflating_it() -> None:
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 20_000  # KB, not the 108 MB of pixels
 
 
-@pytest.mark.parametrize(("data", "reason"), [
-    (png_bomb(7000, 7000), f"more than {MAX_IMAGE_PIXELS} pixels"),
-    (animated_webp(16383, 16383, 1), f"more than {MAX_IMAGE_PIXELS} pixels"),
-    (animated_webp(100, 100, MAX_FRAMES + 1), f"more than {MAX_FRAMES} frames"),
-    (animated_webp(2000, 2000, 20), "pixels over all its frames"),
-])
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (png_bomb(7000, 7000), f"more than {MAX_IMAGE_PIXELS} pixels"),
+        (animated_webp(16383, 16383, 1), f"more than {MAX_IMAGE_PIXELS} pixels"),
+        (animated_webp(100, 100, MAX_FRAMES + 1), f"more than {MAX_FRAMES} frames"),
+        (animated_webp(2000, 2000, 20), "pixels over all its frames"),
+    ],
+)
 def test_bombs_are_refused_with_a_clear_reason(data: bytes, reason: str) -> None:
     with pytest.raises(ImageRejected, match=reason):
         inspect_image(data)

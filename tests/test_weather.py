@@ -32,27 +32,59 @@ GEO_URL = "https://geocoding.test/v1/search"
 FORECAST_URL = "https://forecast.test/v1/forecast"
 
 PARIS = {
-    "id": 2988507, "name": "Paris", "latitude": 48.85341, "longitude": 2.3488, "elevation": 42.0,
-    "feature_code": "PPLC", "country_code": "FR", "admin1_id": 3012874, "admin2_id": 2968815,
-    "timezone": "Europe/Paris", "population": 2138551, "country_id": 3017382,
-    "country": "France", "admin1": "Île-de-France", "admin2": "Paris",
+    "id": 2988507,
+    "name": "Paris",
+    "latitude": 48.85341,
+    "longitude": 2.3488,
+    "elevation": 42.0,
+    "feature_code": "PPLC",
+    "country_code": "FR",
+    "admin1_id": 3012874,
+    "admin2_id": 2968815,
+    "timezone": "Europe/Paris",
+    "population": 2138551,
+    "country_id": 3017382,
+    "country": "France",
+    "admin1": "Île-de-France",
+    "admin2": "Paris",
 }
 GEO_PARIS = {"results": [PARIS], "generationtime_ms": 0.62}
 GEO_NONE = {"generationtime_ms": 0.31}
 FORECAST = {
-    "latitude": 48.86, "longitude": 2.3399997, "generationtime_ms": 0.09, "utc_offset_seconds": 7200,
-    "timezone": "Europe/Paris", "timezone_abbreviation": "CEST", "elevation": 43.0,
+    "latitude": 48.86,
+    "longitude": 2.3399997,
+    "generationtime_ms": 0.09,
+    "utc_offset_seconds": 7200,
+    "timezone": "Europe/Paris",
+    "timezone_abbreviation": "CEST",
+    "elevation": 43.0,
     "current_units": {
-        "time": "iso8601", "interval": "seconds", "temperature_2m": "°C", "relative_humidity_2m": "%",
-        "apparent_temperature": "°C", "precipitation": "mm", "weather_code": "wmo code", "wind_speed_10m": "km/h",
+        "time": "iso8601",
+        "interval": "seconds",
+        "temperature_2m": "°C",
+        "relative_humidity_2m": "%",
+        "apparent_temperature": "°C",
+        "precipitation": "mm",
+        "weather_code": "wmo code",
+        "wind_speed_10m": "km/h",
     },
     "current": {
-        "time": "2025-06-01T14:15", "interval": 900, "temperature_2m": 21.4, "relative_humidity_2m": 48,
-        "apparent_temperature": 20.6, "precipitation": 0.0, "weather_code": 2, "wind_speed_10m": 11.2,
+        "time": "2025-06-01T14:15",
+        "interval": 900,
+        "temperature_2m": 21.4,
+        "relative_humidity_2m": 48,
+        "apparent_temperature": 20.6,
+        "precipitation": 0.0,
+        "weather_code": 2,
+        "wind_speed_10m": 11.2,
     },
     "daily_units": {
-        "time": "iso8601", "weather_code": "wmo code", "temperature_2m_max": "°C", "temperature_2m_min": "°C",
-        "precipitation_sum": "mm", "precipitation_probability_max": "%",
+        "time": "iso8601",
+        "weather_code": "wmo code",
+        "temperature_2m_max": "°C",
+        "temperature_2m_min": "°C",
+        "precipitation_sum": "mm",
+        "precipitation_probability_max": "%",
     },
     "daily": {
         "time": ["2025-06-01", "2025-06-02", "2025-06-03"],
@@ -65,10 +97,12 @@ FORECAST = {
 }
 GEO_QUERY = {"name": "Paris", "count": "1", "language": "en", "format": "json"}
 FORECAST_QUERY = {
-    "latitude": "48.85341", "longitude": "2.3488",
+    "latitude": "48.85341",
+    "longitude": "2.3488",
     "current": "temperature_2m,relative_humidity_2m,apparent_temperature,precipitation,weather_code,wind_speed_10m",
     "daily": "weather_code,temperature_2m_max,temperature_2m_min,precipitation_sum,precipitation_probability_max",
-    "timezone": "auto", "forecast_days": "3",
+    "timezone": "auto",
+    "forecast_days": "3",
 }
 
 
@@ -81,8 +115,10 @@ class World:
         self.conn: sqlite3.Connection = self.database.connect()
         self.user = create_user(self.conn, "alice")[0].id
         self.settings = Settings(
-            database_path=str(tmp_path / "w.db"), data_dir=str(tmp_path / "data"),
-            weather_url=FORECAST_URL, geocoding_url=GEO_URL,
+            database_path=str(tmp_path / "w.db"),
+            data_dir=str(tmp_path / "data"),
+            weather_url=FORECAST_URL,
+            geocoding_url=GEO_URL,
         )
 
     def ctx(self) -> ToolContext:
@@ -175,8 +211,17 @@ def test_unknown_codes_and_missing_values_are_reported_not_fatal(world, api):
     assert "(n/a chance)" in result.text
 
 
-@pytest.mark.parametrize(("code", "words"), [(0, "clear sky"), (3, "overcast"), (45, "fog"), (75, "heavy snowfall"),
-                                             (99, "thunderstorm with heavy hail"), (None, "unknown conditions")])
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [
+        (0, "clear sky"),
+        (3, "overcast"),
+        (45, "fog"),
+        (75, "heavy snowfall"),
+        (99, "thunderstorm with heavy hail"),
+        (None, "unknown conditions"),
+    ],
+)
 def test_wmo_codes_map_to_words(code, words):
     assert describe_code(code) == words
 
@@ -218,8 +263,11 @@ def test_place_too_long_fails_validation(world, api):
         ({"status": 500, "body": "oops"}, None, "geocoding service answered HTTP 500"),
         ({"status": 200, "body": "<html>"}, None, "geocoding service sent an unreadable answer"),
         ({"json": {"results": [{"name": "Paris"}]}}, None, "incomplete result"),
-        ({"json": GEO_PARIS}, {"status": 400, "json": {"error": True, "reason": "Latitude must be in range of -90 to 90°."}},
-         "forecast service answered HTTP 400: Latitude must be in range"),
+        (
+            {"json": GEO_PARIS},
+            {"status": 400, "json": {"error": True, "reason": "Latitude must be in range of -90 to 90°."}},
+            "forecast service answered HTTP 400: Latitude must be in range",
+        ),
         ({"json": GEO_PARIS}, {"status": 503, "body": ""}, "forecast service answered HTTP 503"),
         ({"json": GEO_PARIS}, {"json": {"latitude": 48.86, "daily": FORECAST["daily"]}}, "no current or daily data"),
         ({"json": GEO_PARIS}, {"json": {"current": FORECAST["current"], "daily": {}}}, "no current or daily data"),

@@ -30,23 +30,37 @@ SEARXNG_ANSWER: dict[str, Any] = {
             "url": "https://en.wikipedia.org/wiki/Mars_rover",
             "title": "Mars rover - Wikipedia",
             "content": "A Mars rover is a remote-controlled motor vehicle designed to travel on the surface of Mars.",
-            "engine": "wikipedia", "parsed_url": ["https", "en.wikipedia.org", "/wiki/Mars_rover", "", "", ""],
-            "template": "default.html", "engines": ["wikipedia", "duckduckgo"], "positions": [1, 2],
-            "score": 6.0, "category": "general", "publishedDate": None,
+            "engine": "wikipedia",
+            "parsed_url": ["https", "en.wikipedia.org", "/wiki/Mars_rover", "", "", ""],
+            "template": "default.html",
+            "engines": ["wikipedia", "duckduckgo"],
+            "positions": [1, 2],
+            "score": 6.0,
+            "category": "general",
+            "publishedDate": None,
         },
         {
             "url": "https://science.nasa.gov/mission/mars-2020-perseverance/",
             "title": "Mars 2020: Perseverance Rover - NASA Science",
             "content": "The Perseverance rover is searching for signs of ancient microbial life.",
-            "engine": "google", "engines": ["google"], "positions": [2], "score": 1.0, "category": "general",
+            "engine": "google",
+            "engines": ["google"],
+            "positions": [2],
+            "score": 1.0,
+            "category": "general",
         },
         {  # the same page again, spelled differently: dropped
             "url": "https://www.science.nasa.gov/mission/mars-2020-perseverance#top",
-            "title": "Perseverance (duplicate)", "content": "", "engine": "bing",
+            "title": "Perseverance (duplicate)",
+            "content": "",
+            "engine": "bing",
         },
         {"url": "magnet:?xt=urn:btih:abc", "title": "Not a web page", "content": "", "engine": "piratebay"},
     ],
-    "answers": [], "corrections": [], "infoboxes": [], "suggestions": ["mars rover names"],
+    "answers": [],
+    "corrections": [],
+    "infoboxes": [],
+    "suggestions": ["mars rover names"],
     "unresponsive_engines": [["brave", "timeout"]],
 }
 
@@ -124,7 +138,9 @@ def test_searxng_results_are_parsed_deduplicated_and_rendered() -> None:
     output = result.output
     assert output["backend"] == "searxng"
     assert [r["url"] for r in output["results"]] == [
-        "https://en.wikipedia.org/wiki/Mars_rover", "https://science.nasa.gov/mission/mars-2020-perseverance/"]
+        "https://en.wikipedia.org/wiki/Mars_rover",
+        "https://science.nasa.gov/mission/mars-2020-perseverance/",
+    ]
     assert output["results"][0]["snippet"].startswith("A Mars rover is")
     assert "1. Mars rover - Wikipedia\n   https://en.wikipedia.org/wiki/Mars_rover\n   A Mars rover" in result.text
 
@@ -166,10 +182,21 @@ def test_searxng_failures(reply: dict[str, Any], code: str, fragment: str) -> No
 @pytest.mark.parametrize(
     ("reply", "code", "message"),
     [
-        ({"status": 502, "body": "Bad gateway"}, "UPSTREAM_ERROR", "the search service answered HTTP 502; try again later."),
-        ({"body": requests.ConnectionError("refused")}, "UPSTREAM_ERROR",
-         "the search service could not be reached (ConnectionError); try again later."),
-        ({"body": requests.ReadTimeout("slow")}, "TIMEOUT", "the search service did not answer in time; try again later."),
+        (
+            {"status": 502, "body": "Bad gateway"},
+            "UPSTREAM_ERROR",
+            "the search service answered HTTP 502; try again later.",
+        ),
+        (
+            {"body": requests.ConnectionError("refused")},
+            "UPSTREAM_ERROR",
+            "the search service could not be reached (ConnectionError); try again later.",
+        ),
+        (
+            {"body": requests.ReadTimeout("slow")},
+            "TIMEOUT",
+            "the search service did not answer in time; try again later.",
+        ),
     ],
 )
 @responses.activate
@@ -190,10 +217,16 @@ def test_duckduckgo_html_is_parsed_without_ads_or_duplicates() -> None:
     assert "q=mars+rover" in responses.calls[0].request.body
     assert result.output["backend"] == "duckduckgo"
     assert result.output["results"] == [
-        {"title": "Mars rover - Wikipedia", "url": "https://en.wikipedia.org/wiki/Mars_rover",
-         "snippet": "A Mars rover is a remote-controlled motor vehicle & robot."},
-        {"title": "Mars 2020 Perseverance Rover", "url": "https://mars.nasa.gov/mars2020/?site=insight",
-         "snippet": "NASA's rover mission."},
+        {
+            "title": "Mars rover - Wikipedia",
+            "url": "https://en.wikipedia.org/wiki/Mars_rover",
+            "snippet": "A Mars rover is a remote-controlled motor vehicle & robot.",
+        },
+        {
+            "title": "Mars 2020 Perseverance Rover",
+            "url": "https://mars.nasa.gov/mars2020/?site=insight",
+            "snippet": "NASA's rover mission.",
+        },
     ]
 
 

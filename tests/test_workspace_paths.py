@@ -69,7 +69,9 @@ def test_resolver_refuses(ws: Workspaces, raw: str, code: str) -> None:
     assert info.value.message.endswith(".")  # a sentence telling the model what to do
 
 
-@pytest.mark.parametrize(("raw", "code"), [r for r in REFUSED if r[0].strip()], ids=[repr(r[0])[:40] for r in REFUSED if r[0].strip()])
+@pytest.mark.parametrize(
+    ("raw", "code"), [r for r in REFUSED if r[0].strip()], ids=[repr(r[0])[:40] for r in REFUSED if r[0].strip()]
+)
 def test_write_tool_refuses_and_creates_nothing(ws: Workspaces, raw: str, code: str) -> None:
     ws.root()  # created lazily by any call; what matters is that nothing else appears
     before = sorted(Path(ws.settings.data_dir).rglob("*"))
@@ -79,8 +81,14 @@ def test_write_tool_refuses_and_creates_nothing(ws: Workspaces, raw: str, code: 
 
 @pytest.mark.parametrize(
     ("raw", "parts"),
-    [("./a//b.txt", ("a", "b.txt")), ("a/./b/", ("a", "b")), ("...", ("...",)), ("a..b", ("a..b",)),
-     ("café/naïve.txt", ("café", "naïve.txt")), ("x" * MAX_COMPONENT_BYTES, ("x" * MAX_COMPONENT_BYTES,))],
+    [
+        ("./a//b.txt", ("a", "b.txt")),
+        ("a/./b/", ("a", "b")),
+        ("...", ("...",)),
+        ("a..b", ("a..b",)),
+        ("café/naïve.txt", ("café", "naïve.txt")),
+        ("x" * MAX_COMPONENT_BYTES, ("x" * MAX_COMPONENT_BYTES,)),
+    ],
 )
 def test_resolver_accepts_and_normalises(ws: Workspaces, raw: str, parts: tuple[str, ...]) -> None:
     target = resolve_path(ws.root(), raw)
@@ -255,7 +263,9 @@ def fuzz_root() -> Iterator[Path]:
         yield root
 
 
-PIECES = st.sampled_from(["a", "..", ".", "/", "\\", "~", "\x00", "link", "sub", "up", "fifo", "file.txt", "C:", " ", "é"])
+PIECES = st.sampled_from(
+    ["a", "..", ".", "/", "\\", "~", "\x00", "link", "sub", "up", "fifo", "file.txt", "C:", " ", "é"]
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -66,7 +66,11 @@ def test_write_onto_a_directory_is_refused(ws: Workspaces) -> None:
 def test_read_shows_numbered_lines(ws: Workspaces) -> None:
     ws.ok("write_file", path="a.py", content="def main():\n    return 1\n")
     result = ws.ok("read_file", path="a.py")
-    assert result.text.split("\n") == ["a.py (2 lines, 25 bytes), lines 1-2:", "    1  def main():", "    2      return 1"]
+    assert result.text.split("\n") == [
+        "a.py (2 lines, 25 bytes), lines 1-2:",
+        "    1  def main():",
+        "    2      return 1",
+    ]
     assert result.output["content"] == "def main():\n    return 1"
 
 
@@ -160,8 +164,13 @@ SOURCE = "def a():\n    return 1\n\n\ndef b():\n    return 1\n"
 
 def test_edit_applies_several_blocks_in_order(ws: Workspaces) -> None:
     ws.ok("write_file", path="m.py", content=SOURCE)
-    edits = "\n\n".join([block("def a():\n    return 1", "def a():\n    return 2"), block("return 2", "return 20"),
-                         block("def b():\n    return 1", "def b():\n    return 3")])
+    edits = "\n\n".join(
+        [
+            block("def a():\n    return 1", "def a():\n    return 2"),
+            block("return 2", "return 20"),
+            block("def b():\n    return 1", "def b():\n    return 3"),
+        ]
+    )
     result = ws.ok("edit_file", path="m.py", edits=edits)
     assert result.output["blocks"] == 3
     assert (ws.root() / "m.py").read_text() == "def a():\n    return 20\n\n\ndef b():\n    return 3\n"
@@ -214,14 +223,25 @@ def test_edit_overlapping_matches_count_as_ambiguous(ws: Workspaces) -> None:
 
 MALFORMED = {
     "no blocks": ("just some text", "line 1: text outside a block"),
-    "missing divider": ("<<<<<<< SEARCH\nold\n>>>>>>> REPLACE", "block 1: '>>>>>>> REPLACE' at line 3 before its '======='"),
-    "missing replace marker": ("<<<<<<< SEARCH\nold\n=======\nnew", "block 1 is not closed: the '>>>>>>> REPLACE' line"),
+    "missing divider": (
+        "<<<<<<< SEARCH\nold\n>>>>>>> REPLACE",
+        "block 1: '>>>>>>> REPLACE' at line 3 before its '======='",
+    ),
+    "missing replace marker": (
+        "<<<<<<< SEARCH\nold\n=======\nnew",
+        "block 1 is not closed: the '>>>>>>> REPLACE' line",
+    ),
     "missing search marker": ("old\n=======\nnew\n>>>>>>> REPLACE", "line 1: text outside a block"),
     "divider outside": ("=======", "line 1: '=======' outside a block"),
-    "near-miss marker": ("<<<<<< SEARCH\nold\n=======\nnew\n>>>>>>> REPLACE", "line 1 ('<<<<<< SEARCH') looks like a marker"),
+    "near-miss marker": (
+        "<<<<<< SEARCH\nold\n=======\nnew\n>>>>>>> REPLACE",
+        "line 1 ('<<<<<< SEARCH') looks like a marker",
+    ),
     "empty search": ("<<<<<<< SEARCH\n\n=======\nnew\n>>>>>>> REPLACE", "block 1: the SEARCH part is empty"),
-    "second block broken": (block("def a", "def x") + "\n<<<<<<< SEARCH\nb\n=======\nc\n=======\n>>>>>>> REPLACE",
-                            "block 2: '=======' at line 10 before its '>>>>>>> REPLACE'"),
+    "second block broken": (
+        block("def a", "def x") + "\n<<<<<<< SEARCH\nb\n=======\nc\n=======\n>>>>>>> REPLACE",
+        "block 2: '=======' at line 10 before its '>>>>>>> REPLACE'",
+    ),
 }
 
 
@@ -290,8 +310,15 @@ def test_list_empty_workspace(ws: Workspaces) -> None:
     assert "The workspace is empty" in ws.ok("list_files").text
 
 
-@pytest.mark.parametrize(("glob", "code"), [("../*", "PERMISSION_DENIED"), ("/etc/*", "PERMISSION_DENIED"),
-                                            ("src\\*.py", "VALIDATION_FAILED"), ("a\x00*", "VALIDATION_FAILED")])
+@pytest.mark.parametrize(
+    ("glob", "code"),
+    [
+        ("../*", "PERMISSION_DENIED"),
+        ("/etc/*", "PERMISSION_DENIED"),
+        ("src\\*.py", "VALIDATION_FAILED"),
+        ("a\x00*", "VALIDATION_FAILED"),
+    ],
+)
 def test_list_refuses_escaping_globs(ws: Workspaces, glob: str, code: str) -> None:
     ws.fail("list_files", code, glob=glob)
 
@@ -392,8 +419,10 @@ def test_searches_reuse_the_apps_warm_worker_and_a_full_pool_is_a_clear_busy_err
             assert run_tool(TOOLS["search_files"], {"pattern": "needle"}, ctx).output["matches"]
         assert len(pool.worker_pids(SEARCH)) == 1
         release = CancelToken()  # the holder keeps the one worker until the test lets it go
-        holder = threading.Thread(target=pool.run, args=(HOLD, Job("tests.bounded_jobs:sleep", {"seconds": 60.0}),
-                                                         Limits(wall_s=120.0), release))
+        holder = threading.Thread(
+            target=pool.run,
+            args=(HOLD, Job("tests.bounded_jobs:sleep", {"seconds": 60.0}), Limits(wall_s=120.0), release),
+        )
         holder.start()
         wait_until(lambda: pool.worker_pids(HOLD), "the holder never got the worker")
         quick = dataclasses.replace(TOOLS["search_files"], timeout_s=0.5)
@@ -449,7 +478,10 @@ def test_chat_write_file(client, auth, fake_llm, base_settings) -> None:
 
 
 def test_chat_read_file(client, auth, fake_llm) -> None:
-    assert client.post("/tools/write_file", json={"path": "a.txt", "content": "<b>hi</b>\n"}, headers=auth).status_code == 200
+    assert (
+        client.post("/tools/write_file", json={"path": "a.txt", "content": "<b>hi</b>\n"}, headers=auth).status_code
+        == 200
+    )
     content = tool_turn(client, auth, fake_llm, "/read_file a.txt")
     assert ">     1  &lt;b&gt;hi&lt;/b&gt;" in content
 

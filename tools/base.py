@@ -198,11 +198,24 @@ class ToolResult(BaseModel):
 
     @classmethod
     def failure(
-        cls, tool: str, code: ErrorCode | str, message: str, duration_ms: float = 0.0,
-        *, hint: str = "", details: list[FieldProblem] | None = None,
+        cls,
+        tool: str,
+        code: ErrorCode | str,
+        message: str,
+        duration_ms: float = 0.0,
+        *,
+        hint: str = "",
+        details: list[FieldProblem] | None = None,
     ) -> ToolResult:
-        return cls(tool=tool, ok=False, error_code=str(code), message=message, hint=hint, details=details,
-                   duration_ms=duration_ms)
+        return cls(
+            tool=tool,
+            ok=False,
+            error_code=str(code),
+            message=message,
+            hint=hint,
+            details=details,
+            duration_ms=duration_ms,
+        )
 
     def display_text(self) -> str:
         """What goes inside the contract block: the rendered output or an `Error:` line

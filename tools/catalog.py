@@ -11,8 +11,8 @@ from tools.open_url import OPEN_URL_TOOL
 from tools.registry import ToolRegistry
 from tools.run_code import RUN_CODE_TOOL
 from tools.tasks import TASK_TOOLS
-from tools.web_search import WEB_SEARCH_TOOL
 from tools.weather import WEATHER_TOOL
+from tools.web_search import WEB_SEARCH_TOOL
 from tools.workspace import WORKSPACE_TOOLS
 
 

@@ -109,8 +109,13 @@ def stored_result(role: str, command: str, command_line: str, result: ToolResult
     output is bounded too (`tools/result_caps.py`); `extra` adds the caller's keys (the
     SPEC 8 call keys, `command_text`), validated with the rest."""
     result, command_line = bounded(result), replace_surrogates(command_line)
-    meta: dict[str, Any] = {"command": command, "command_line": command_line, "tool": result.tool, "ok": result.ok,
-                            "duration_ms": result.duration_ms}
+    meta: dict[str, Any] = {
+        "command": command,
+        "command_line": command_line,
+        "tool": result.tool,
+        "ok": result.ok,
+        "duration_ms": result.duration_ms,
+    }
     if result.ok:
         meta["output"] = result.output
     else:

@@ -33,7 +33,8 @@ SCAN_MESSAGES = 50  # user messages with meta looked at, newest first
 
 class ImageAnalyzeInput(ToolInput):
     question: str = Field(
-        default="", max_length=2000,
+        default="",
+        max_length=2000,
         description=f"What to ask about the image; empty means “{DEFAULT_QUESTION}”",
     )
 
@@ -74,15 +75,21 @@ def image_analyze(data: ImageAnalyzeInput, ctx: ToolContext) -> ImageAnalyzeOutp
         raise ToolFailure(ErrorCode.NOT_FOUND, NO_IMAGE, hint=ASK_FOR_IMAGE)
     vision = ctx.vision
     if vision is None:
-        raise ToolFailure(ErrorCode.NOT_CONFIGURED, "no vision provider is configured (VISION_PROVIDER).",
-                          hint="Answer without looking at the image.")
+        raise ToolFailure(
+            ErrorCode.NOT_CONFIGURED,
+            "no vision provider is configured (VISION_PROVIDER).",
+            hint="Answer without looking at the image.",
+        )
     message_id, urls = latest_images(ctx.conn, ctx.user_id, ctx.session_id, ctx.settings.data_dir)
     question = data.question or DEFAULT_QUESTION
     ctx.remaining()  # a call that is already out of time fails here, not after the provider
-    completion = vision.call([
-        ChatMessage(role="system", content=VISION_SYSTEM_PROMPT),
-        ChatMessage(role="user", content=question, images=tuple(urls)),
-    ], cancel=ctx.cancel)
+    completion = vision.call(
+        [
+            ChatMessage(role="system", content=VISION_SYSTEM_PROMPT),
+            ChatMessage(role="user", content=question, images=tuple(urls)),
+        ],
+        cancel=ctx.cancel,
+    )
     if completion.failure == FailureKind.CANCELLED:
         raise Cancelled()
     text = (completion.text or "").strip()
@@ -94,8 +101,12 @@ def image_analyze(data: ImageAnalyzeInput, ctx: ToolContext) -> ImageAnalyzeOutp
             ErrorCode.UPSTREAM_ERROR, f"the vision model failed ({kind}); try again later or answer without it."
         )
     return ImageAnalyzeOutput(
-        question=question, message_id=message_id, images=len(urls),
-        provider=completion.provider, model=completion.model, description=text,
+        question=question,
+        message_id=message_id,
+        images=len(urls),
+        provider=completion.provider,
+        model=completion.model,
+        description=text,
     )
 
 
@@ -107,8 +118,10 @@ IMAGE_ANALYZE_TOOL = Tool(
     handler=image_analyze,
     result_role="image_analyze_tools",
     command=CommandBinding(
-        name="image_analyze", usage="/image_analyze [question about the image]",
-        example="/image_analyze What is written on the sign?", args_field="question",
+        name="image_analyze",
+        usage="/image_analyze [question about the image]",
+        example="/image_analyze What is written on the sign?",
+        args_field="question",
     ),
     timeout_s=300.0,
 )

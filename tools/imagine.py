@@ -23,8 +23,9 @@ from tools.upstream import Upstream, refuse_http_error, send
 TIMEOUT_S = 120
 MAX_DOWNLOAD_BYTES = 10 * 1024 * 1024
 GENERATED_FOLDER = "generated"
-IMAGE_PROVIDER = Upstream(name="the image provider", on_timeout="try a simpler prompt later",
-                          on_status="try again later or change the prompt")
+IMAGE_PROVIDER = Upstream(
+    name="the image provider", on_timeout="try a simpler prompt later", on_status="try again later or change the prompt"
+)
 
 
 class ImagineInput(ToolInput):
@@ -70,12 +71,20 @@ def _image_bytes(response: requests.Response, ctx: ToolContext) -> bytes:
 def imagine(data: ImagineInput, ctx: ToolContext) -> ImagineOutput:
     settings = ctx.settings
     if not settings.image_provider or not settings.image_base_url:
-        raise ToolFailure(ErrorCode.NOT_CONFIGURED, "image generation is not configured (IMAGE_PROVIDER, IMAGE_BASE_URL).",
-                          hint="Answer without an image.")
+        raise ToolFailure(
+            ErrorCode.NOT_CONFIGURED,
+            "image generation is not configured (IMAGE_PROVIDER, IMAGE_BASE_URL).",
+            hint="Answer without an image.",
+        )
     base = settings.image_base_url.rstrip("/")
     if settings.image_provider == "openai":
-        payload = {"model": settings.image_model or "gpt-image-1", "prompt": data.prompt, "n": 1,
-                   "size": "1024x1024", "response_format": "b64_json"}
+        payload = {
+            "model": settings.image_model or "gpt-image-1",
+            "prompt": data.prompt,
+            "n": 1,
+            "size": "1024x1024",
+            "response_format": "b64_json",
+        }
         response = _post(ctx, f"{base}/images/generations", payload)
     else:
         response = _post(ctx, base, {"model": settings.image_model, "prompt": data.prompt})
@@ -93,8 +102,12 @@ IMAGINE_TOOL = Tool(
     output_model=ImagineOutput,
     handler=imagine,
     result_role="image_tools",
-    command=CommandBinding(name="imagine", usage="/imagine <description of the image>",
-                           example="/imagine a watercolor fox in a snowy forest", args_field="prompt"),
+    command=CommandBinding(
+        name="imagine",
+        usage="/imagine <description of the image>",
+        example="/imagine a watercolor fox in a snowy forest",
+        args_field="prompt",
+    ),
     terminal_on_success=True,
     timeout_s=TIMEOUT_S + 10,
 )

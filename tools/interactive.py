@@ -95,8 +95,9 @@ def ask_text(data: AskTextInput, ctx: ToolContext) -> WidgetOutput:
 
 
 def confirm(data: ConfirmInput, ctx: ToolContext) -> WidgetOutput:
-    return WidgetOutput(widget="confirm", target_field=data.target_field, question=data.question,
-                        options=["Confirm", "Make changes"])
+    return WidgetOutput(
+        widget="confirm", target_field=data.target_field, question=data.question, options=["Confirm", "Make changes"]
+    )
 
 
 class UiAnswerOutput(ToolOutput):
@@ -121,7 +122,9 @@ def check_answer(widget: WidgetOutput, value: Any) -> Any:
     kind = widget.widget
     if kind == "choice":
         options = widget.options
-        match = next((option for option in options if isinstance(value, str) and option.lower() == value.strip().lower()), None)
+        match = next(
+            (option for option in options if isinstance(value, str) and option.lower() == value.strip().lower()), None
+        )
         if match is None:
             raise ToolFailure(ErrorCode.INVALID_TOOL_RESULT, f"value must be one of: {', '.join(options)}")
         return match
@@ -144,12 +147,15 @@ def apply_answer(
     try:
         if widget.widget == "confirm":
             confirm_field(conn, user_id, field, confirmed=bool(value))
-            return UiAnswerOutput(widget="confirm", target_field=field, value=value, input_method=input_method,
-                                  confirmed=bool(value))
+            return UiAnswerOutput(
+                widget="confirm", target_field=field, value=value, input_method=input_method, confirmed=bool(value)
+            )
         set_field(conn, user_id, field, value, source="user_input", input_method=input_method)
     except FieldNotFound as error:
-        raise ToolFailure(ErrorCode.PROFILE_UPDATE_FAILED,
-                          f"there is no profile field {field} to confirm yet; ask for its value first") from error
+        raise ToolFailure(
+            ErrorCode.PROFILE_UPDATE_FAILED,
+            f"there is no profile field {field} to confirm yet; ask for its value first",
+        ) from error
     except ProfileError as error:
         raise ToolFailure(ErrorCode.PROFILE_UPDATE_FAILED, f"the profile could not be updated: {error}") from error
     return UiAnswerOutput(widget=widget.widget, target_field=field, value=value, input_method=input_method)
@@ -157,22 +163,42 @@ def apply_answer(
 
 def _tool(name: str, description: str, model: type[_Ask], handler: Any, usage: str, example: str, parse: Any) -> Tool:
     return Tool(
-        name=name, description=description, input_model=model, output_model=WidgetOutput, handler=handler,
-        result_role="ui_tools", interactive=True,
+        name=name,
+        description=description,
+        input_model=model,
+        output_model=WidgetOutput,
+        handler=handler,
+        result_role="ui_tools",
+        interactive=True,
         command=CommandBinding(name=name, usage=usage, example=example, parse=parse),
     )
 
 
 ASK_CHOICE_TOOL = _tool(
-    "ask_choice", "Show the user a multiple-choice question; the answer is saved to their profile.",
-    AskChoiceInput, ask_choice, "/ask_choice <profile_field> <question> then one option per line",
-    "/ask_choice experience What is your programming experience?\n- none\n- some\n- a lot", parse_choice)
+    "ask_choice",
+    "Show the user a multiple-choice question; the answer is saved to their profile.",
+    AskChoiceInput,
+    ask_choice,
+    "/ask_choice <profile_field> <question> then one option per line",
+    "/ask_choice experience What is your programming experience?\n- none\n- some\n- a lot",
+    parse_choice,
+)
 ASK_TEXT_TOOL = _tool(
-    "ask_text", "Ask the user for a short free-text answer; it is saved to their profile.",
-    AskTextInput, ask_text, "/ask_text <profile_field> <question>",
-    "/ask_text goal What would you like to build?", parse_single)
+    "ask_text",
+    "Ask the user for a short free-text answer; it is saved to their profile.",
+    AskTextInput,
+    ask_text,
+    "/ask_text <profile_field> <question>",
+    "/ask_text goal What would you like to build?",
+    parse_single,
+)
 CONFIRM_TOOL = _tool(
-    "confirm", "Ask the user to confirm a value already in their profile.",
-    ConfirmInput, confirm, "/confirm <profile_field> <question>",
-    "/confirm location Is Paris still your location?", parse_single)
+    "confirm",
+    "Ask the user to confirm a value already in their profile.",
+    ConfirmInput,
+    confirm,
+    "/confirm <profile_field> <question>",
+    "/confirm location Is Paris still your location?",
+    parse_single,
+)
 INTERACTIVE_TOOLS = (ASK_CHOICE_TOOL, ASK_TEXT_TOOL, CONFIRM_TOOL)

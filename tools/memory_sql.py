@@ -21,10 +21,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from cancellation import NEVER, CancelToken
 from bounded.pool import WorkerPool, pool_or_own
 from bounded.sql import run_memory
 from bounded.sql_values import Change, MemoryAnswer, MemoryJob, SqlError
+from cancellation import NEVER, CancelToken
 from storage.db import Database, transaction, utc_now
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 
@@ -40,8 +40,11 @@ _CODES: dict[str, ErrorCode] = {
 
 
 class MemorySqlInput(ToolInput):
-    sql: str = Field(min_length=1, max_length=10_000, description=(
-        "One SELECT over the views messages and memories, or one UPDATE memories SET content/importance."))
+    sql: str = Field(
+        min_length=1,
+        max_length=10_000,
+        description=("One SELECT over the views messages and memories, or one UPDATE memories SET content/importance."),
+    )
 
 
 class MemorySqlOutput(ToolOutput):
@@ -66,8 +69,10 @@ class MemorySqlOutput(ToolOutput):
                     lines.append(f"(… {self.row_count - shown} more rows not shown; select fewer columns or rows)")
                     break
                 lines.append(line)
-            cap = {"rows": f", truncated at {self.row_count}",
-                   "bytes": ", truncated at the size limit: select fewer or shorter columns"}.get(self.truncated_by, "")
+            cap = {
+                "rows": f", truncated at {self.row_count}",
+                "bytes": ", truncated at the size limit: select fewer or shorter columns",
+            }.get(self.truncated_by, "")
             lines.append(f"({self.row_count} row{'' if self.row_count == 1 else 's'}{cap})")
         if self.kind == "update":
             lines.append(f"Updated {self.updated} memor{'y' if self.updated == 1 else 'ies'}.")
@@ -80,8 +85,15 @@ def _render_cell(value: Any) -> str:
 
 
 def run_memory_sql(
-    database: Database, user_id: int, sql: str, *, deadline_s: float = 1.0, max_rows: int = 200,
-    max_update_rows: int = 50, pool: WorkerPool | None = None, conn: sqlite3.Connection | None = None,
+    database: Database,
+    user_id: int,
+    sql: str,
+    *,
+    deadline_s: float = 1.0,
+    max_rows: int = 200,
+    max_update_rows: int = 50,
+    pool: WorkerPool | None = None,
+    conn: sqlite3.Connection | None = None,
     cancel: CancelToken = NEVER,
 ) -> MemorySqlOutput:
     """Run one model-written statement against this user's views, in a SQL worker of `pool`.
@@ -94,8 +106,14 @@ def run_memory_sql(
     """
     if not isinstance(user_id, int) or isinstance(user_id, bool):
         raise TypeError(f"user_id must be an int, got {type(user_id).__name__}")  # it is formatted into SQL
-    job = MemoryJob(database_path=database.path, user_id=user_id, sql=sql, deadline_s=deadline_s,
-                    max_rows=max_rows, max_update_rows=max_update_rows)
+    job = MemoryJob(
+        database_path=database.path,
+        user_id=user_id,
+        sql=sql,
+        deadline_s=deadline_s,
+        max_rows=max_rows,
+        max_update_rows=max_update_rows,
+    )
     with pool_or_own(pool) as used:
         answer = run_memory(used, job, cancel)
     if isinstance(answer, SqlError):
@@ -127,20 +145,26 @@ def apply_changes(conn: sqlite3.Connection, user_id: int, changes: list[Change])
                 (change.content, change.importance, now, change.id, user_id, change.old_content, change.old_importance),
             )
             if cursor.rowcount != 1:
-                raise ToolFailure(ErrorCode.VALIDATION_FAILED, f"memory {change.id} changed while the UPDATE ran; "
-                                                               "nothing was changed. Run the UPDATE again.")
+                raise ToolFailure(
+                    ErrorCode.VALIDATION_FAILED,
+                    f"memory {change.id} changed while the UPDATE ran; nothing was changed. Run the UPDATE again.",
+                )
 
 
 def _output(answer: MemoryAnswer) -> MemorySqlOutput:
     return MemorySqlOutput(
-        kind=answer.kind, columns=answer.columns, rows=answer.rows, row_count=len(answer.rows),
-        truncated=answer.truncated, truncated_by=answer.truncated_by, updated=len(answer.changes),
+        kind=answer.kind,
+        columns=answer.columns,
+        rows=answer.rows,
+        row_count=len(answer.rows),
+        truncated=answer.truncated,
+        truncated_by=answer.truncated_by,
+        updated=len(answer.changes),
     )
 
 
 def memory_sql_handler(data: MemorySqlInput, ctx: ToolContext) -> MemorySqlOutput:
-    return run_memory_sql(ctx.database, ctx.user_id, data.sql, pool=ctx.bounded,
-                          conn=ctx.conn, cancel=ctx.cancel)
+    return run_memory_sql(ctx.database, ctx.user_id, data.sql, pool=ctx.bounded, conn=ctx.conn, cancel=ctx.cancel)
 
 
 MEMORY_SQL_TOOL = Tool(
@@ -159,6 +183,8 @@ MEMORY_SQL_TOOL = Tool(
         name="memory_sql",
         usage="/memory_sql <SELECT …> (or put the SQL on the lines after /memory_sql)",
         example="/memory_sql SELECT content, importance FROM memories ORDER BY importance DESC LIMIT 5",
-        args_field="sql", body_field="sql", body_fallback_to_args=True,
+        args_field="sql",
+        body_field="sql",
+        body_fallback_to_args=True,
     ),
 )

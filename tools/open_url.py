@@ -72,25 +72,44 @@ class OpenUrlOutput(ToolOutput):
 def html_text(page: FetchResult, ctx: ToolContext) -> tuple[str | None, str, int]:
     """(title, readable text capped at MAX_CHARS, total characters) of an HTML page, parsed in a worker."""
     wall_s = ctx.remaining(PARSE_WALL_S)
-    job = Job("bounded.html_text:extract",
-              {"url": page.url, "charset": page.charset, "max_chars": MAX_CHARS, "max_title_chars": MAX_TITLE_CHARS + 1,
-               "rich_max_elements": RICH_MAX_ELEMENTS, "rich_budget_s": min(RICH_BUDGET_S, wall_s / 2)},
-              (page.body,))
+    job = Job(
+        "bounded.html_text:extract",
+        {
+            "url": page.url,
+            "charset": page.charset,
+            "max_chars": MAX_CHARS,
+            "max_title_chars": MAX_TITLE_CHARS + 1,
+            "rich_max_elements": RICH_MAX_ELEMENTS,
+            "rich_budget_s": min(RICH_BUDGET_S, wall_s / 2),
+        },
+        (page.body,),
+    )
     with pool_or_own(ctx.bounded) as pool:
         outcome = pool.run(PAGES, job, Limits(wall_s=wall_s, output_bytes=PARSE_ANSWER_BYTES), ctx.cancel)
     if isinstance(outcome, Done):
         value = outcome.value
         title = value.get("title")
-        return (capped(title, MAX_TITLE_CHARS) if title else None), str(value["text"])[:MAX_CHARS], int(value["total_chars"])
+        return (
+            (capped(title, MAX_TITLE_CHARS) if title else None),
+            str(value["text"])[:MAX_CHARS],
+            int(value["total_chars"]),
+        )
     if outcome.kind is Failure.CANCELLED:
         raise Cancelled()
     if outcome.busy:
-        raise ToolFailure(ErrorCode.TIMEOUT, f"the server is busy with other work: {outcome.waited_s:.0f} of the "
-                                             f"{wall_s:.0f} s for parsing went waiting for a free worker; "
-                                             "try again in a moment.")
-    why = {Failure.MEMORY: f"needs more than {PARSE_MEMORY_MB} MB to parse",
-           Failure.TIMEOUT: f"took longer than {wall_s:.0f} s to parse"}.get(outcome.kind, "could not be parsed")
-    raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"{capped(page.url, 200)} {why} (too large or too complex); try another page.")
+        raise ToolFailure(
+            ErrorCode.TIMEOUT,
+            f"the server is busy with other work: {outcome.waited_s:.0f} of the "
+            f"{wall_s:.0f} s for parsing went waiting for a free worker; "
+            "try again in a moment.",
+        )
+    why = {
+        Failure.MEMORY: f"needs more than {PARSE_MEMORY_MB} MB to parse",
+        Failure.TIMEOUT: f"took longer than {wall_s:.0f} s to parse",
+    }.get(outcome.kind, "could not be parsed")
+    raise ToolFailure(
+        ErrorCode.UPSTREAM_ERROR, f"{capped(page.url, 200)} {why} (too large or too complex); try another page."
+    )
 
 
 def plain_text(page: FetchResult) -> str:
@@ -116,9 +135,15 @@ def open_url(data: OpenUrlInput, ctx: ToolContext) -> OpenUrlOutput:
         total = len(text)
     if not text and not title:
         raise ToolFailure(ErrorCode.NOT_FOUND, f"{capped(page.url, 200)} has no readable text; try another page.")
-    return OpenUrlOutput(url=url, final_url=capped(page.url, MAX_URL_CHARS), title=title,
-                         content_type=capped(page.content_type, MAX_URL_CHARS), text=text[:MAX_CHARS],
-                         truncated=total > MAX_CHARS, total_chars=total)
+    return OpenUrlOutput(
+        url=url,
+        final_url=capped(page.url, MAX_URL_CHARS),
+        title=title,
+        content_type=capped(page.content_type, MAX_URL_CHARS),
+        text=text[:MAX_CHARS],
+        truncated=total > MAX_CHARS,
+        total_chars=total,
+    )
 
 
 OPEN_URL_TOOL = Tool(
@@ -128,7 +153,11 @@ OPEN_URL_TOOL = Tool(
     output_model=OpenUrlOutput,
     handler=open_url,
     result_role="open_url_tools",
-    command=CommandBinding(name="open_url", usage="/open_url <url>",
-                           example="/open_url https://en.wikipedia.org/wiki/Mars_rover", args_field="url"),
+    command=CommandBinding(
+        name="open_url",
+        usage="/open_url <url>",
+        example="/open_url https://en.wikipedia.org/wiki/Mars_rover",
+        args_field="url",
+    ),
     timeout_s=30.0,
 )

@@ -147,4 +147,3 @@ def bounded(result: ToolResult) -> ToolResult:
     if hint != result.hint:
         changes["hint"] = hint
     return result.model_copy(update=changes) if changes else result
-

@@ -47,12 +47,16 @@ class RunCodeOutput(ToolOutput):
 def run_code(data: RunCodeInput, ctx: ToolContext) -> RunCodeOutput:
     judge = ctx.judge
     if judge is None:
-        raise ToolFailure(ErrorCode.NOT_CONFIGURED, "code execution is not available on this server.",
-                          hint=EXPLAIN_INSTEAD)
+        raise ToolFailure(
+            ErrorCode.NOT_CONFIGURED, "code execution is not available on this server.", hint=EXPLAIN_INSTEAD
+        )
     available, reason = judge.available()
     if not available:
-        raise ToolFailure(ErrorCode.NOT_CONFIGURED, f"the code judge is unavailable ({reason}); try again later.",
-                          hint=EXPLAIN_INSTEAD)
+        raise ToolFailure(
+            ErrorCode.NOT_CONFIGURED,
+            f"the code judge is unavailable ({reason}); try again later.",
+            hint=EXPLAIN_INSTEAD,
+        )
     entry = LANGUAGES[data.language].entry
     try:
         verdict = judge.run(RunRequest(language=data.language, files={entry: data.code}, stdin=data.stdin), ctx.cancel)

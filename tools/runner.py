@@ -65,8 +65,14 @@ def _run(tool: Tool[Any, Any], raw_input: dict[str, Any], ctx: ToolContext) -> T
         data = tool.input_model.model_validate(raw_input)
     except ValidationError as error:
         message = f"invalid arguments for {tool.name}: {describe_validation_error(error)}."
-        return ToolResult.failure(tool.name, ErrorCode.VALIDATION_FAILED, message, elapsed(),
-                                  hint=usage_hint(tool), details=field_problems(error))
+        return ToolResult.failure(
+            tool.name,
+            ErrorCode.VALIDATION_FAILED,
+            message,
+            elapsed(),
+            hint=usage_hint(tool),
+            details=field_problems(error),
+        )
     ctx = dataclasses.replace(ctx, deadline=time.monotonic() + tool.timeout_s)
     try:
         output = tool.handler(data, ctx)

@@ -44,10 +44,17 @@ MAX_BYTES = 2 * 1024 * 1024
 MAX_REDIRECTS = 5
 CHUNK_BYTES = 64 * 1024
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-TEXT_TYPES = frozenset({
-    "application/xhtml+xml", "application/json", "application/ld+json", "application/xml",
-    "application/rss+xml", "application/atom+xml", "application/javascript",
-})
+TEXT_TYPES = frozenset(
+    {
+        "application/xhtml+xml",
+        "application/json",
+        "application/ld+json",
+        "application/xml",
+        "application/rss+xml",
+        "application/atom+xml",
+        "application/javascript",
+    }
+)
 USER_AGENT = "Mozilla/5.0 (compatible; chat-orchestrator/1.0; +open_url)"
 METADATA_ADDRESSES = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
 CGNAT = ipaddress.ip_network("100.64.0.0/10")
@@ -96,8 +103,11 @@ def address_problem(ip: IPAddress, *, allow_private: bool = False) -> str | None
             form, inner = embedded
             problem = address_problem(inner, allow_private=allow_private)
             return None if problem is None else f"the {form} form of {problem}"
-    for flag, phrase in (("is_unspecified", "the unspecified address"), ("is_multicast", "a multicast address"),
-                         ("is_link_local", "a link-local address")):
+    for flag, phrase in (
+        ("is_unspecified", "the unspecified address"),
+        ("is_multicast", "a multicast address"),
+        ("is_link_local", "a link-local address"),
+    ):
         if getattr(ip, flag):
             return phrase
     if ip.is_loopback:
@@ -205,9 +215,15 @@ def _pool(target: _Target, address: IPAddress, ctx: ToolContext) -> urllib3.HTTP
     timeout = urllib3.Timeout(connect=ctx.remaining(), read=ctx.remaining())
     if target.scheme == "https":
         return urllib3.HTTPSConnectionPool(
-            str(address), target.port, timeout=timeout, retries=False, maxsize=1,
-            server_hostname=target.host, assert_hostname=target.host,
-            cert_reqs="CERT_REQUIRED", ca_certs=certifi.where(),
+            str(address),
+            target.port,
+            timeout=timeout,
+            retries=False,
+            maxsize=1,
+            server_hostname=target.host,
+            assert_hostname=target.host,
+            cert_reqs="CERT_REQUIRED",
+            ca_certs=certifi.where(),
         )
     return urllib3.HTTPConnectionPool(str(address), target.port, timeout=timeout, retries=False, maxsize=1)
 
@@ -215,15 +231,25 @@ def _pool(target: _Target, address: IPAddress, ctx: ToolContext) -> urllib3.HTTP
 def _open(target: _Target, ctx: ToolContext) -> tuple[urllib3.HTTPConnectionPool, urllib3.BaseHTTPResponse]:
     """Send the GET to the first vetted address that accepts a connection."""
     headers = {
-        "Host": target.host_header, "User-Agent": USER_AGENT, "Accept-Encoding": "gzip, deflate",
+        "Host": target.host_header,
+        "User-Agent": USER_AGENT,
+        "Accept-Encoding": "gzip, deflate",
         "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,application/json;q=0.8,*/*;q=0.5",
     }
     last_error: Exception | None = None
     for address in _vetted_addresses(target, ctx):
         pool = _pool(target, address, ctx)
         try:
-            response = pool.urlopen("GET", target.path, headers=headers, redirect=False, retries=False,
-                                    preload_content=False, assert_same_host=False, release_conn=False)
+            response = pool.urlopen(
+                "GET",
+                target.path,
+                headers=headers,
+                redirect=False,
+                retries=False,
+                preload_content=False,
+                assert_same_host=False,
+                release_conn=False,
+            )
             return pool, response
         except NewConnectionError as error:  # refused/unreachable: try the next vetted address
             pool.close()
@@ -278,8 +304,14 @@ def _status_failure(status: int, url: str) -> ToolFailure:
     return ToolFailure(ErrorCode.UPSTREAM_ERROR, f"{url} answered HTTP {status}; try again later or another URL.")
 
 
-def safe_get(url: str, ctx: ToolContext, *, max_bytes: int = MAX_BYTES, max_redirects: int = MAX_REDIRECTS,
-             accept_text_only: bool = True) -> FetchResult:
+def safe_get(
+    url: str,
+    ctx: ToolContext,
+    *,
+    max_bytes: int = MAX_BYTES,
+    max_redirects: int = MAX_REDIRECTS,
+    accept_text_only: bool = True,
+) -> FetchResult:
     """GET `url` under the SSRF rules above; raise `ToolFailure` for every refusal or failure."""
     current = url
     for _hop in range(max_redirects + 1):
@@ -300,8 +332,12 @@ def safe_get(url: str, ctx: ToolContext, *, max_bytes: int = MAX_BYTES, max_redi
             finally:
                 response.release_conn()
                 pool.close()
-        except (Urllib3Timeout, socket.timeout) as error:
+        except (TimeoutError, Urllib3Timeout) as error:
             raise ToolFailure(ErrorCode.TIMEOUT, f"{target.host} did not answer in time; try again later.") from error
         except (Urllib3Error, OSError) as error:
-            raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"fetching {current} failed ({type(error).__name__}); try again later.") from error
-    raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"{url} redirected more than {max_redirects} times; give the final URL instead.")
+            raise ToolFailure(
+                ErrorCode.UPSTREAM_ERROR, f"fetching {current} failed ({type(error).__name__}); try again later."
+            ) from error
+    raise ToolFailure(
+        ErrorCode.UPSTREAM_ERROR, f"{url} redirected more than {max_redirects} times; give the final URL instead."
+    )

@@ -42,14 +42,20 @@ def send(upstream: Upstream, method: str, url: str, *, timeout: float, **kwargs:
     try:
         return requests.request(method, url, timeout=timeout, **kwargs)
     except requests.Timeout as error:
-        raise ToolFailure(ErrorCode.TIMEOUT, f"{upstream.name} did not answer in time; {upstream.on_timeout}.") from error
+        raise ToolFailure(
+            ErrorCode.TIMEOUT, f"{upstream.name} did not answer in time; {upstream.on_timeout}."
+        ) from error
     except requests.RequestException as error:
         kind = f" ({type(error).__name__})" if upstream.name_the_error else ""
-        raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"{upstream.name} could not be reached{kind}; {RETRY_LATER}.") from error
+        raise ToolFailure(
+            ErrorCode.UPSTREAM_ERROR, f"{upstream.name} could not be reached{kind}; {RETRY_LATER}."
+        ) from error
 
 
 def refuse_http_error(upstream: Upstream, response: requests.Response, detail: str = "") -> None:
     """Raise UPSTREAM_ERROR for an HTTP status of 400 or more; `detail` (": why") follows the status."""
     if response.status_code >= 400:
-        raise ToolFailure(ErrorCode.UPSTREAM_ERROR,
-                          f"{upstream.name} answered HTTP {response.status_code}{detail}; {upstream.on_status}.")
+        raise ToolFailure(
+            ErrorCode.UPSTREAM_ERROR,
+            f"{upstream.name} answered HTTP {response.status_code}{detail}; {upstream.on_status}.",
+        )

@@ -24,16 +24,34 @@ DAILY_VARIABLES = "weather_code,temperature_2m_max,temperature_2m_min,precipitat
 
 # WMO weather interpretation codes, as documented by Open-Meteo.
 WMO_CODES: dict[int, str] = {
-    0: "clear sky", 1: "mainly clear", 2: "partly cloudy", 3: "overcast",
-    45: "fog", 48: "depositing rime fog",
-    51: "light drizzle", 53: "moderate drizzle", 55: "dense drizzle",
-    56: "light freezing drizzle", 57: "dense freezing drizzle",
-    61: "slight rain", 63: "moderate rain", 65: "heavy rain",
-    66: "light freezing rain", 67: "heavy freezing rain",
-    71: "slight snowfall", 73: "moderate snowfall", 75: "heavy snowfall", 77: "snow grains",
-    80: "slight rain showers", 81: "moderate rain showers", 82: "violent rain showers",
-    85: "slight snow showers", 86: "heavy snow showers",
-    95: "thunderstorm", 96: "thunderstorm with slight hail", 99: "thunderstorm with heavy hail",
+    0: "clear sky",
+    1: "mainly clear",
+    2: "partly cloudy",
+    3: "overcast",
+    45: "fog",
+    48: "depositing rime fog",
+    51: "light drizzle",
+    53: "moderate drizzle",
+    55: "dense drizzle",
+    56: "light freezing drizzle",
+    57: "dense freezing drizzle",
+    61: "slight rain",
+    63: "moderate rain",
+    65: "heavy rain",
+    66: "light freezing rain",
+    67: "heavy freezing rain",
+    71: "slight snowfall",
+    73: "moderate snowfall",
+    75: "heavy snowfall",
+    77: "snow grains",
+    80: "slight rain showers",
+    81: "moderate rain showers",
+    82: "violent rain showers",
+    85: "slight snow showers",
+    86: "heavy snow showers",
+    95: "thunderstorm",
+    96: "thunderstorm with slight hail",
+    99: "thunderstorm with heavy hail",
 }
 
 
@@ -45,7 +63,8 @@ def describe_code(code: int | None) -> str:
 
 class WeatherInput(ToolInput):
     place: str = Field(
-        default="", max_length=200,
+        default="",
+        max_length=200,
         description="City or place name; empty uses the user's saved location.",
     )
 
@@ -106,7 +125,9 @@ class WeatherOutput(ToolOutput):
 
     def render(self) -> str:
         u, now = self.units, self.current
-        where = f"{self.place} ({self.latitude:.2f}, {self.longitude:.2f}{'; ' + self.timezone if self.timezone else ''})"
+        where = (
+            f"{self.place} ({self.latitude:.2f}, {self.longitude:.2f}{'; ' + self.timezone if self.timezone else ''})"
+        )
         lines = [f"Weather for {where}" + (" (the user's saved location)" if self.from_saved_location else "")]
         lines.append(
             f"Now ({now.time or 'latest'} local time): {now.conditions}, {_fmt(now.temperature, u.temperature)}"
@@ -165,7 +186,9 @@ def geocode(ctx: ToolContext, place: str) -> GeocodedPlace:
     try:
         return GeocodedPlace.model_validate(results[0])
     except ValidationError as error:
-        raise ToolFailure(ErrorCode.UPSTREAM_ERROR, "the geocoding service sent an incomplete result; try again later.") from error
+        raise ToolFailure(
+            ErrorCode.UPSTREAM_ERROR, "the geocoding service sent an incomplete result; try again later."
+        ) from error
 
 
 def _number(value: Any) -> float | None:
@@ -191,15 +214,23 @@ def parse_forecast(data: dict[str, Any]) -> tuple[CurrentWeather, list[DayForeca
     """Read Open-Meteo's `current`, `daily` (parallel arrays keyed by `time`) and their units."""
     current, daily = data.get("current"), data.get("daily")
     if not isinstance(current, dict) or not isinstance(daily, dict) or not isinstance(daily.get("time"), list):
-        raise ToolFailure(ErrorCode.UPSTREAM_ERROR, "the forecast service sent no current or daily data; try again later.")
+        raise ToolFailure(
+            ErrorCode.UPSTREAM_ERROR, "the forecast service sent no current or daily data; try again later."
+        )
     current_units, daily_units = _mapping(data.get("current_units")), _mapping(data.get("daily_units"))
     defaults = WeatherUnits()
     units = WeatherUnits(
-        temperature=str(current_units.get("temperature_2m") or daily_units.get("temperature_2m_max") or defaults.temperature),
+        temperature=str(
+            current_units.get("temperature_2m") or daily_units.get("temperature_2m_max") or defaults.temperature
+        ),
         relative_humidity=str(current_units.get("relative_humidity_2m") or defaults.relative_humidity),
-        precipitation=str(current_units.get("precipitation") or daily_units.get("precipitation_sum") or defaults.precipitation),
+        precipitation=str(
+            current_units.get("precipitation") or daily_units.get("precipitation_sum") or defaults.precipitation
+        ),
         wind_speed=str(current_units.get("wind_speed_10m") or defaults.wind_speed),
-        precipitation_probability=str(daily_units.get("precipitation_probability_max") or defaults.precipitation_probability),
+        precipitation_probability=str(
+            daily_units.get("precipitation_probability_max") or defaults.precipitation_probability
+        ),
     )
     code = _code(current.get("weather_code"))
     now = CurrentWeather(
@@ -215,15 +246,17 @@ def parse_forecast(data: dict[str, Any]) -> tuple[CurrentWeather, list[DayForeca
     days = []
     for index, date in enumerate(daily["time"][:FORECAST_DAYS]):
         day_code = _code(_column(daily, "weather_code", index))
-        days.append(DayForecast(
-            date=str(date),
-            weather_code=day_code,
-            conditions=describe_code(day_code),
-            temperature_max=_number(_column(daily, "temperature_2m_max", index)),
-            temperature_min=_number(_column(daily, "temperature_2m_min", index)),
-            precipitation_sum=_number(_column(daily, "precipitation_sum", index)),
-            precipitation_probability_max=_number(_column(daily, "precipitation_probability_max", index)),
-        ))
+        days.append(
+            DayForecast(
+                date=str(date),
+                weather_code=day_code,
+                conditions=describe_code(day_code),
+                temperature_max=_number(_column(daily, "temperature_2m_max", index)),
+                temperature_min=_number(_column(daily, "temperature_2m_min", index)),
+                precipitation_sum=_number(_column(daily, "precipitation_sum", index)),
+                precipitation_probability_max=_number(_column(daily, "precipitation_probability_max", index)),
+            )
+        )
     return now, days, units
 
 
@@ -243,16 +276,24 @@ def weather(data: WeatherInput, ctx: ToolContext) -> WeatherOutput:
     place = data.place or saved_location(ctx)
     found = geocode(ctx, place)
     params = {
-        "latitude": found.latitude, "longitude": found.longitude,
-        "current": CURRENT_VARIABLES, "daily": DAILY_VARIABLES,
-        "timezone": "auto", "forecast_days": FORECAST_DAYS,
+        "latitude": found.latitude,
+        "longitude": found.longitude,
+        "current": CURRENT_VARIABLES,
+        "daily": DAILY_VARIABLES,
+        "timezone": "auto",
+        "forecast_days": FORECAST_DAYS,
     }
     forecast = _get_json(ctx, ctx.settings.weather_url, params, "forecast")
     now, days, units = parse_forecast(forecast)
     return WeatherOutput(
-        place=found.label(), latitude=found.latitude, longitude=found.longitude,
+        place=found.label(),
+        latitude=found.latitude,
+        longitude=found.longitude,
         timezone=str(forecast.get("timezone") or found.timezone or "") or None,
-        from_saved_location=not data.place, current=now, daily=days, units=units,
+        from_saved_location=not data.place,
+        current=now,
+        daily=days,
+        units=units,
     )
 
 

@@ -100,26 +100,36 @@ def dedupe(results: list[SearchResult], limit: int = MAX_RESULTS) -> list[Search
 
 def _request(ctx: ToolContext, method: str, url: str, upstream: Upstream, **kwargs: Any) -> requests.Response:
     """One HTTP call with the deadline as timeout; transport problems become tool failures."""
-    return send(upstream, method, url, timeout=ctx.remaining(REQUEST_TIMEOUT_S), headers={"User-Agent": USER_AGENT},
-                **kwargs)
+    return send(
+        upstream, method, url, timeout=ctx.remaining(REQUEST_TIMEOUT_S), headers={"User-Agent": USER_AGENT}, **kwargs
+    )
 
 
 def search_searxng(query: str, ctx: ToolContext, base_url: str) -> list[SearchResult]:
     response = _request(ctx, "GET", f"{base_url.rstrip('/')}/search", SEARXNG, params={"q": query, "format": "json"})
     if response.status_code == 403:
-        raise ToolFailure(ErrorCode.UPSTREAM_ERROR, "the search service refused JSON output (HTTP 403; "
-                          "its settings.yml must list json under search.formats).")
+        raise ToolFailure(
+            ErrorCode.UPSTREAM_ERROR,
+            "the search service refused JSON output (HTTP 403; its settings.yml must list json under search.formats).",
+        )
     refuse_http_error(SEARXNG, response)
     try:
         items = response.json().get("results") or []
     except (ValueError, AttributeError) as error:
-        raise ToolFailure(ErrorCode.UPSTREAM_ERROR, "the search service sent an answer that is not JSON results.") from error
+        raise ToolFailure(
+            ErrorCode.UPSTREAM_ERROR, "the search service sent an answer that is not JSON results."
+        ) from error
     results = []
     for item in items:
         if isinstance(item, dict) and isinstance(item.get("url"), str) and item["url"]:
             title = _clean(str(item.get("title") or item["url"]), 200)
-            results.append(SearchResult(title=title, url=item["url"].strip(),
-                                        snippet=_clean(str(item.get("content") or ""), MAX_SNIPPET_CHARS)))
+            results.append(
+                SearchResult(
+                    title=title,
+                    url=item["url"].strip(),
+                    snippet=_clean(str(item.get("content") or ""), MAX_SNIPPET_CHARS),
+                )
+            )
     return results
 
 
@@ -147,16 +157,22 @@ def parse_ddg_html(html: str) -> list[SearchResult]:
             continue  # ad redirects (/y.js) and internal links
         snippet_tag = container.select_one(".result__snippet") if isinstance(container, Tag) else None
         snippet = snippet_tag.get_text(" ") if snippet_tag else ""
-        results.append(SearchResult(title=_clean(link.get_text(" "), 200) or url, url=url,
-                                    snippet=_clean(snippet, MAX_SNIPPET_CHARS)))
+        results.append(
+            SearchResult(
+                title=_clean(link.get_text(" "), 200) or url, url=url, snippet=_clean(snippet, MAX_SNIPPET_CHARS)
+            )
+        )
     return results
 
 
 def search_duckduckgo(query: str, ctx: ToolContext) -> list[SearchResult]:
     response = _request(ctx, "POST", DDG_URL, DUCKDUCKGO, data={"q": query, "kl": "wt-wt"})
     if response.status_code == 202 or response.status_code >= 400:
-        raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"DuckDuckGo refused the search (HTTP {response.status_code}, "
-                          "probably rate limiting); try again later, or the operator can set SEARCH_URL.")
+        raise ToolFailure(
+            ErrorCode.UPSTREAM_ERROR,
+            f"DuckDuckGo refused the search (HTTP {response.status_code}, "
+            "probably rate limiting); try again later, or the operator can set SEARCH_URL.",
+        )
     return parse_ddg_html(response.text)
 
 
@@ -178,7 +194,11 @@ WEB_SEARCH_TOOL = Tool(
     output_model=WebSearchOutput,
     handler=web_search,
     result_role="web_search_tools",
-    command=CommandBinding(name="web_search", usage="/web_search <query>",
-                           example="/web_search mars rover latest findings", args_field="query"),
+    command=CommandBinding(
+        name="web_search",
+        usage="/web_search <query>",
+        example="/web_search mars rover latest findings",
+        args_field="query",
+    ),
     timeout_s=20.0,
 )

@@ -64,7 +64,13 @@ def hostile_target(tmp: Path, extra_env: Mapping[str, str] = ()) -> Iterator[Tar
     with FakeLLMServer(default_reply="plain answer") as llm, FakeWebServer() as web:
         # Attacks of other classes spend one attacker's turns back to back: the per-user
         # limits are tested by their own attacks, which set RATE_LIMITS themselves.
-        env = {"LLM_PROVIDER": "openai", "LLM_BASE_URL": llm.openai_base_url, "LLM_MODEL": "m",
-               "ALLOW_PRIVATE_FETCH": "1", "RATE_LIMITS": "turns=off,sessions=off", **dict(extra_env)}
+        env = {
+            "LLM_PROVIDER": "openai",
+            "LLM_BASE_URL": llm.openai_base_url,
+            "LLM_MODEL": "m",
+            "ALLOW_PRIVATE_FETCH": "1",
+            "RATE_LIMITS": "turns=off,sessions=off",
+            **dict(extra_env),
+        }
         with running_server(tmp, env) as server:
             yield Target(server, llm, web, server.create_user("mallory"), server.create_user("bob"))

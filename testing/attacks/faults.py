@@ -68,8 +68,10 @@ class DatabaseWindow:
         statuses = Counter(turn.status for turn in self.during)
         state = self.health_during[1].get("database", {}).get("state", "?")
         last = self.after[-1]
-        note = (f"during: {' '.join(f'{n}x{s}' for s, n in sorted(statuses.items()))}, /health "
-                f"{self.health_during[0]} {state}; after: {self.failed_after}/{len(self.after)} failed")
+        note = (
+            f"during: {' '.join(f'{n}x{s}' for s, n in sorted(statuses.items()))}, /health "
+            f"{self.health_during[0]} {state}; after: {self.failed_after}/{len(self.after)} failed"
+        )
         return Outcome(status=last.status, body_bytes=last.body_bytes, note=note)
 
 
@@ -133,8 +135,11 @@ class HungModel:
     def outcome(self) -> Outcome:
         last = self.hung[-1]
         times = ", ".join(f"{turn.seconds:.2f}" for turn in self.hung)
-        return Outcome(status=last.status, body_bytes=last.body_bytes,
-                       note=f"{last.code}; turn seconds {times}; recovered {self.recovered.status}")
+        return Outcome(
+            status=last.status,
+            body_bytes=last.body_bytes,
+            note=f"{last.code}; turn seconds {times}; recovered {self.recovered.status}",
+        )
 
 
 def hung_model(target: Target, turns: int = 5) -> HungModel:
@@ -156,9 +161,18 @@ def hung_model(target: Target, turns: int = 5) -> HungModel:
 
 
 ATTACKS = [
-    Attack("faults: database read-only for a moment (turns meanwhile and after)",
-           lambda target: database_read_only_for_a_moment(target).outcome(), deadline_s=30, env=DATABASE_ENV,
-           unhealthy_ok=True),
-    Attack("faults: model hung (5 turns)", lambda target: hung_model(target).outcome(),
-           deadline_s=4 * LLM_TIMEOUT_S + BREAKER_COOLDOWN_S, env=MODEL_ENV, unhealthy_ok=True),
+    Attack(
+        "faults: database read-only for a moment (turns meanwhile and after)",
+        lambda target: database_read_only_for_a_moment(target).outcome(),
+        deadline_s=30,
+        env=DATABASE_ENV,
+        unhealthy_ok=True,
+    ),
+    Attack(
+        "faults: model hung (5 turns)",
+        lambda target: hung_model(target).outcome(),
+        deadline_s=4 * LLM_TIMEOUT_S + BREAKER_COOLDOWN_S,
+        env=MODEL_ENV,
+        unhealthy_ok=True,
+    ),
 ]

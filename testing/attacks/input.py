@@ -20,9 +20,16 @@ from testing.fake_llm import StreamReply, split_reply
 MB = 1024 * 1024
 DEEP = 100_000  # levels of nesting in the deep bodies (200-600 KB each)
 BODY_ENDPOINTS = (  # every endpoint that reads a JSON body (the unit test walks the whole url_map)
-    ("POST", "/chat"), ("POST", "/sessions"), ("POST", "/api/ai/tool-result"), ("POST", "/run"),
-    ("POST", "/submit"), ("POST", "/activities/generate"), ("PATCH", "/api/profile"), ("POST", "/api/login"),
-    ("POST", "/tools/remember"), ("POST", "/tools/memory_sql"),
+    ("POST", "/chat"),
+    ("POST", "/sessions"),
+    ("POST", "/api/ai/tool-result"),
+    ("POST", "/run"),
+    ("POST", "/submit"),
+    ("POST", "/activities/generate"),
+    ("PATCH", "/api/profile"),
+    ("POST", "/api/login"),
+    ("POST", "/tools/remember"),
+    ("POST", "/tools/memory_sql"),
 )
 
 
@@ -49,14 +56,20 @@ def long_command_line(target: Target) -> Outcome:
         return Outcome(first.status_code, len(first.content), "first turn failed")
     second = chat_turn(target, "ok", message="and now?", session_id=session_id)
     replayed = len(json.dumps(target.llm.requests[-1])) if target.llm.requests else 0
-    return Outcome(second.status_code, len(first.content), f"next context {replayed // 1024} KiB",
-                   largest_stored(target, session_id))
+    return Outcome(
+        second.status_code,
+        len(first.content),
+        f"next context {replayed // 1024} KiB",
+        largest_stored(target, session_id),
+    )
 
 
 def huge_tool_output(target: Target) -> Outcome:
     """`/memory_sql` returning 200 rows of 32,000 characters (6.4 MB of structured output)."""
-    sql = ("/memory_sql WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) "
-           "SELECT i, substr(hex(zeroblob(16000)), 1, 32000) AS wide FROM n")
+    sql = (
+        "/memory_sql WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) "
+        "SELECT i, substr(hex(zeroblob(16000)), 1, 32000) AS wide FROM n"
+    )
     response = chat_turn(target, sql, "done")
     session_id = response.json().get("session_id")
     stored = largest_stored(target, session_id) if session_id else 0
@@ -69,8 +82,13 @@ def deep_json_everywhere(target: Target) -> Outcome:
     worst: requests.Response | None = None
     for method, path in BODY_ENDPOINTS:
         for body in bodies:
-            response = requests.request(method, f"{target.server.base}{path}", data=body, timeout=60,
-                                        headers={**target.headers(), "Content-Type": "application/json"})
+            response = requests.request(
+                method,
+                f"{target.server.base}{path}",
+                data=body,
+                timeout=60,
+                headers={**target.headers(), "Content-Type": "application/json"},
+            )
             if worst is None or response.status_code > worst.status_code:
                 worst = response
     assert worst is not None
@@ -80,16 +98,24 @@ def deep_json_everywhere(target: Target) -> Outcome:
 def lone_surrogate_run(target: Target) -> Outcome:
     """`POST /run` with a file holding a lone surrogate (valid JSON, not valid Unicode)."""
     body = '{"language": "python", "files": {"main.py": "print(1) # \\ud800"}}'
-    response = requests.post(f"{target.server.base}/run", data=body, timeout=60,
-                             headers={**target.headers(), "Content-Type": "application/json"})
+    response = requests.post(
+        f"{target.server.base}/run",
+        data=body,
+        timeout=60,
+        headers={**target.headers(), "Content-Type": "application/json"},
+    )
     return Outcome(response.status_code, len(response.content), _code(response))
 
 
 def huge_body(target: Target) -> Outcome:
     """A 40 MB JSON string to an endpoint that takes a name of 200 characters."""
     body = json.dumps({"name": "a" * 40_000_000})
-    response = requests.post(f"{target.server.base}/sessions", data=body, timeout=120,
-                             headers={**target.headers(), "Content-Type": "application/json"})
+    response = requests.post(
+        f"{target.server.base}/sessions",
+        data=body,
+        timeout=120,
+        headers={**target.headers(), "Content-Type": "application/json"},
+    )
     return Outcome(response.status_code, len(response.content), _code(response))
 
 
@@ -105,6 +131,10 @@ ATTACKS: list[Attack] = [
     Attack("tool: 6 MB memory_sql output stored", huge_tool_output, deadline_s=5),
     Attack("body: JSON nested 100,000 deep, every endpoint", deep_json_everywhere, deadline_s=5),
     Attack("body: 40 MB JSON string to POST /sessions", huge_body, deadline_s=5),
-    Attack("body: lone surrogate in a /run file", lone_surrogate_run, deadline_s=5,
-           env={"JUDGE_ENABLED": "1", "JUDGE_POOL_SIZE": "0"}),
+    Attack(
+        "body: lone surrogate in a /run file",
+        lone_surrogate_run,
+        deadline_s=5,
+        env={"JUDGE_ENABLED": "1", "JUDGE_POOL_SIZE": "0"},
+    ),
 ]

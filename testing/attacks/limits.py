@@ -60,8 +60,9 @@ def burst_of_generations(target: Target) -> Outcome:
 def burst_of_failed_logins(target: Target) -> Outcome:
     """200 wrong tokens from one address, then the bystander logs in from the same address:
     someone else's failures never lock out a valid token."""
-    responses = _burst(200, lambda n: requests.post(f"{target.server.base}/api/login",
-                                                    json={"token": f"oct_guess{n}"}, timeout=30))
+    responses = _burst(
+        200, lambda n: requests.post(f"{target.server.base}/api/login", json={"token": f"oct_guess{n}"}, timeout=30)
+    )
     victim = requests.post(f"{target.server.base}/api/login", json={"token": target.bystander}, timeout=30)
     outcome = _tally(responses, "200 bad logins")
     return Outcome(outcome.status, outcome.body_bytes, f"{outcome.note}; victim {victim.status_code}")
@@ -74,8 +75,10 @@ def many_sessions(target: Target) -> Outcome:
 def _open_stream(target: Target, path: str) -> tuple[socket.socket, int]:
     """A raw event-stream request held open; returns the socket and the answer's status."""
     sock = socket.create_connection(("127.0.0.1", target.server.port), timeout=30)
-    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {target.attacker}\r\n"
-                 "Accept: text/event-stream\r\n\r\n".encode())
+    sock.sendall(
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {target.attacker}\r\n"
+        "Accept: text/event-stream\r\n\r\n".encode()
+    )
     head = b""
     while b"\r\n" not in head:
         chunk = sock.recv(4096)

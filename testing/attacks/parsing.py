@@ -126,8 +126,8 @@ def animated_webp(width: int, height: int, frames: int) -> bytes:
     Image.new("RGB", (1, 1)).save(buffer, "WEBP", lossless=True)
     small = buffer.getvalue()
     start = small.index(b"VP8L")
-    size = struct.unpack("<I", small[start + 4:start + 8])[0]
-    vp8l = small[start:start + 8 + size + (size & 1)]
+    size = struct.unpack("<I", small[start + 4 : start + 8])[0]
+    vp8l = small[start : start + 8 + size + (size & 1)]
 
     def chunk(kind: bytes, payload: bytes) -> bytes:
         return kind + struct.pack("<I", len(payload)) + payload + (b"\0" if len(payload) & 1 else b"")

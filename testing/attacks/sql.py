@@ -34,17 +34,21 @@ _ROWS = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r LIMIT {r
 BIG_BLOBS = _ROWS.format(rows=50) + "SELECT n, zeroblob(9000000) AS a, zeroblob(9000000) AS b FROM r"
 # Each cell just under a 1 MB value cap, twenty of them per row: the size of a row, not of a value.
 BLOB_ROWS = _ROWS.format(rows=30) + "SELECT " + ", ".join(f"zeroblob(999000) AS b{i}" for i in range(20)) + " FROM r"
-WIDE_COLUMNS = _ROWS.format(rows=200) + "SELECT " + ", ".join(
-    f"printf('%.*c', 3000, 'x') AS c{i}" for i in range(60)) + " FROM r"
+WIDE_COLUMNS = (
+    _ROWS.format(rows=200) + "SELECT " + ", ".join(f"printf('%.*c', 3000, 'x') AS c{i}" for i in range(60)) + " FROM r"
+)
 # ltrim() compares each character of its input with each character of the set: 200,000 x
 # 20,000 comparisons inside one function call (about 20 s), on values far below any size cap.
 SLOW_CALL = "SELECT length(ltrim(printf('%.*c', 200000, 'a'), printf('%.*c', 20000, 'b') || 'a')) AS name"
 # UNION (not UNION ALL) keeps every row in an index to drop duplicates: memory grows inside
 # the engine, within single VM steps, until the deadline.
-GROWING_CTE = ("WITH RECURSIVE r(n, b) AS (SELECT 1, x'00' UNION SELECT n + 1, randomblob(100000) FROM r) "
-               "SELECT count(*) FROM r")
-LOOPING_UPDATE = ("UPDATE memories SET importance = 5 WHERE id IN (WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL "
-                  "SELECT n + 1 FROM r) SELECT n FROM r WHERE n < 0)")
+GROWING_CTE = (
+    "WITH RECURSIVE r(n, b) AS (SELECT 1, x'00' UNION SELECT n + 1, randomblob(100000) FROM r) SELECT count(*) FROM r"
+)
+LOOPING_UPDATE = (
+    "UPDATE memories SET importance = 5 WHERE id IN (WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL "
+    "SELECT n + 1 FROM r) SELECT n FROM r WHERE n < 0)"
+)
 TASK_BIG_BLOBS = _ROWS.format(rows=250) + "SELECT zeroblob(999000) AS name FROM r"
 
 
@@ -122,10 +126,22 @@ def two_slow_calls(target: Target) -> Outcome:
 def task_file() -> dict[str, object]:
     return {
         "project": {"id": "hostile_sql", "title": "Hostile SQL", "description": "a sql_result task to attack"},
-        "tasks": [{"id": TASK_ID, "title": "Dogs", "priority": 0,
-                   "acceptance_criteria": [{"type": "sql_result", "description": "names of dogs",
-                                            "setup_sql": TASK_SETUP, "expected_columns": ["name"],
-                                            "expected_rows": [["Rex"]]}]}],
+        "tasks": [
+            {
+                "id": TASK_ID,
+                "title": "Dogs",
+                "priority": 0,
+                "acceptance_criteria": [
+                    {
+                        "type": "sql_result",
+                        "description": "names of dogs",
+                        "setup_sql": TASK_SETUP,
+                        "expected_columns": ["name"],
+                        "expected_rows": [["Rex"]],
+                    }
+                ],
+            }
+        ],
     }
 
 
@@ -135,8 +151,15 @@ def ensure_task_started(target: Target) -> None:
     if shown.status_code == 404:
         path = Path(target.server.tmp) / "hostile_sql_task.json"
         path.write_text(json.dumps(task_file()))
-        subprocess.run([sys.executable, "app.py", "import-tasks", str(path)], cwd=ROOT, env=target.server.env,
-                       capture_output=True, text=True, timeout=60, check=True)
+        subprocess.run(
+            [sys.executable, "app.py", "import-tasks", str(path)],
+            cwd=ROOT,
+            env=target.server.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
         shown = target.post("/tools/show_task", json={"task_id": TASK_ID})
     if shown.ok and shown.json().get("status") == "open":
         target.post("/tools/start_task", json={"task_id": TASK_ID}).raise_for_status()

@@ -31,7 +31,8 @@ _FIRST_WORD = re.compile(r"\s+")
 
 class TaskRefInput(ToolInput):
     task_id: str = Field(
-        max_length=129, pattern=TASK_REF_PATTERN,
+        max_length=129,
+        pattern=TASK_REF_PATTERN,
         description="The task's id (from get_ready), or project/id when two projects share the id.",
     )
 
@@ -125,8 +126,13 @@ def resolve(ctx: ToolContext, task_ref: str) -> tuple[LearnerProject, TaskRow]:
 
 def summary(state: LearnerProject, task: TaskRow) -> TaskSummary:
     return TaskSummary(
-        id=task.id, project_id=task.project_id, title=task.title, status=state.status[task.id],
-        task_type=task.task_type, priority=task.priority, blocked=bool(state.blocked_by(task)),
+        id=task.id,
+        project_id=task.project_id,
+        title=task.title,
+        status=state.status[task.id],
+        task_type=task.task_type,
+        priority=task.priority,
+        blocked=bool(state.blocked_by(task)),
         has_children=bool(state.children(task)),
     )
 
@@ -163,8 +169,16 @@ def objectives(task: TaskRow) -> list[Objective]:
 def attempts(ctx: ToolContext, task: TaskRow, last: int | None = None) -> list[AttemptView]:
     rows = list_attempts(ctx.conn, ctx.user_id, task.pk)
     shown = rows if last is None else rows[-last:]
-    return [AttemptView(attempt=row.attempt, result=row.result, created_at=row.created_at, checks=row.checks,
-                        review_note=row.review_note) for row in shown]
+    return [
+        AttemptView(
+            attempt=row.attempt,
+            result=row.result,
+            created_at=row.created_at,
+            checks=row.checks,
+            review_note=row.review_note,
+        )
+        for row in shown
+    ]
 
 
 def history(ctx: ToolContext, task: TaskRow) -> list[EventView]:
@@ -196,8 +210,10 @@ def next_step(state: LearnerProject, task: TaskRow) -> str:
 
 def block_message(task: TaskRow, blockers: list[TaskRow]) -> str:
     names = ", ".join(f"{b.id} ({b.title})" for b in blockers)
-    return (f"task {task.id!r} is blocked until you close its dependencies: {names}. "
-            f"Work on those first (/start_task {blockers[0].id}) or call /get_ready for tasks you can start now.")
+    return (
+        f"task {task.id!r} is blocked until you close its dependencies: {names}. "
+        f"Work on those first (/start_task {blockers[0].id}) or call /get_ready for tasks you can start now."
+    )
 
 
 def render_summary(task: TaskSummary) -> str:

@@ -46,13 +46,26 @@ def add_comment(data: AddCommentInput, ctx: ToolContext) -> CommentOutput:
     _, task = resolve(ctx, data.task_id)
     author = get_user(ctx.conn, ctx.user_id)
     if data.shared and (author is None or not is_staff(author.role)):
-        raise ToolFailure(ErrorCode.PERMISSION_DENIED, "only instructors can write shared comments; "
-                                                       "leave `shared` out to save a private comment.")
-    comment_id = store_comment(ctx.conn, task_pk=task.pk, author_id=ctx.user_id,
-                               learner_id=None if data.shared else ctx.user_id, text=data.text)
+        raise ToolFailure(
+            ErrorCode.PERMISSION_DENIED,
+            "only instructors can write shared comments; leave `shared` out to save a private comment.",
+        )
+    comment_id = store_comment(
+        ctx.conn,
+        task_pk=task.pk,
+        author_id=ctx.user_id,
+        learner_id=None if data.shared else ctx.user_id,
+        text=data.text,
+    )
     comments, _ = visible_comments(ctx.conn, task.pk, ctx.user_id, 1)
-    return CommentOutput(id=comment_id, task_id=task.id, author=author.name if author else "", text=data.text,
-                         shared=data.shared, created_at=comments[-1].created_at)
+    return CommentOutput(
+        id=comment_id,
+        task_id=task.id,
+        author=author.name if author else "",
+        text=data.text,
+        shared=data.shared,
+        created_at=comments[-1].created_at,
+    )
 
 
 class GetCommentsInput(TaskRefInput):
@@ -76,15 +89,19 @@ class GetCommentsOutput(ToolOutput):
         if not self.comments:
             return f"No comments on {self.task_id} yet. Add one with /add_comment {self.task_id} <text>."
         lines = [f"{len(self.comments)} of {self.total} comments on {self.task_id} (oldest first):"]
-        lines += [f"- #{c.id} {c.author}{' (shared)' if c.shared else ''}, {c.created_at}: {c.text}" for c in self.comments]
+        lines += [
+            f"- #{c.id} {c.author}{' (shared)' if c.shared else ''}, {c.created_at}: {c.text}" for c in self.comments
+        ]
         return "\n".join(lines)
 
 
 def get_comments(data: GetCommentsInput, ctx: ToolContext) -> GetCommentsOutput:
     _, task = resolve(ctx, data.task_id)
     rows, total = visible_comments(ctx.conn, task.pk, ctx.user_id, data.limit)
-    comments = [CommentView(id=r.id, author=r.author, text=r.text, shared=r.learner_id is None, created_at=r.created_at)
-                for r in rows]
+    comments = [
+        CommentView(id=r.id, author=r.author, text=r.text, shared=r.learner_id is None, created_at=r.created_at)
+        for r in rows
+    ]
     return GetCommentsOutput(task_id=task.id, comments=comments, total=total)
 
 
@@ -93,7 +110,9 @@ def get_comments(data: GetCommentsInput, ctx: ToolContext) -> GetCommentsOutput:
 
 class GoBackInput(TaskTextInput):
     text_field: ClassVar[str] = "reason"
-    reason: str = Field(min_length=3, max_length=1000, description="Why the closed task is reopened (kept in the audit trail).")
+    reason: str = Field(
+        min_length=3, max_length=1000, description="Why the closed task is reopened (kept in the audit trail)."
+    )
 
 
 class GoBackOutput(ToolOutput):
@@ -114,14 +133,23 @@ def go_back(data: GoBackInput, ctx: ToolContext) -> GoBackOutput:
     with transaction(ctx.conn):
         moved = move(ctx.conn, learner_id=ctx.user_id, task_pk=task.pk, action="go_back", reason=data.reason)
     if isinstance(moved, Refused):
-        raise ToolFailure(ErrorCode.INVALID_STATE, f"task {task.id!r} is {moved.current}, not closed; go_back only reopens "
-                                                   f"closed tasks. Keep working on it with /submit {task.id}, or "
-                                                   "/get_ready for your tasks.")
+        raise ToolFailure(
+            ErrorCode.INVALID_STATE,
+            f"task {task.id!r} is {moved.current}, not closed; go_back only reopens "
+            f"closed tasks. Keep working on it with /submit {task.id}, or "
+            "/get_ready for your tasks.",
+        )
     assert moved.audit_id is not None  # go_back always changes the status (closed -> in_progress), so it is audited
-    return GoBackOutput(task_id=task.id, project_id=task.project_id, old_status=moved.old, new_status=moved.new,
-                        reason=data.reason, audit_id=moved.audit_id,
-                        message=f"Reopened '{task.title}' ({moved.old} -> {moved.new}): {data.reason}. Tasks that depend "
-                                "on it are blocked again until you close it.")
+    return GoBackOutput(
+        task_id=task.id,
+        project_id=task.project_id,
+        old_status=moved.old,
+        new_status=moved.new,
+        reason=data.reason,
+        audit_id=moved.audit_id,
+        message=f"Reopened '{task.title}' ({moved.old} -> {moved.new}): {data.reason}. Tasks that depend "
+        "on it are blocked again until you close it.",
+    )
 
 
 # request_help ------------------------------------------------------------------------------
@@ -148,12 +176,20 @@ def request_help(data: RequestHelpInput, ctx: ToolContext) -> RequestHelpOutput:
     with transaction(ctx.conn):
         existing = open_help_request(ctx.conn, ctx.user_id, task.pk)
         if existing is not None:
-            raise ToolFailure(ErrorCode.INVALID_STATE, f"you already have an open help request (#{existing}) for "
-                                                       f"{task.id!r}; wait for an instructor, or add details with "
-                                                       f"/add_comment {task.id} <text>.")
+            raise ToolFailure(
+                ErrorCode.INVALID_STATE,
+                f"you already have an open help request (#{existing}) for "
+                f"{task.id!r}; wait for an instructor, or add details with "
+                f"/add_comment {task.id} <text>.",
+            )
         request_id = add_help_request(ctx.conn, learner_id=ctx.user_id, task_pk=task.pk, message=data.message)
-    return RequestHelpOutput(request_id=request_id, task_id=task.id, project_id=task.project_id, status="open",
-                             message=f"Help request #{request_id} for '{task.title}' is open; an instructor will answer.")
+    return RequestHelpOutput(
+        request_id=request_id,
+        task_id=task.id,
+        project_id=task.project_id,
+        status="open",
+        message=f"Help request #{request_id} for '{task.title}' is open; an instructor will answer.",
+    )
 
 
 ADD_COMMENT_TOOL = Tool(
@@ -163,9 +199,13 @@ ADD_COMMENT_TOOL = Tool(
     output_model=CommentOutput,
     handler=add_comment,
     result_role=RESULT_ROLE,
-    command=CommandBinding(name="add_comment", usage="/add_comment <task_id> <text> (the text may go on the next lines)",
-                           example="/add_comment loops range() stops before its end value", args_field="task_id",
-                           body_field="text"),
+    command=CommandBinding(
+        name="add_comment",
+        usage="/add_comment <task_id> <text> (the text may go on the next lines)",
+        example="/add_comment loops range() stops before its end value",
+        args_field="task_id",
+        body_field="text",
+    ),
     error_style="task",
 )
 
@@ -176,8 +216,9 @@ GET_COMMENTS_TOOL = Tool(
     output_model=GetCommentsOutput,
     handler=get_comments,
     result_role=RESULT_ROLE,
-    command=CommandBinding(name="get_comments", usage="/get_comments <task_id>", example="/get_comments loops",
-                           args_field="task_id"),
+    command=CommandBinding(
+        name="get_comments", usage="/get_comments <task_id>", example="/get_comments loops", args_field="task_id"
+    ),
     error_style="task",
 )
 
@@ -188,9 +229,13 @@ GO_BACK_TOOL = Tool(
     output_model=GoBackOutput,
     handler=go_back,
     result_role=RESULT_ROLE,
-    command=CommandBinding(name="go_back", usage="/go_back <task_id> <reason>",
-                           example="/go_back loops I want to practise while loops again", args_field="task_id",
-                           body_field="reason"),
+    command=CommandBinding(
+        name="go_back",
+        usage="/go_back <task_id> <reason>",
+        example="/go_back loops I want to practise while loops again",
+        args_field="task_id",
+        body_field="reason",
+    ),
     error_style="task",
 )
 
@@ -201,8 +246,12 @@ REQUEST_HELP_TOOL = Tool(
     output_model=RequestHelpOutput,
     handler=request_help,
     result_role=RESULT_ROLE,
-    command=CommandBinding(name="request_help", usage="/request_help <task_id> <what you are stuck on>",
-                           example="/request_help functions my function returns None", args_field="task_id",
-                           body_field="message"),
+    command=CommandBinding(
+        name="request_help",
+        usage="/request_help <task_id> <what you are stuck on>",
+        example="/request_help functions my function returns None",
+        args_field="task_id",
+        body_field="message",
+    ),
     error_style="task",
 )

@@ -10,8 +10,23 @@ from storage.tasks import TaskRow, get_project, list_projects
 from tasks.progress import LearnerProject
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 from tools.tasks.common import (
-    PROJECT_PATTERN, RESULT_ROLE, AttemptView, CriterionView, EventView, Objective, TaskRefInput, TaskSummary,
-    attempts, comment_count, criteria_views, history, next_step, objectives, project_title, render_summary, resolve,
+    PROJECT_PATTERN,
+    RESULT_ROLE,
+    AttemptView,
+    CriterionView,
+    EventView,
+    Objective,
+    TaskRefInput,
+    TaskSummary,
+    attempts,
+    comment_count,
+    criteria_views,
+    history,
+    next_step,
+    objectives,
+    project_title,
+    render_summary,
+    resolve,
     summary,
 )
 
@@ -23,7 +38,9 @@ CONTEXT_ATTEMPTS = 3
 
 
 class GetReadyInput(ToolInput):
-    project_id: str | None = Field(default=None, pattern=PROJECT_PATTERN, description="Only this project (default: all).")
+    project_id: str | None = Field(
+        default=None, pattern=PROJECT_PATTERN, description="Only this project (default: all)."
+    )
     task_type: Literal["task", "subtask"] | None = Field(default=None, description="Only tasks or only subtasks.")
     limit: int = Field(default=5, ge=1, le=20, description="At most this many tasks.")
 
@@ -41,8 +58,11 @@ def get_ready(data: GetReadyInput, ctx: ToolContext) -> GetReadyOutput:
     if data.project_id is not None:
         if get_project(ctx.conn, data.project_id) is None:
             known = ", ".join(p.id for p in list_projects(ctx.conn)) or "none imported yet"
-            raise ToolFailure(ErrorCode.NOT_FOUND, f"no project {data.project_id!r}; known projects: {known}. "
-                                                   "Call /get_ready without a project to see every project.")
+            raise ToolFailure(
+                ErrorCode.NOT_FOUND,
+                f"no project {data.project_id!r}; known projects: {known}. "
+                "Call /get_ready without a project to see every project.",
+            )
         project_ids = [data.project_id]
     else:
         project_ids = [project.id for project in list_projects(ctx.conn)]
@@ -56,7 +76,9 @@ def get_ready(data: GetReadyInput, ctx: ToolContext) -> GetReadyOutput:
     if not project_ids:
         message = "No task projects are imported yet; ask an instructor to run `python app.py import-tasks FILE`."
     elif not ready:
-        message = "No tasks are ready: everything is closed, waiting for review, or blocked. Use /show_task <id> for details."
+        message = (
+            "No tasks are ready: everything is closed, waiting for review, or blocked. Use /show_task <id> for details."
+        )
     else:
         more = f"; showing the first {len(shown)}" if len(ready) > len(shown) else ""
         message = f"{len(ready)} tasks ready ({in_progress} in progress){more}. Start one with /start_task <id>."
@@ -91,7 +113,9 @@ class ShowTaskOutput(ToolOutput):
     next_step: str
 
     def render(self) -> str:
-        lines = [f"{self.project_id}/{self.id}: {self.title} ({self.task_type}, P{self.priority}, status {self.status})"]
+        lines = [
+            f"{self.project_id}/{self.id}: {self.title} ({self.task_type}, P{self.priority}, status {self.status})"
+        ]
         if self.description:
             lines += ["", self.description.strip(), ""]
         if self.learning_objectives:
@@ -102,7 +126,9 @@ class ShowTaskOutput(ToolOutput):
             lines.append("Depends on: " + ", ".join(f"{d.id} ({d.status})" for d in self.dependencies))
         if self.children:
             lines.append("Subtasks: " + ", ".join(f"{c.id} ({c.status})" for c in self.children))
-        lines.append(f"Attempts: {self.submission_count}" + (f", latest {self.latest_result}" if self.latest_result else ""))
+        lines.append(
+            f"Attempts: {self.submission_count}" + (f", latest {self.latest_result}" if self.latest_result else "")
+        )
         lines.append(f"Next: {self.next_step}")
         return "\n".join(lines)
 
@@ -112,15 +138,24 @@ def show_task(data: ShowTaskInput, ctx: ToolContext) -> ShowTaskOutput:
     tried = attempts(ctx, task)
     dependencies = [dep for dep in (state.task(task_id) for task_id in task.dependencies) if dep is not None]
     return ShowTaskOutput(
-        id=task.id, project_id=task.project_id, title=task.title, description=task.description,
-        task_type=task.task_type, priority=task.priority, status=state.status[task.id], parent_id=task.parent_id,
+        id=task.id,
+        project_id=task.project_id,
+        title=task.title,
+        description=task.description,
+        task_type=task.task_type,
+        priority=task.priority,
+        status=state.status[task.id],
+        parent_id=task.parent_id,
         children=[summary(state, child) for child in state.children(task)],
         dependencies=[summary(state, dep) for dep in dependencies],
         blocked_by=[dep.id for dep in state.blocked_by(task)],
         blocks=[summary(state, other) for other in state.blocks(task)],
-        learning_objectives=objectives(task), acceptance_criteria=criteria_views(task),
-        submission_count=len(tried), latest_result=tried[-1].result if tried else None,
-        history=history(ctx, task), next_step=next_step(state, task),
+        learning_objectives=objectives(task),
+        acceptance_criteria=criteria_views(task),
+        submission_count=len(tried),
+        latest_result=tried[-1].result if tried else None,
+        history=history(ctx, task),
+        next_step=next_step(state, task),
     )
 
 
@@ -178,13 +213,21 @@ def build_context(ctx: ToolContext, state: LearnerProject, task: TaskRow) -> Get
     total = len(state.tasks)
     closed = state.closed_count()
     return GetContextOutput(
-        learner_id=ctx.user_id, project_id=task.project_id, project_title=project_title(ctx, task.project_id),
-        current_task=summary(state, task), description=task.description, hierarchy=ancestors,
+        learner_id=ctx.user_id,
+        project_id=task.project_id,
+        project_title=project_title(ctx, task.project_id),
+        current_task=summary(state, task),
+        description=task.description,
+        hierarchy=ancestors,
         blocked_by=[dep.id for dep in state.blocked_by(task)],
         ready_tasks=[summary(state, other) for other in state.ready()[:CONTEXT_READY]],
-        progress=ProjectProgress(closed=closed, total=total, percentage=round(100 * closed / total, 1) if total else 0.0),
-        acceptance_criteria=criteria_views(task), learning_objectives=objectives(task),
-        recent_attempts=attempts(ctx, task, last=CONTEXT_ATTEMPTS), comments=comment_count(ctx, task),
+        progress=ProjectProgress(
+            closed=closed, total=total, percentage=round(100 * closed / total, 1) if total else 0.0
+        ),
+        acceptance_criteria=criteria_views(task),
+        learning_objectives=objectives(task),
+        recent_attempts=attempts(ctx, task, last=CONTEXT_ATTEMPTS),
+        comments=comment_count(ctx, task),
         next_step=next_step(state, task),
     )
 
@@ -197,13 +240,14 @@ def get_context(data: GetContextInput, ctx: ToolContext) -> GetContextOutput:
 GET_READY_TOOL = Tool(
     name="get_ready",
     description="List the learner's tasks that can be worked on now (in progress first, then priority, then age); "
-                "blocked, closed and waiting-for-review tasks are left out.",
+    "blocked, closed and waiting-for-review tasks are left out.",
     input_model=GetReadyInput,
     output_model=GetReadyOutput,
     handler=get_ready,
     result_role=RESULT_ROLE,
-    command=CommandBinding(name="get_ready", usage="/get_ready [project_id]", example="/get_ready intro_python",
-                           args_field="project_id"),
+    command=CommandBinding(
+        name="get_ready", usage="/get_ready [project_id]", example="/get_ready intro_python", args_field="project_id"
+    ),
     error_style="task",
 )
 
@@ -214,8 +258,9 @@ SHOW_TASK_TOOL = Tool(
     output_model=ShowTaskOutput,
     handler=show_task,
     result_role=RESULT_ROLE,
-    command=CommandBinding(name="show_task", usage="/show_task <task_id>", example="/show_task hello_world",
-                           args_field="task_id"),
+    command=CommandBinding(
+        name="show_task", usage="/show_task <task_id>", example="/show_task hello_world", args_field="task_id"
+    ),
     error_style="task",
 )
 
@@ -226,7 +271,8 @@ GET_CONTEXT_TOOL = Tool(
     output_model=GetContextOutput,
     handler=get_context,
     result_role=RESULT_ROLE,
-    command=CommandBinding(name="get_context", usage="/get_context <task_id>", example="/get_context loops",
-                           args_field="task_id"),
+    command=CommandBinding(
+        name="get_context", usage="/get_context <task_id>", example="/get_context loops", args_field="task_id"
+    ),
     error_style="task",
 )

@@ -25,16 +25,26 @@ def _refused(task_id: str, status: str, verb: str) -> ToolFailure:
     """INVALID_STATE for a start or submit that `tasks/progress.py` does not allow from `status`, with the call
     that helps. Which statuses refuse is decided there; only the advice is written here."""
     if status == "closed":
-        return ToolFailure(ErrorCode.INVALID_STATE, f"task {task_id!r} is already closed for you, so you cannot {verb} it; "
-                                                    f"to redo it call /go_back {task_id} <reason>, or /get_ready for the next task.")
+        return ToolFailure(
+            ErrorCode.INVALID_STATE,
+            f"task {task_id!r} is already closed for you, so you cannot {verb} it; "
+            f"to redo it call /go_back {task_id} <reason>, or /get_ready for the next task.",
+        )
     if status == "submitted":
-        return ToolFailure(ErrorCode.INVALID_STATE, f"task {task_id!r} already has an answer waiting for review; "
-                                                    f"/submit {task_id} again to replace it, or /get_ready for other work.")
+        return ToolFailure(
+            ErrorCode.INVALID_STATE,
+            f"task {task_id!r} already has an answer waiting for review; "
+            f"/submit {task_id} again to replace it, or /get_ready for other work.",
+        )
     if status == "open":
-        return ToolFailure(ErrorCode.INVALID_STATE, f"task {task_id!r} is not started; call /start_task {task_id} first, "
-                                                    "then submit again.")
-    return ToolFailure(ErrorCode.INVALID_STATE, f"task {task_id!r} is {status}, so you cannot {verb} it; "
-                                                f"call /show_task {task_id} to see what to do next.")
+        return ToolFailure(
+            ErrorCode.INVALID_STATE,
+            f"task {task_id!r} is not started; call /start_task {task_id} first, then submit again.",
+        )
+    return ToolFailure(
+        ErrorCode.INVALID_STATE,
+        f"task {task_id!r} is {status}, so you cannot {verb} it; call /show_task {task_id} to see what to do next.",
+    )
 
 
 # start_task --------------------------------------------------------------------------------
@@ -69,8 +79,14 @@ def start_task(data: StartTaskInput, ctx: ToolContext) -> StartTaskOutput:
         raise _refused(task.id, moved.current, "start")
     message = f"Started '{task.title}'." if moved.new != moved.old else f"You are already working on '{task.title}'."
     state = LearnerProject.load(ctx.conn, ctx.user_id, task.project_id)
-    return StartTaskOutput(task_id=task.id, project_id=task.project_id, old_status=moved.old,
-                           new_status=state.status[task.id], message=message, context=build_context(ctx, state, task))
+    return StartTaskOutput(
+        task_id=task.id,
+        project_id=task.project_id,
+        old_status=moved.old,
+        new_status=state.status[task.id],
+        message=message,
+        context=build_context(ctx, state, task),
+    )
 
 
 # submit ------------------------------------------------------------------------------------
@@ -78,8 +94,11 @@ def start_task(data: StartTaskInput, ctx: ToolContext) -> StartTaskOutput:
 
 class SubmitInput(TaskTextInput):
     text_field: ClassVar[str] = "answer"
-    answer: str = Field(min_length=1, max_length=MAX_ANSWER_CHARS,
-                        description="The answer: the whole program, one SQL SELECT, or text, as the task asks.")
+    answer: str = Field(
+        min_length=1,
+        max_length=MAX_ANSWER_CHARS,
+        description="The answer: the whole program, one SQL SELECT, or text, as the task asks.",
+    )
 
 
 class SubmitOutput(ToolOutput):
@@ -96,7 +115,9 @@ class SubmitOutput(ToolOutput):
     def render(self) -> str:
         marks = {True: "passed", False: "FAILED", None: "waiting for review"}
         lines = [self.message]
-        lines += [f"- {check.criterion_id} [{check.type}] {marks[check.passed]}: {check.message}" for check in self.checks]
+        lines += [
+            f"- {check.criterion_id} [{check.type}] {marks[check.passed]}: {check.message}" for check in self.checks
+        ]
         return "\n".join(lines)
 
 
@@ -108,31 +129,59 @@ def submit(data: SubmitInput, ctx: ToolContext) -> SubmitOutput:
     if blockers:
         raise ToolFailure(ErrorCode.BLOCKED, block_message(task, blockers))
     try:
-        checks = run_checks(parse_criteria(task.acceptance_criteria), data.answer, ctx.judge, ctx.remaining,
-                            pool=ctx.bounded)  # the app's warm SQL workers
+        checks = run_checks(
+            parse_criteria(task.acceptance_criteria), data.answer, ctx.judge, ctx.remaining, pool=ctx.bounded
+        )  # the app's warm SQL workers
     except JudgeUnavailable as error:
-        raise ToolFailure(ErrorCode.INTERNAL_ERROR, f"{error}: the answer was not graded and no attempt was counted; "
-                                                    f"try /submit {task.id} again later or /request_help {task.id} <message>.") from error
+        raise ToolFailure(
+            ErrorCode.INTERNAL_ERROR,
+            f"{error}: the answer was not graded and no attempt was counted; "
+            f"try /submit {task.id} again later or /request_help {task.id} <message>.",
+        ) from error
     except AnswerRejected as error:
-        raise ToolFailure(ErrorCode.VALIDATION_FAILED, f"the answer cannot be run: {error}. Fix it and submit again.") from error
+        raise ToolFailure(
+            ErrorCode.VALIDATION_FAILED, f"the answer cannot be run: {error}. Fix it and submit again."
+        ) from error
     result = outcome(checks)
     with transaction(ctx.conn):  # a refusal below rolls the attempt back: nothing is counted
         supersede_pending(ctx.conn, ctx.user_id, task.pk)
-        attempt = add_attempt(ctx.conn, learner_id=ctx.user_id, task_pk=task.pk, answer=data.answer, result=result,
-                              checks=[check.model_dump() for check in checks])
-        moved = move(ctx.conn, learner_id=ctx.user_id, task_pk=task.pk, action=SUBMIT_ACTIONS[result],
-                     reason=f"attempt {attempt.attempt}: {result}")
+        attempt = add_attempt(
+            ctx.conn,
+            learner_id=ctx.user_id,
+            task_pk=task.pk,
+            answer=data.answer,
+            result=result,
+            checks=[check.model_dump() for check in checks],
+        )
+        moved = move(
+            ctx.conn,
+            learner_id=ctx.user_id,
+            task_pk=task.pk,
+            action=SUBMIT_ACTIONS[result],
+            reason=f"attempt {attempt.attempt}: {result}",
+        )
         if isinstance(moved, Refused):
-            raise ToolFailure(ErrorCode.INVALID_STATE, f"task {task.id!r} changed to {moved.current} meanwhile; "
-                                                       f"call /show_task {task.id} and try again.")
+            raise ToolFailure(
+                ErrorCode.INVALID_STATE,
+                f"task {task.id!r} changed to {moved.current} meanwhile; call /show_task {task.id} and try again.",
+            )
     if result == "passed":
         message = f"Attempt {attempt.attempt} passed: task '{task.title}' is closed. Next: /get_ready"
     elif result == "pending_review":
         message = f"Attempt {attempt.attempt} passed the automatic checks and waits for an instructor's review."
     else:
         message = f"Attempt {attempt.attempt} did not pass; fix what failed and /submit {task.id} again."
-    return SubmitOutput(task_id=task.id, project_id=task.project_id, submission_id=attempt.id, attempt=attempt.attempt,
-                        result=result, checks=checks, old_status=moved.old, new_status=moved.new, message=message)
+    return SubmitOutput(
+        task_id=task.id,
+        project_id=task.project_id,
+        submission_id=attempt.id,
+        attempt=attempt.attempt,
+        result=result,
+        checks=checks,
+        old_status=moved.old,
+        new_status=moved.new,
+        message=message,
+    )
 
 
 START_TASK_TOOL = Tool(
@@ -142,22 +191,27 @@ START_TASK_TOOL = Tool(
     output_model=StartTaskOutput,
     handler=start_task,
     result_role=RESULT_ROLE,
-    command=CommandBinding(name="start_task", usage="/start_task <task_id>", example="/start_task hello_world",
-                           args_field="task_id"),
+    command=CommandBinding(
+        name="start_task", usage="/start_task <task_id>", example="/start_task hello_world", args_field="task_id"
+    ),
     error_style="task",
 )
 
 SUBMIT_TOOL = Tool(
     name="submit",
     description="Submit the learner's answer to a started task; it is graded by the task's criteria (code tests in "
-                "the judge, SQL results, regex, or an instructor's review) and the task closes when it passes.",
+    "the judge, SQL results, regex, or an instructor's review) and the task closes when it passes.",
     input_model=SubmitInput,
     output_model=SubmitOutput,
     handler=submit,
     result_role=RESULT_ROLE,
-    command=CommandBinding(name="submit", usage="/submit <task_id> then the answer (code, SQL or text) on the next lines",
-                           example="/submit hello_world\nprint('Hello, world!')", args_field="task_id",
-                           body_field="answer"),
+    command=CommandBinding(
+        name="submit",
+        usage="/submit <task_id> then the answer (code, SQL or text) on the next lines",
+        example="/submit hello_world\nprint('Hello, world!')",
+        args_field="task_id",
+        body_field="answer",
+    ),
     timeout_s=120,
     error_style="task",
 )

@@ -12,6 +12,12 @@ from tools.base import Tool
 from tools.workspace.file_tools import EDIT_FILE_TOOL, READ_FILE_TOOL, WRITE_FILE_TOOL
 from tools.workspace.find_tools import LIST_FILES_TOOL, SEARCH_FILES_TOOL
 
-WORKSPACE_TOOLS: tuple[Tool, ...] = (READ_FILE_TOOL, WRITE_FILE_TOOL, EDIT_FILE_TOOL, LIST_FILES_TOOL, SEARCH_FILES_TOOL)
+WORKSPACE_TOOLS: tuple[Tool, ...] = (
+    READ_FILE_TOOL,
+    WRITE_FILE_TOOL,
+    EDIT_FILE_TOOL,
+    LIST_FILES_TOOL,
+    SEARCH_FILES_TOOL,
+)
 
 __all__ = ["WORKSPACE_TOOLS"]

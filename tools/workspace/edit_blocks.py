@@ -76,7 +76,9 @@ def parse_blocks(body: str) -> list[EditBlock]:
         else:
             if line == REPLACE_MARKER:
                 if not "".join(search).strip():
-                    raise _malformed(f"block {block}: the SEARCH part is empty; copy the exact lines to change (or use /write_file).")
+                    raise _malformed(
+                        f"block {block}: the SEARCH part is empty; copy the exact lines to change (or use /write_file)."
+                    )
                 blocks.append(EditBlock(block, "\n".join(search), "\n".join(replace)))
                 state = "out"
                 if len(blocks) > MAX_BLOCKS:

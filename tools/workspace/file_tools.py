@@ -18,9 +18,9 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
+from text_lines import text_lines
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 from tools.workspace.edit_blocks import apply_blocks, parse_blocks
-from text_lines import text_lines
 from tools.workspace.fs import check_quota, decode_text, read_bytes, walk_workspace, write_atomic
 from tools.workspace.paths import SafePath, resolve_path, workspace_root
 
@@ -71,7 +71,9 @@ class ReadFileOutput(ToolOutput):
         if self.total_lines == 0:
             return f"{self.path}: empty file (0 bytes)."
         header = f"{self.path} ({self.total_lines} lines, {self.size} bytes), lines {self.start_line}-{self.end_line}:"
-        numbered = [f"{number:>5}  {line}" for number, line in enumerate(self.content.split("\n"), start=self.start_line)]
+        numbered = [
+            f"{number:>5}  {line}" for number, line in enumerate(self.content.split("\n"), start=self.start_line)
+        ]
         lines = [header, *numbered]
         if self.truncated:
             lines.append(
@@ -87,15 +89,28 @@ def read_file(data: ReadFileInput, ctx: ToolContext) -> ReadFileOutput:
     raw = read_bytes(target)
     text = decode_text(raw)
     if text is None:
-        return ReadFileOutput(path=target.relative, size=len(raw), binary=True, total_lines=0,
-                              start_line=0, end_line=0, truncated=False, content="")
+        return ReadFileOutput(
+            path=target.relative,
+            size=len(raw),
+            binary=True,
+            total_lines=0,
+            start_line=0,
+            end_line=0,
+            truncated=False,
+            content="",
+        )
     lines = text_lines(text)
     start = data.start_line or 1
     if lines and start > len(lines):
-        raise ToolFailure(ErrorCode.VALIDATION_FAILED, f"start_line {start} is past the end of {target.relative} ({len(lines)} lines).")
+        raise ToolFailure(
+            ErrorCode.VALIDATION_FAILED,
+            f"start_line {start} is past the end of {target.relative} ({len(lines)} lines).",
+        )
     last = min(len(lines), data.end_line or len(lines), start + MAX_READ_LINES - 1)
     if last < start and lines:
-        raise ToolFailure(ErrorCode.VALIDATION_FAILED, f"end_line {data.end_line} is before start_line {start}; give start-end.")
+        raise ToolFailure(
+            ErrorCode.VALIDATION_FAILED, f"end_line {data.end_line} is before start_line {start}; give start-end."
+        )
     shown, chars = [], 0
     for line in lines[start - 1 : last]:
         if len(line) > MAX_LINE_CHARS:
@@ -106,9 +121,16 @@ def read_file(data: ReadFileInput, ctx: ToolContext) -> ReadFileOutput:
         chars += len(line) + 1
     end = start + len(shown) - 1
     wanted_end = min(len(lines), data.end_line or len(lines))
-    return ReadFileOutput(path=target.relative, size=len(raw), binary=False, total_lines=len(lines),
-                          start_line=start if lines else 0, end_line=end if lines else 0,
-                          truncated=end < wanted_end, content="\n".join(shown))
+    return ReadFileOutput(
+        path=target.relative,
+        size=len(raw),
+        binary=False,
+        total_lines=len(lines),
+        start_line=start if lines else 0,
+        end_line=end if lines else 0,
+        truncated=end < wanted_end,
+        content="\n".join(shown),
+    )
 
 
 class WriteFileInput(ToolInput):
@@ -131,10 +153,14 @@ class WriteFileOutput(ToolOutput):
 
 def _save(ctx: ToolContext, target: SafePath, text: str) -> tuple[bytes, bool]:
     if "\x00" in text:
-        raise ToolFailure(ErrorCode.VALIDATION_FAILED, "the content contains a NUL character; only text files can be written.")
+        raise ToolFailure(
+            ErrorCode.VALIDATION_FAILED, "the content contains a NUL character; only text files can be written."
+        )
     data = text.encode("utf-8", "surrogatepass")
     if decode_text(data) is None:
-        raise ToolFailure(ErrorCode.VALIDATION_FAILED, "the content is not valid Unicode text; only text files can be written.")
+        raise ToolFailure(
+            ErrorCode.VALIDATION_FAILED, "the content is not valid Unicode text; only text files can be written."
+        )
     check_quota(walk_workspace(target.root, ctx.remaining), target.relative, len(data))
     return data, write_atomic(target, data)
 
@@ -142,7 +168,9 @@ def _save(ctx: ToolContext, target: SafePath, text: str) -> tuple[bytes, bool]:
 def write_file(data: WriteFileInput, ctx: ToolContext) -> WriteFileOutput:
     target = _locate(ctx, data.path)
     encoded, created = _save(ctx, target, data.content)
-    return WriteFileOutput(path=target.relative, bytes=len(encoded), lines=len(text_lines(data.content)), created=created)
+    return WriteFileOutput(
+        path=target.relative, bytes=len(encoded), lines=len(text_lines(data.content)), created=created
+    )
 
 
 class EditFileInput(ToolInput):
@@ -170,7 +198,10 @@ def edit_file(data: EditFileInput, ctx: ToolContext) -> EditFileOutput:
     raw = read_bytes(target)
     text = decode_text(raw)
     if text is None:
-        raise ToolFailure(ErrorCode.VALIDATION_FAILED, f"{target.relative} is a binary file ({len(raw)} bytes); only text files can be edited.")
+        raise ToolFailure(
+            ErrorCode.VALIDATION_FAILED,
+            f"{target.relative} is a binary file ({len(raw)} bytes); only text files can be edited.",
+        )
     encoded, _ = _save(ctx, target, apply_blocks(text, blocks, target.relative))
     return EditFileOutput(path=target.relative, blocks=len(blocks), bytes_before=len(raw), bytes_after=len(encoded))
 

@@ -62,7 +62,9 @@ class FileInfo(BaseModel):
 
 
 class ListFilesInput(ToolInput):
-    glob: str | None = Field(default=None, description="Optional glob, e.g. *.py, notes/**, src/*.js (default: all files).")
+    glob: str | None = Field(
+        default=None, description="Optional glob, e.g. *.py, notes/**, src/*.js (default: all files)."
+    )
 
 
 class ListFilesOutput(ToolOutput):
@@ -125,7 +127,9 @@ def split_trailing_glob(text: str) -> tuple[str, str | None]:
 class SearchFilesInput(ToolInput):
     model_config = ConfigDict(str_strip_whitespace=False)  # spaces can be part of a regex
 
-    pattern: str = Field(min_length=1, max_length=MAX_PATTERN_CHARS, description="Regular expression, searched line by line.")
+    pattern: str = Field(
+        min_length=1, max_length=MAX_PATTERN_CHARS, description="Regular expression, searched line by line."
+    )
     file_glob: str | None = Field(default=None, description="Optional glob of files to search, e.g. *.py.")
 
     @model_validator(mode="before")
@@ -233,8 +237,12 @@ def search_files(data: SearchFilesInput, ctx: ToolContext) -> SearchFilesOutput:
     wall_s = ctx.remaining(SEARCH_WALL_S)
     job = Job(
         "bounded.regex_search:search",
-        {"pattern": data.pattern, "max_matches": MAX_MATCHES, "line_chars": MAX_MATCH_LINE_CHARS,
-         "line_timeout_s": min(REGEX_TIMEOUT_S, wall_s)},
+        {
+            "pattern": data.pattern,
+            "max_matches": MAX_MATCHES,
+            "line_chars": MAX_MATCH_LINE_CHARS,
+            "line_timeout_s": min(REGEX_TIMEOUT_S, wall_s),
+        },
         _text_frames(root, paths, tally, ctx.remaining),
     )
     with pool_or_own(ctx.bounded) as pool:
@@ -252,8 +260,13 @@ def search_files(data: SearchFilesInput, ctx: ToolContext) -> SearchFilesOutput:
         )
     found = [SearchMatch(path=path, line=line, text=text) for path, line, text in answer["matches"]]
     return SearchFilesOutput(
-        pattern=data.pattern, file_glob=data.file_glob, matches=found[:MAX_MATCHES], truncated=bool(answer["truncated"]),
-        files_searched=int(answer["files_searched"]), binary_skipped=tally.binary, skipped=sorted(tally.skipped),
+        pattern=data.pattern,
+        file_glob=data.file_glob,
+        matches=found[:MAX_MATCHES],
+        truncated=bool(answer["truncated"]),
+        files_searched=int(answer["files_searched"]),
+        binary_skipped=tally.binary,
+        skipped=sorted(tally.skipped),
     )
 
 
@@ -264,7 +277,9 @@ LIST_FILES_TOOL = Tool(
     output_model=ListFilesOutput,
     handler=list_files,
     result_role="file_tools",
-    command=CommandBinding(name="list_files", usage="/list_files [glob]", example="/list_files *.py", args_field="glob"),
+    command=CommandBinding(
+        name="list_files", usage="/list_files [glob]", example="/list_files *.py", args_field="glob"
+    ),
     timeout_s=10.0,
 )
 
@@ -276,7 +291,9 @@ SEARCH_FILES_TOOL = Tool(
     handler=search_files,
     result_role="file_tools",
     command=CommandBinding(
-        name="search_files", usage="/search_files <regex> [file_glob]", example="/search_files def main *.py",
+        name="search_files",
+        usage="/search_files <regex> [file_glob]",
+        example="/search_files def main *.py",
         args_field="pattern",
     ),
     timeout_s=15.0,

@@ -47,7 +47,9 @@ def _refuse(shown: str, mode: int) -> ToolFailure:
     problem = describe_mode(mode)
     if problem is None:
         return ToolFailure(ErrorCode.VALIDATION_FAILED, f"{shown} is a file, not a directory; fix the path.")
-    return ToolFailure(ErrorCode.PERMISSION_DENIED, f"{shown} is {problem}; only regular files and directories can be used.")
+    return ToolFailure(
+        ErrorCode.PERMISSION_DENIED, f"{shown} is {problem}; only regular files and directories can be used."
+    )
 
 
 def _open_child_dir(dir_fd: int, name: str, shown: str, create: bool) -> int:
@@ -55,11 +57,15 @@ def _open_child_dir(dir_fd: int, name: str, shown: str, create: bool) -> int:
         return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
     except FileNotFoundError:
         if not create:
-            raise ToolFailure(ErrorCode.NOT_FOUND, f"directory {shown} does not exist; use /list_files to see what exists.") from None
+            raise ToolFailure(
+                ErrorCode.NOT_FOUND, f"directory {shown} does not exist; use /list_files to see what exists."
+            ) from None
     except OSError:
         mode = _kind_at(dir_fd, name)
         if mode is None:
-            raise ToolFailure(ErrorCode.NOT_FOUND, f"directory {shown} does not exist; use /list_files to see what exists.") from None
+            raise ToolFailure(
+                ErrorCode.NOT_FOUND, f"directory {shown} does not exist; use /list_files to see what exists."
+            ) from None
         raise _refuse(shown, mode) from None
     try:
         os.mkdir(name, 0o755, dir_fd=dir_fd)
@@ -88,7 +94,9 @@ def _missing(shown: str) -> ToolFailure:
 
 def _check_regular(shown: str, mode: int) -> None:
     if stat.S_ISDIR(mode):
-        raise ToolFailure(ErrorCode.VALIDATION_FAILED, f"{shown} is a directory; use /list_files {shown}/ to see its files.")
+        raise ToolFailure(
+            ErrorCode.VALIDATION_FAILED, f"{shown} is a directory; use /list_files {shown}/ to see its files."
+        )
     if not stat.S_ISREG(mode):
         raise _refuse(shown, mode)
 
@@ -108,7 +116,9 @@ def read_bytes(target: SafePath, limit: int | None = None) -> bytes:
         except FileNotFoundError:
             raise _missing(shown) from None
         except OSError:
-            raise ToolFailure(ErrorCode.PERMISSION_DENIED, f"{shown} was replaced while opening it; try again.") from None
+            raise ToolFailure(
+                ErrorCode.PERMISSION_DENIED, f"{shown} was replaced while opening it; try again."
+            ) from None
         try:
             info = os.fstat(fd)
             _check_regular(shown, info.st_mode)
@@ -125,7 +135,9 @@ def read_bytes(target: SafePath, limit: int | None = None) -> bytes:
                 chunks.append(chunk)
                 size += len(chunk)
             if size > limit:
-                raise ToolFailure(ErrorCode.VALIDATION_FAILED, f"{shown} grew over the {limit} byte limit while reading.")
+                raise ToolFailure(
+                    ErrorCode.VALIDATION_FAILED, f"{shown} grew over the {limit} byte limit while reading."
+                )
             return b"".join(chunks)
         finally:
             os.close(fd)
@@ -240,8 +252,9 @@ def walk_workspace(root: Path, check_time: Callable[[], object] | None = None) -
     return walk
 
 
-def check_quota(walk: Walk, path: str, new_size: int, *, max_files: int = MAX_FILES,
-                max_bytes: int = MAX_TOTAL_BYTES) -> None:
+def check_quota(
+    walk: Walk, path: str, new_size: int, *, max_files: int = MAX_FILES, max_bytes: int = MAX_TOTAL_BYTES
+) -> None:
     """Refuse a write of `new_size` bytes to `path` that would break a workspace cap.
 
     The caps are arguments (defaulting to this module's) so that a caller, or a test, can
@@ -268,5 +281,3 @@ def check_quota(walk: Walk, path: str, new_size: int, *, max_files: int = MAX_FI
             ErrorCode.PERMISSION_DENIED,
             f"this write would bring the workspace to {total} bytes (limit {max_bytes}); write less or overwrite a large file.",
         )
-
-

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from fnmatch import fnmatchcase
-from functools import lru_cache
+from functools import cache
 
 from tools.base import ErrorCode, ToolFailure
 
@@ -36,7 +36,7 @@ def _invalid(message: str) -> ToolFailure:
 
 
 def _match_components(patterns: tuple[str, ...], parts: tuple[str, ...]) -> bool:
-    @lru_cache(maxsize=None)
+    @cache
     def match(p: int, q: int) -> bool:
         if p == len(patterns):
             return q == len(parts)
@@ -59,12 +59,17 @@ def compile_glob(glob: str | None) -> Callable[[str], bool]:
     if "\\" in glob:
         raise _invalid("the glob contains a backslash; use forward slashes, e.g. src/*.py.")
     if glob.startswith("/"):
-        raise ToolFailure(ErrorCode.PERMISSION_DENIED, "absolute globs are not allowed; globs are relative to your workspace, e.g. notes/*.md.")
+        raise ToolFailure(
+            ErrorCode.PERMISSION_DENIED,
+            "absolute globs are not allowed; globs are relative to your workspace, e.g. notes/*.md.",
+        )
     while glob.startswith("./"):
         glob = glob[2:]
     components = tuple(part for part in glob.split("/") if part not in ("", "."))
     if ".." in components:
-        raise ToolFailure(ErrorCode.PERMISSION_DENIED, "'..' is not allowed in globs; the workspace is the whole search space.")
+        raise ToolFailure(
+            ErrorCode.PERMISSION_DENIED, "'..' is not allowed in globs; the workspace is the whole search space."
+        )
     if not components:
         return lambda path: True
     if components.count("**") > MAX_DOUBLE_STARS:

@@ -116,7 +116,9 @@ def split_path(raw: str) -> tuple[str, ...]:
         if part == "..":
             raise _denied("'..' is not allowed in paths; give a path inside your workspace, without '..'.")
         if part.startswith("~"):
-            raise _invalid(f"path component {part!r} starts with '~'; there is no home directory here, use a relative path.")
+            raise _invalid(
+                f"path component {part!r} starts with '~'; there is no home directory here, use a relative path."
+            )
         if len(part.encode("utf-8")) > MAX_COMPONENT_BYTES:
             raise _invalid(f"a path component is longer than {MAX_COMPONENT_BYTES} bytes; use a shorter name.")
     if len(parts) > MAX_DEPTH:
