@@ -18,6 +18,7 @@ import secrets
 import sys
 from datetime import timedelta
 from pathlib import Path
+from types import ModuleType
 from typing import NoReturn
 
 import click
@@ -206,9 +207,11 @@ def create_app(settings: Settings | None = None) -> Flask:
     register_error_handlers(app)
     rate_limits.init_app(app)  # RATE_LIMITS and MAX_STREAMS_PER_USER
     security_headers.init_app(app)
-    blueprints = (auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui, instructor)
-    blueprints += (openai_api,)  # /v1: the OpenAI-compatible API (SPEC 11)
-    blueprints += (openapi,)  # GET /openapi.json and GET /docs (api/openapi.py)
+    blueprints: tuple[ModuleType, ...] = (
+        *(auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui, instructor),
+        openai_api,  # /v1: the OpenAI-compatible API (SPEC 11)
+        openapi,  # GET /openapi.json and GET /docs (api/openapi.py)
+    )
     for blueprint in (module.bp for module in blueprints):
         app.register_blueprint(blueprint)
     return app

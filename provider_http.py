@@ -205,7 +205,11 @@ class HttpProvider(Provider):
                     outcome = self._read_reply(exchange, response, feed)
                     return replace(outcome, status_code=status, request_bytes=sent, response_bytes=exchange.received)
                 body = exchange.read_body(response, ERROR_BODY_MAX)
-                sizes = {"status_code": status, "request_bytes": sent, "response_bytes": exchange.received}
+                sizes: dict[str, Any] = {
+                    "status_code": status,
+                    "request_bytes": sent,
+                    "response_bytes": exchange.received,
+                }
                 if isinstance(body, Broken):
                     return Attempt(failure=body.kind, detail=body.detail, **sizes)
                 delay = self._retry_delay(response, retries, feed)

@@ -175,7 +175,7 @@ class AbortableAdapter(HTTPAdapter):
         _use_reporting_pools(self.poolmanager)
 
     def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> PoolManager:
-        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        manager: PoolManager = super().proxy_manager_for(proxy, **proxy_kwargs)
         _use_reporting_pools(manager)
         return manager
 

@@ -70,7 +70,8 @@ def require_user() -> None:
 
 
 def current_user() -> User:
-    return g.user
+    user: User = g.user  # set by require_user before any view that asks
+    return user
 
 
 class UserOut(BaseModel):

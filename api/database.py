@@ -21,7 +21,8 @@ def database() -> Database:
 def get_db() -> sqlite3.Connection:
     if "db" not in g:
         g.db = database().thread_connection()
-    return g.db
+    connection: sqlite3.Connection = g.db
+    return connection
 
 
 def close_db(_: BaseException | None = None) -> None:

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from flask import Response, g, jsonify, request, stream_with_context
-from werkzeug.wsgi import ClosingIterator
 
 from api.refusal import refusal_body, refuse_unless
 from api.services import services
@@ -46,6 +45,15 @@ def frame(event: Event) -> str:
     """One SSE frame. The leading comment line (ignored by clients) carries the publication
     time, so delivery delay can be measured without changing any payload."""
     return f": ts={event.at:.6f}\nid: {event.id}\nevent: {event.name}\ndata: {event.json}\n\n"
+
+
+def closing(frames: Iterator[str], on_close: Callable[[], object]) -> Iterator[str]:
+    """`frames`, then `on_close()` however the stream ends (the WSGI server closes the
+    iterator when the client goes, and closing this generator closes `frames` too)."""
+    try:
+        yield from frames
+    finally:
+        on_close()
 
 
 def wants_event_stream() -> bool:
@@ -177,7 +185,7 @@ class EventStreamBody:
         frames: Iterator[str] = stream_with_context(self.frames())
         if self.seat is not None:
             refuse_unless(self.seat.take())
-            frames = ClosingIterator(frames, self.seat.give_back)  # the WSGI server closes it at the end
+            frames = closing(frames, self.seat.give_back)  # the WSGI server closes it at the end
         return Response(frames, mimetype="text/event-stream", headers=SSE_HEADERS)
 
     async def respond(self, start: ASGIMessage, send: Send, receive: Receive) -> None:

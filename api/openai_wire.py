@@ -54,7 +54,8 @@ _ERROR_TYPES = {
 
 def openai_error(status: int, body: dict[str, Any]) -> dict[str, Any]:
     """Our `{"error": {"code", "message", "details"?}, ...extra}` in OpenAI's shape (extras kept)."""
-    ours = body.get("error") if isinstance(body.get("error"), dict) else {}
+    found = body.get("error")
+    ours: dict[str, Any] = found if isinstance(found, dict) else {}
     error: dict[str, Any] = {
         "message": str(ours.get("message") or "request failed"),
         "type": _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error"),

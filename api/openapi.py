@@ -326,7 +326,8 @@ def build_document(app: Flask) -> dict[str, Any]:
 def document_of(app: Flask) -> dict[str, Any]:
     if EXTENSION_KEY not in app.extensions:
         app.extensions[EXTENSION_KEY] = build_document(app)
-    return app.extensions[EXTENSION_KEY]
+    document: dict[str, Any] = app.extensions[EXTENSION_KEY]
+    return document
 
 
 @bp.get("/openapi.json")

@@ -77,7 +77,7 @@ class TurnRegistry:
         lease.token.cancel("stopped by the user")
         return lease.turn_id
 
-    def finish(self, lease: TurnLease, publish_end: Callable[[], None], outcome: TurnOutcome) -> None:
+    def finish(self, lease: TurnLease, publish_end: Callable[[], object], outcome: TurnOutcome) -> None:
         """Publish the turn's terminal event and release the session, atomically for `claim`."""
         try:
             with self._lock:

@@ -214,7 +214,10 @@ class OpenWebUI:
 
     def message(self, chat_id: str, message_id: str) -> dict[str, Any] | None:
         chat = requests.get(f"{self.base}/api/v1/chats/{chat_id}", headers=self.headers, timeout=30).json()
-        return ((chat.get("chat") or {}).get("history") or {}).get("messages", {}).get(message_id)
+        found: dict[str, Any] | None = (
+            ((chat.get("chat") or {}).get("history") or {}).get("messages", {}).get(message_id)
+        )
+        return found
 
 
 def run_checks(owui: OpenWebUI, ours: Any, check: Check) -> None:

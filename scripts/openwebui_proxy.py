@@ -58,6 +58,7 @@ def make_handler(upstream: str, recorder: Recorder) -> type[BaseHTTPRequestHandl
             except ValueError:
                 parsed = body.decode("utf-8", "replace")
             recorder.write({"method": self.command, "path": self.path, "headers": redacted(headers), "body": parsed})
+            assert target.hostname is not None  # checked when the proxy was started
             upstream_conn = http.client.HTTPConnection(target.hostname, target.port, timeout=300)
             try:
                 upstream_conn.request(self.command, self.path, body=body or None, headers=headers)

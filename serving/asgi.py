@@ -33,8 +33,11 @@ def outside_flask(receive: Receive) -> Receive:
     free of any request's state.
     """
 
+    async def received() -> ASGIMessage:
+        return await receive()
+
     async def receive_outside_flask() -> ASGIMessage:
-        return await asyncio.get_running_loop().create_task(receive(), context=contextvars.Context())
+        return await asyncio.get_running_loop().create_task(received(), context=contextvars.Context())
 
     return receive_outside_flask
 

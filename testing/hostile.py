@@ -149,11 +149,13 @@ class ServerUnderTest:
 
 
 @contextmanager
-def running_server(tmp: Path, extra_env: Mapping[str, str] = (), timeout_s: float = 30) -> Iterator[ServerUnderTest]:
+def running_server(
+    tmp: Path, extra_env: Mapping[str, str] | None = None, timeout_s: float = 30
+) -> Iterator[ServerUnderTest]:
     """`python app.py` on a free loopback port, its files in `tmp`; stopped on exit."""
     tmp.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    env = server_env(tmp, port, dict(extra_env))
+    env = server_env(tmp, port, dict(extra_env or {}))
     log = (tmp / "server.log").open("w")
     process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -161,7 +161,9 @@ def apply_answer(
     return UiAnswerOutput(widget=widget.widget, target_field=field, value=value, input_method=input_method)
 
 
-def _tool(name: str, description: str, model: type[_Ask], handler: Any, usage: str, example: str, parse: Any) -> Tool:
+def _tool(
+    name: str, description: str, model: type[_Ask], handler: Any, usage: str, example: str, parse: Any
+) -> Tool[Any, Any]:
     return Tool(
         name=name,
         description=description,

@@ -27,6 +27,7 @@ import ipaddress
 import socket
 import threading
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import certifi
@@ -101,8 +102,8 @@ def address_problem(ip: IPAddress, *, allow_private: bool = False) -> str | None
         embedded = _embedded_ipv4(ip)
         if embedded is not None:
             form, inner = embedded
-            problem = address_problem(inner, allow_private=allow_private)
-            return None if problem is None else f"the {form} form of {problem}"
+            inner_problem = address_problem(inner, allow_private=allow_private)
+            return None if inner_problem is None else f"the {form} form of {inner_problem}"
     for flag, phrase in (
         ("is_unspecified", "the unspecified address"),
         ("is_multicast", "a multicast address"),
@@ -131,7 +132,7 @@ def _deny(message: str) -> ToolFailure:
 
 def resolve(host: str, port: int, ctx: ToolContext) -> list[IPAddress]:
     """All addresses `host` resolves to, bounded by the deadline (getaddrinfo has no timeout)."""
-    outcome: dict[str, object] = {}
+    outcome: dict[str, Any] = {}
 
     def lookup() -> None:
         try:
@@ -147,7 +148,7 @@ def resolve(host: str, port: int, ctx: ToolContext) -> list[IPAddress]:
     if "error" in outcome or not outcome.get("infos"):
         raise ToolFailure(ErrorCode.NOT_FOUND, f"the host {host} could not be resolved; check the URL.")
     addresses: list[IPAddress] = []
-    for info in outcome["infos"]:  # type: ignore[union-attr]
+    for info in outcome["infos"]:
         address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
         if address not in addresses:
             addresses.append(address)

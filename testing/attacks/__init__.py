@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -33,10 +34,10 @@ class Target:
     def headers(self, token: str | None = None) -> dict[str, str]:
         return ServerUnderTest.auth(token or self.attacker)
 
-    def post(self, path: str, token: str | None = None, timeout: float = 120, **kwargs: object) -> requests.Response:
+    def post(self, path: str, token: str | None = None, timeout: float = 120, **kwargs: Any) -> requests.Response:
         return requests.post(f"{self.server.base}{path}", headers=self.headers(token), timeout=timeout, **kwargs)
 
-    def get(self, path: str, token: str | None = None, timeout: float = 120, **kwargs: object) -> requests.Response:
+    def get(self, path: str, token: str | None = None, timeout: float = 120, **kwargs: Any) -> requests.Response:
         return requests.get(f"{self.server.base}{path}", headers=self.headers(token), timeout=timeout, **kwargs)
 
 
@@ -58,7 +59,7 @@ class Attack:
 
 
 @contextmanager
-def hostile_target(tmp: Path, extra_env: Mapping[str, str] = ()) -> Iterator[Target]:
+def hostile_target(tmp: Path, extra_env: Mapping[str, str] | None = None) -> Iterator[Target]:
     """A real server (fake OpenAI-compatible model, private fetches allowed so `/open_url` can
     reach the fake web server) with two ordinary users."""
     with FakeLLMServer(default_reply="plain answer") as llm, FakeWebServer() as web:
@@ -70,7 +71,7 @@ def hostile_target(tmp: Path, extra_env: Mapping[str, str] = ()) -> Iterator[Tar
             "LLM_MODEL": "m",
             "ALLOW_PRIVATE_FETCH": "1",
             "RATE_LIMITS": "turns=off,sessions=off",
-            **dict(extra_env),
+            **dict(extra_env or {}),
         }
         with running_server(tmp, env) as server:
             yield Target(server, llm, web, server.create_user("mallory"), server.create_user("bob"))

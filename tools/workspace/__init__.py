@@ -8,11 +8,13 @@ descriptor-relative I/O and holds the caps, `globs.py` matches file globs,
 
 from __future__ import annotations
 
+from typing import Any
+
 from tools.base import Tool
 from tools.workspace.file_tools import EDIT_FILE_TOOL, READ_FILE_TOOL, WRITE_FILE_TOOL
 from tools.workspace.find_tools import LIST_FILES_TOOL, SEARCH_FILES_TOOL
 
-WORKSPACE_TOOLS: tuple[Tool, ...] = (
+WORKSPACE_TOOLS: tuple[Tool[Any, Any], ...] = (
     READ_FILE_TOOL,
     WRITE_FILE_TOOL,
     EDIT_FILE_TOOL,

@@ -51,7 +51,9 @@ def _malformed(message: str) -> ToolFailure:
 def parse_blocks(body: str) -> list[EditBlock]:
     """Split an edit body into blocks; raise VALIDATION_FAILED naming the line on any error."""
     blocks: list[EditBlock] = []
-    state, search, replace = "out", [], []
+    state = "out"
+    search: list[str] = []
+    replace: list[str] = []
     lines = body.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip()

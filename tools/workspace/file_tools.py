@@ -111,7 +111,8 @@ def read_file(data: ReadFileInput, ctx: ToolContext) -> ReadFileOutput:
         raise ToolFailure(
             ErrorCode.VALIDATION_FAILED, f"end_line {data.end_line} is before start_line {start}; give start-end."
         )
-    shown, chars = [], 0
+    shown: list[str] = []
+    chars = 0
     for line in lines[start - 1 : last]:
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS] + " [line cut]"
