@@ -16,6 +16,7 @@ import logging
 import os
 import secrets
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
@@ -23,6 +24,7 @@ from typing import NoReturn
 
 import click
 from flask import Flask
+from flask.json.provider import DefaultJSONProvider
 
 import admin_cli
 from api import (
@@ -89,7 +91,7 @@ def build_chains(settings: Settings) -> tuple[FallbackChain, FallbackChain]:
     return chat_chain, build_chain(vision_config, breaker=settings.breaker_policy())
 
 
-def image_loader(data_dir: str):  # type: ignore[no-untyped-def]
+def image_loader(data_dir: str) -> Callable[[Message], tuple[str, ...]]:
     """Reads a user message's stored images back as data URLs for a vision provider."""
 
     def load(message: Message) -> tuple[str, ...]:
@@ -163,7 +165,8 @@ def create_app(settings: Settings | None = None) -> Flask:
         PERMANENT_SESSION_LIFETIME=timedelta(days=30),
     )
     bodies.install(app)  # every body read within size, depth and Unicode limits (api/bodies.py)
-    app.json.sort_keys = False  # type: ignore[attr-defined]
+    assert isinstance(app.json, DefaultJSONProvider)  # bodies.install set the bounded one
+    app.json.sort_keys = False
     database = Database(settings.database_path)
     database.migrate()
     ensure_admin(database, settings.auth_token_file)

@@ -125,13 +125,13 @@ class _ReportsSocket:
     _provider_call: CallHandle | None = None
 
     def connect(self) -> None:
-        super().connect()  # type: ignore[misc]
+        super().connect()  # type: ignore[misc]  # a mixin: the concrete class's base (urllib3's connection) has it
         self._report()
 
     def request(self, *args: Any, **kwargs: Any) -> None:
         if self.sock is not None:
             self._report()
-        super().request(*args, **kwargs)  # type: ignore[misc]
+        super().request(*args, **kwargs)  # type: ignore[misc]  # a mixin, as in connect()
 
     def _report(self) -> None:
         handle = _CURRENT_CALL.get()

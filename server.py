@@ -21,6 +21,7 @@ import gc
 import logging
 import resource
 import signal
+from collections.abc import Callable
 from types import FrameType
 
 import uvicorn
@@ -90,7 +91,7 @@ def close_services(app: Flask) -> None:
     services_of(app).close()
 
 
-def _noting(stops: list[int]):  # type: ignore[no-untyped-def]
+def _noting(stops: list[int]) -> Callable[[int, FrameType | None], None]:
     """A signal handler that only records the signal (uvicorn calls it after its own shutdown)."""
 
     def note(signum: int, _: FrameType | None) -> None:

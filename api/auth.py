@@ -19,6 +19,7 @@ reverse proxy), can lock a valid token out; a user can only exhaust their own lo
 from __future__ import annotations
 
 from flask import Blueprint, current_app, g, jsonify, request, session
+from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.bodies import json_body
@@ -92,7 +93,7 @@ class LoginRequest(BaseModel):
 
 
 @bp.post("/api/login")
-def login():  # type: ignore[no-untyped-def]
+def login() -> ResponseReturnValue:
     """Trade an API token for a session cookie (the web UI keeps no token in JS storage)."""
     data = json_body(LoginRequest)
     limiter = services().rate_limiter
@@ -112,7 +113,7 @@ def login():  # type: ignore[no-untyped-def]
 
 
 @bp.post("/api/logout")
-def logout():  # type: ignore[no-untyped-def]
+def logout() -> ResponseReturnValue:
     """End the server-side session (a copy of the cookie is worthless afterwards)."""
     if SESSION_KEY in session:
         close_web_session(get_db(), str(session[SESSION_KEY]))
@@ -121,6 +122,6 @@ def logout():  # type: ignore[no-untyped-def]
 
 
 @bp.get("/api/me")
-def me():  # type: ignore[no-untyped-def]
+def me() -> ResponseReturnValue:
     require_user()
     return jsonify(user_out(current_user()))

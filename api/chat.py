@@ -6,6 +6,7 @@ import sqlite3
 from typing import Any
 
 from flask import Blueprint, request
+from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.auth import current_user, require_user
@@ -93,7 +94,7 @@ def retried_message(
 
 
 @bp.post("/chat")
-def chat():  # type: ignore[no-untyped-def]
+def chat() -> ResponseReturnValue:
     chat_request, blobs = parse_chat_request()
     services = app_services().turns
     conn = get_db()

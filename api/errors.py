@@ -6,6 +6,7 @@ import sqlite3
 from typing import Any
 
 from flask import Flask, jsonify
+from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
@@ -57,18 +58,18 @@ _HTTP_CODES = {
 
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ApiError)
-    def handle_api_error(error: ApiError):  # type: ignore[no-untyped-def]
+    def handle_api_error(error: ApiError) -> ResponseReturnValue:
         return jsonify(error.to_dict()), error.status_code
 
     @app.errorhandler(HTTPException)
-    def handle_http_exception(error: HTTPException):  # type: ignore[no-untyped-def]
+    def handle_http_exception(error: HTTPException) -> ResponseReturnValue:
         status = error.code or 500
         code = _HTTP_CODES.get(status, "http_error")
         headers = [(name, value) for name, value in error.get_headers() if name.lower() != "content-type"]
         return jsonify({"error": {"code": code, "message": error.description or code}}), status, headers
 
     @app.errorhandler(sqlite3.OperationalError)
-    def handle_storage_fault(error: sqlite3.OperationalError):  # type: ignore[no-untyped-def]
+    def handle_storage_fault(error: sqlite3.OperationalError) -> ResponseReturnValue:
         """A write refused by the database (read-only, full, locked) outside a turn: 503, as in a turn."""
         if not storage_fault(error):
             return handle_unexpected(error)
@@ -77,6 +78,6 @@ def register_error_handlers(app: Flask) -> None:
         return jsonify({"error": {"code": "storage_unavailable", "message": message}}), 503
 
     @app.errorhandler(Exception)
-    def handle_unexpected(error: Exception):  # type: ignore[no-untyped-def]
+    def handle_unexpected(error: Exception) -> ResponseReturnValue:
         app.logger.exception("unhandled error")
         return jsonify({"error": {"code": "internal_error", "message": "internal server error"}}), 500

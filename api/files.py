@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flask import Blueprint, send_file
+from flask.typing import ResponseReturnValue
 
 from api.auth import current_user, require_user
 from api.errors import not_found
@@ -22,7 +23,7 @@ BROWSER_CACHE_S = 3600
 
 
 @bp.get("/files/<folder>/<int:owner>/<name>")
-def serve(folder: str, owner: int, name: str):  # type: ignore[no-untyped-def]
+def serve(folder: str, owner: int, name: str) -> ResponseReturnValue:
     if folder not in SERVED_FOLDERS or owner != current_user().id:
         raise not_found("file")
     root = (Path(services().settings.data_dir) / folder / str(owner)).resolve()

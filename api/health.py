@@ -14,6 +14,7 @@ import time
 from typing import Any, Literal
 
 from flask import Blueprint, jsonify
+from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, Field
 
 from api.database import database as app_database
@@ -121,7 +122,7 @@ def judge_state() -> dict[str, Any]:
 
 
 @bp.get("/health")
-def health():  # type: ignore[no-untyped-def]
+def health() -> ResponseReturnValue:
     database = probe_database(app_database()).to_dict()
     provider = services().provider_probe.report()
     judge = judge_state()

@@ -12,6 +12,7 @@ import sqlite3
 from typing import Any, Literal
 
 from flask import Blueprint, jsonify
+from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from activities.generate import GenerationJob
@@ -109,7 +110,7 @@ def checked_size(files: dict[str, str]) -> dict[str, str]:
 
 
 @bp.post("/run")
-def run():  # type: ignore[no-untyped-def]
+def run() -> ResponseReturnValue:
     body: RunBody = json_body(RunBody)
     judge = ready_judge()
     try:
@@ -120,7 +121,7 @@ def run():  # type: ignore[no-untyped-def]
 
 
 @bp.post("/submit")
-def submit():  # type: ignore[no-untyped-def]
+def submit() -> ResponseReturnValue:
     body: SubmitBody = json_body(SubmitBody)
     conn, user = get_db(), current_user()
     problem = get_problem(conn, user.id, body.problem_id)
@@ -142,7 +143,7 @@ def submit():  # type: ignore[no-untyped-def]
 
 
 @bp.post("/activities/generate")
-def generate():  # type: ignore[no-untyped-def]
+def generate() -> ResponseReturnValue:
     body: GenerateBody = json_body(GenerateBody)
     conn, user = get_db(), current_user()
     judge = ready_judge()
@@ -179,12 +180,12 @@ def generate():  # type: ignore[no-untyped-def]
 
 
 @bp.get("/activities")
-def activities():  # type: ignore[no-untyped-def]
+def activities() -> ResponseReturnValue:
     return jsonify(ActivityList(activities=list_activities(get_db(), current_user().id)).model_dump(mode="json"))
 
 
 @bp.get("/activities/<activity_id>")
-def activity(activity_id: str):  # type: ignore[no-untyped-def]
+def activity(activity_id: str) -> ResponseReturnValue:
     conn, user = get_db(), current_user()
     found = get_activity(conn, user.id, activity_id)
     if found is None:
@@ -194,7 +195,7 @@ def activity(activity_id: str):  # type: ignore[no-untyped-def]
 
 
 @bp.get("/problems/<problem_id>")
-def problem(problem_id: str):  # type: ignore[no-untyped-def]
+def problem(problem_id: str) -> ResponseReturnValue:
     found = get_problem(get_db(), current_user().id, problem_id)
     if found is None:
         raise not_found("problem")

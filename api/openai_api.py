@@ -47,6 +47,7 @@ import time
 from typing import Annotated, Any, Literal
 
 from flask import Blueprint, Response, jsonify, request
+from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.auth import current_user, require_user
@@ -161,12 +162,12 @@ def models_list() -> dict[str, Any]:
 
 
 @bp.get("/models")
-def models():  # type: ignore[no-untyped-def]
+def models() -> ResponseReturnValue:
     return jsonify(models_list())
 
 
 @bp.get("/models/<path:model>")
-def model(model: str):  # type: ignore[no-untyped-def]
+def model(model: str) -> ResponseReturnValue:
     if model != MODEL_ID:
         raise ApiError(404, "model_not_found", f"the only model is {MODEL_ID!r}")
     return jsonify(models_list()["data"][0])
@@ -295,7 +296,7 @@ def invalid_answer(
 
 
 @bp.post("/chat/completions")
-def chat_completions():  # type: ignore[no-untyped-def]
+def chat_completions() -> ResponseReturnValue:
     chat = parse_request()
     index, text = turn_message(chat)
     blobs = turn_images(chat.messages[index])

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from flask import Blueprint, jsonify
+from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints
 
 from api.auth import current_user, require_user
@@ -53,12 +54,12 @@ def public(fields: dict[str, ProfileField]) -> dict[str, Any]:
 
 
 @bp.get("/profile")
-def show():  # type: ignore[no-untyped-def]
+def show() -> ResponseReturnValue:
     return jsonify(public(get_profile(get_db(), current_user().id)))
 
 
 @bp.patch("/profile")
-def update():  # type: ignore[no-untyped-def]
+def update() -> ResponseReturnValue:
     patch = json_body(ProfilePatch, hint=': {"fields": {"name": value}}')
     conn, user_id = get_db(), current_user().id
     values = {name: value for name, value in patch.fields.items() if value is not None}

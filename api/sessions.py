@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from flask import Blueprint, jsonify, request
+from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from api.auth import current_user, require_user
@@ -108,25 +109,25 @@ def session_for(session_id: str | None, name: str) -> ChatSession:
 
 
 @bp.get("/sessions")
-def index():  # type: ignore[no-untyped-def]
+def index() -> ResponseReturnValue:
     sessions = list_sessions(get_db(), current_user().id)
     return jsonify(SessionList(sessions=sessions).model_dump(mode="json"))
 
 
 @bp.post("/sessions")
-def create():  # type: ignore[no-untyped-def]
+def create() -> ResponseReturnValue:
     body: SessionCreate = json_body(SessionCreate, optional=True)
     return jsonify(new_session(body.name).model_dump(mode="json")), 201
 
 
 @bp.get("/sessions/<session_id>")
-def show(session_id: str):  # type: ignore[no-untyped-def]
+def show(session_id: str) -> ResponseReturnValue:
     detail = SessionDetail(**owned_session(session_id).model_dump(), active_turn=active_turn(session_id))
     return jsonify(detail.model_dump(mode="json"))
 
 
 @bp.post("/sessions/<session_id>/cancel")
-def cancel(session_id: str):  # type: ignore[no-untyped-def]
+def cancel(session_id: str) -> ResponseReturnValue:
     """Stop the running turn (SPEC 7a.5); the turn itself ends with `done` + `stopped: true`."""
     owned_session(session_id)
     body: CancelBody = json_body(CancelBody, optional=True)
@@ -142,7 +143,7 @@ def cancel(session_id: str):  # type: ignore[no-untyped-def]
 
 
 @bp.patch("/sessions/<session_id>")
-def rename(session_id: str):  # type: ignore[no-untyped-def]
+def rename(session_id: str) -> ResponseReturnValue:
     owned_session(session_id)
     body: SessionRename = json_body(SessionRename)
     session = rename_session(get_db(), current_user().id, session_id, body.name)
@@ -151,7 +152,7 @@ def rename(session_id: str):  # type: ignore[no-untyped-def]
 
 
 @bp.delete("/sessions/<session_id>")
-def delete(session_id: str):  # type: ignore[no-untyped-def]
+def delete(session_id: str) -> ResponseReturnValue:
     if not delete_session(get_db(), current_user().id, session_id):
         raise not_found("session")
     return "", 204
@@ -171,7 +172,7 @@ def int_arg(name: str, default: int | None, low: int, high: int) -> int | None:
 
 
 @bp.get("/sessions/<session_id>/messages")
-def messages(session_id: str):  # type: ignore[no-untyped-def]
+def messages(session_id: str) -> ResponseReturnValue:
     owned_session(session_id)
     limit = int_arg("limit", DEFAULT_PAGE, 1, MAX_PAGE) or DEFAULT_PAGE
     before = int_arg("before", None, 1, 2**62)

@@ -12,6 +12,7 @@ unknown route).
 from __future__ import annotations
 
 from flask import Blueprint, request
+from flask.typing import ResponseReturnValue
 
 from api.auth import require_user
 from api.errors import not_found
@@ -44,7 +45,7 @@ def follow_plan(live: Live, session_id: str, turn_id: str | None, after: int | N
 
 
 @bp.get("/sessions/<session_id>/generate/stream")
-def progress(session_id: str):  # type: ignore[no-untyped-def]
+def progress(session_id: str) -> ResponseReturnValue:
     owned_session(session_id)
     live = services().live
     turn_id = request.args.get("turn_id") or None
@@ -53,7 +54,7 @@ def progress(session_id: str):  # type: ignore[no-untyped-def]
 
 
 @bp.get("/sessions/<session_id>/trace")
-def trace(session_id: str):  # type: ignore[no-untyped-def]
+def trace(session_id: str) -> ResponseReturnValue:
     if not services().settings.trace_enabled:
         raise not_found("route")
     owned_session(session_id)

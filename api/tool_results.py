@@ -22,6 +22,7 @@ import sqlite3
 from typing import Annotated, Any, Literal
 
 from flask import Blueprint, Response
+from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from api.auth import current_user, require_user
@@ -100,7 +101,7 @@ def stored_answer(call: Message, result: ToolResult) -> tuple[str, ToolMeta]:
 
 
 @bp.post("/api/ai/tool-result")
-def tool_result():  # type: ignore[no-untyped-def]
+def tool_result() -> ResponseReturnValue:
     body = parse_body()
     user = current_user()
     call, widget = pending_call(body, user.id)

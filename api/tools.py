@@ -8,6 +8,7 @@ an HTTP error whose status follows the tool's error code.
 from __future__ import annotations
 
 from flask import Blueprint, jsonify
+from flask.typing import ResponseReturnValue
 
 from api.auth import current_user, require_user
 from api.bodies import json_object
@@ -41,12 +42,12 @@ def turn_services() -> TurnServices:
 
 
 @bp.get("/tools")
-def index():  # type: ignore[no-untyped-def]
+def index() -> ResponseReturnValue:
     return jsonify({"tools": turn_services().registry.function_schemas()})
 
 
 @bp.post("/tools/<name>")
-def call(name: str):  # type: ignore[no-untyped-def]
+def call(name: str) -> ResponseReturnValue:
     tool = turn_services().registry.get(name)
     if tool is None:
         raise ApiError(404, "not_found", f"tool {name!r} not found; GET /tools lists them")

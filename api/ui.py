@@ -9,6 +9,7 @@ no inline scripts, no inline event handlers, no `javascript:` URLs, no CDN.
 from __future__ import annotations
 
 from flask import Blueprint, current_app, send_from_directory
+from flask.typing import ResponseReturnValue
 
 bp = Blueprint("ui", __name__)
 
@@ -25,7 +26,7 @@ PAGE_HEADERS = {
 
 
 @bp.get("/")
-def index():  # type: ignore[no-untyped-def]
+def index() -> ResponseReturnValue:
     response = send_from_directory(current_app.static_folder or "static", "index.html", max_age=0)
     response.headers.update(PAGE_HEADERS)
     return response

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -52,7 +53,7 @@ TESTS = [
 ]
 
 
-def throughput(call, clients: int, total: int) -> float:  # type: ignore[no-untyped-def]
+def throughput(call: Callable[[], object], clients: int, total: int) -> float:
     start = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(lambda _: call(), range(total)))

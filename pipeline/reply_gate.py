@@ -91,7 +91,9 @@ class ReplyGate:
 
     def _decide(self) -> bool:
         text = "".join(self._pieces)
-        lead = _LEADING_BLANK.match(text).group()  # type: ignore[union-attr]  # always matches
+        leading = _LEADING_BLANK.match(text)
+        assert leading is not None  # the pattern also matches the empty string
+        lead = leading.group()
         rest = text[len(lead) :]
         if not rest:
             return True  # only whitespace so far

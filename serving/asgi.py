@@ -45,11 +45,12 @@ def outside_flask(receive: Receive) -> Receive:
 class OrchestratorApp:
     def __init__(self, flask_app: Flask, *, threads: int) -> None:
         self.flask_app = flask_app
+        # a2wsgi types its app, scope and messages as its own narrower protocols and TypedDicts; ours are plain dicts
         self.wsgi = WSGIMiddleware(flask_app, workers=threads)  # type: ignore[arg-type]
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.wsgi(scope, receive, send)  # type: ignore[arg-type]  # lifespan, websocket refusal
+            await self.wsgi(scope, receive, send)  # type: ignore[arg-type]  # lifespan, websocket refusal (a2wsgi types, above)
             return
         slot = HandoffSlot()
         start: ASGIMessage | None = None
@@ -61,6 +62,6 @@ class OrchestratorApp:
             elif message["type"] == "http.response.start":
                 start = message  # the placeholder's status and headers (cookies included)
 
-        await self.wsgi({**scope, HANDOFF_KEY: slot}, outside_flask(receive), forward)  # type: ignore[arg-type]
+        await self.wsgi({**scope, HANDOFF_KEY: slot}, outside_flask(receive), forward)  # type: ignore[arg-type]  # a2wsgi types
         if slot.body is not None and start is not None:
             await slot.body.respond(start, send, receive)

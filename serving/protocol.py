@@ -39,7 +39,7 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
     _field_bytes = 0
     _refused = False  # a 431 was sent: nothing more on this connection is parsed or served
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn declares BaseTransport; TCP gives a Transport
         super().connection_made(transport)
         self._arm()
 
