@@ -46,5 +46,11 @@ fi
 # With JUDGE_REQUIRED=1 (CI) a machine that cannot run Docker fails here, not by skipping.
 scripts/judge_images.sh
 
+# Static checks (ruff.toml, mypy.ini): style, lint and types fail the build like a failing test.
+log "static checks: ruff check, ruff format --check, mypy"
+.venv/bin/ruff check --quiet .
+.venv/bin/ruff format --check --quiet .
+.venv/bin/mypy --no-error-summary
+
 mkdir -p test-artifacts
 exec .venv/bin/python -m pytest -p no:cacheprovider --junitxml=test-artifacts/junit.xml "$@"
