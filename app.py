@@ -60,6 +60,7 @@ from events.ids import IdClock
 from events.turns import TurnRegistry
 from judge.reaper import reap
 from judge.service import Judge
+from learner.importer import TaskFileError, import_task_file
 from pipeline.prompt import build_system_prompt, load_persona
 from pipeline.turn import TurnServices
 from providers import FallbackChain, ProviderError, build_chain
@@ -70,7 +71,6 @@ from storage.file_modes import owner_only_from_now, restrict, server_paths
 from storage.messages import Message
 from storage.uploads import StoredImage, load_data_url
 from storage.users import DuplicateUserError, count_users, create_user
-from tasks.importer import TaskFileError, import_task_file
 from tools.catalog import build_registry
 
 MAX_REQUEST_BYTES = 48 * 1024 * 1024

@@ -19,10 +19,16 @@ from api.auth import current_user, require_user
 from api.bodies import json_body
 from api.database import get_db
 from api.errors import ApiError, not_found
-from storage.tasks import HelpRequestRow, get_task_by_pk, list_help_requests, pending_reviews, resolve_help_request
+from learner.review import ReviewRefused, review_attempt
+from learner.roles import is_staff
+from storage.learner_tasks import (
+    HelpRequestRow,
+    get_task_by_pk,
+    list_help_requests,
+    pending_reviews,
+    resolve_help_request,
+)
 from storage.users import get_user
-from tasks.review import ReviewRefused, review_attempt
-from tasks.roles import is_staff
 
 MAX_ROW_ID = 2**63 - 1  # SQLite's largest INTEGER: a larger id in the URL is a 404, not an OverflowError (500)
 

@@ -19,13 +19,13 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from learner.importer import import_project
+from learner.spec import ProjectFile
 from storage.users import create_user
-from tasks.importer import import_project
-from tasks.spec import ProjectFile
 from tests.store_support import TwoUserStore
 from tools.base import Tool, ToolContext, ToolResult
+from tools.learner import TASK_TOOLS
 from tools.runner import run_tool
-from tools.tasks import TASK_TOOLS
 
 TOOLS: dict[str, Tool[Any, Any]] = {tool.name: tool for tool in TASK_TOOLS}
 

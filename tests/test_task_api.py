@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from api.services import services_of
+from learner.importer import import_project
+from learner.spec import ProjectFile
 from storage.users import create_user
-from tasks.importer import import_project
-from tasks.spec import ProjectFile
 from tests.conftest import new_token
 from tests.task_support import PROJECT
-from tools.tasks import TASK_TOOLS
+from tools.learner import TASK_TOOLS
 
 
 @pytest.fixture

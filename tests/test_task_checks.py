@@ -11,9 +11,9 @@ import pytest
 
 from bounded.pool import WorkerPool
 from judge.models import TestResult, Verdict
-from tasks.checks import JudgeUnavailable, check_sql, check_text, run_checks, run_select
-from tasks.importer import read_task_file
-from tasks.spec import SqlResultCriterion, TextMatchCriterion
+from learner.checks import JudgeUnavailable, check_sql, check_text, run_checks, run_select
+from learner.importer import read_task_file
+from learner.spec import SqlResultCriterion, TextMatchCriterion
 from testing.attacks.sql import GROWING_CTE, SLOW_CALL, TASK_BIG_BLOBS
 from tests.judge_support import require_judge
 from tests.task_support import SQL_ANSWER, SQL_SETUP, SUM_PROGRAM, Classroom
@@ -233,7 +233,7 @@ PROGRAMS = {
 
 
 def test_example_text_and_sql_answers_pass_in_process():
-    from tasks.checks import outcome, run_checks
+    from learner.checks import outcome, run_checks
 
     tasks = {task.id: task for task in read_task_file(EXAMPLE).tasks}
     for task_id, answer in TEXT_AND_SQL_ANSWERS.items():
@@ -248,7 +248,7 @@ def test_example_text_and_sql_answers_pass_in_process():
 @pytest.mark.docker
 def test_example_programs_pass_in_the_real_judge():
     from judge.service import Judge
-    from tasks.checks import outcome, run_checks
+    from learner.checks import outcome, run_checks
 
     judge = Judge.from_env()
     require_judge(*judge.available())

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from learner import importer
+from learner.importer import TaskFileError, import_task_file, read_task_file
 from storage.db import Database
-from tasks import importer
-from tasks.importer import TaskFileError, import_task_file, read_task_file
 from tests.task_support import PROJECT, Classroom, project
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from learner.progress import Moved, Refused, move
 from storage.db import transaction
-from storage.tasks import find_tasks, list_events
-from tasks.progress import Moved, Refused, move
+from storage.learner_tasks import find_tasks, list_events
 from tests.task_support import SQL_ANSWER, Classroom
 
 
@@ -139,8 +139,8 @@ def test_task_reference_errors(room, tool, task_id, code, hint):
 
 
 def test_an_id_shared_by_two_projects_must_be_qualified(room):
-    from tasks.importer import import_project
-    from tasks.spec import ProjectFile
+    from learner.importer import import_project
+    from learner.spec import ProjectFile
     from tests.task_support import project
 
     other = project()

@@ -5,12 +5,12 @@ from __future__ import annotations
 from tools.image_analyze import IMAGE_ANALYZE_TOOL
 from tools.imagine import IMAGINE_TOOL
 from tools.interactive import INTERACTIVE_TOOLS
+from tools.learner import TASK_TOOLS
 from tools.memory import MEMORY_SEARCH_TOOL, REMEMBER_TOOL
 from tools.memory_sql import MEMORY_SQL_TOOL
 from tools.open_url import OPEN_URL_TOOL
 from tools.registry import ToolRegistry
 from tools.run_code import RUN_CODE_TOOL
-from tools.tasks import TASK_TOOLS
 from tools.weather import WEATHER_TOOL
 from tools.web_search import WEB_SEARCH_TOOL
 from tools.workspace import WORKSPACE_TOOLS

@@ -19,9 +19,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from learner.spec import ProjectFile, TaskSpec, project_problems
 from storage.db import transaction
-from storage.tasks import get_project, project_tasks, retire_tasks, save_project, save_task
-from tasks.spec import ProjectFile, TaskSpec, project_problems
+from storage.learner_tasks import get_project, project_tasks, retire_tasks, save_project, save_task
 
 MAX_FILE_BYTES = 5 * 1024 * 1024
 

@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from storage.tasks import TaskRow, get_project, list_projects
-from tasks.progress import LearnerProject
+from learner.progress import LearnerProject
+from storage.learner_tasks import TaskRow, get_project, list_projects
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
-from tools.tasks.common import (
+from tools.learner.common import (
     PROJECT_PATTERN,
     RESULT_ROLE,
     AttemptView,

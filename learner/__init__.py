@@ -5,6 +5,6 @@ the per-learner state machine.
 dependencies, no cycles); `importer.py` reads YAML or JSON and writes a project in one
 transaction; `checks.py` grades an answer by criterion type; `progress.py` is the state
 machine (one transition table, one `move`) and the blocking / ordering rules; `review.py` is an
-instructor's verdict on a `manual` attempt; `roles.py` says who is course staff. Storage lives in `storage/tasks.py`; the nine
-tool units in `tools/tasks/`.
+instructor's verdict on a `manual` attempt; `roles.py` says who is course staff. Storage lives in `storage/learner_tasks.py`; the nine
+tool units in `tools/learner/`.
 """

@@ -11,14 +11,14 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
+from learner.progress import Refused, move
+from learner.roles import is_staff
 from storage.db import transaction
-from storage.tasks import add_comment as store_comment
-from storage.tasks import add_help_request, open_help_request, visible_comments
+from storage.learner_tasks import add_comment as store_comment
+from storage.learner_tasks import add_help_request, open_help_request, visible_comments
 from storage.users import get_user
-from tasks.progress import Refused, move
-from tasks.roles import is_staff
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolOutput
-from tools.tasks.common import RESULT_ROLE, TaskRefInput, TaskTextInput, resolve
+from tools.learner.common import RESULT_ROLE, TaskRefInput, TaskTextInput, resolve
 
 # comments ----------------------------------------------------------------------------------
 

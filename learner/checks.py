@@ -29,7 +29,7 @@ from judge.compare import compare_sql
 from judge.files import SubmissionError
 from judge.languages import LANGUAGES
 from judge.models import SqlCase
-from tasks.spec import CodeTestCriterion, Criterion, ManualCriterion, SqlResultCriterion, TextMatchCriterion
+from learner.spec import CodeTestCriterion, Criterion, ManualCriterion, SqlResultCriterion, TextMatchCriterion
 
 SQL_TIMEOUT_S = 1.0
 SQL_MAX_ROWS = 1000

@@ -10,19 +10,19 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from learner.checks import AnswerRejected, CheckResult, JudgeUnavailable, outcome, parse_criteria, run_checks
+from learner.progress import SUBMIT_ACTIONS, LearnerProject, Refused, can_submit, move, next_status
 from storage.db import transaction
-from storage.tasks import add_attempt, supersede_pending
-from tasks.checks import AnswerRejected, CheckResult, JudgeUnavailable, outcome, parse_criteria, run_checks
-from tasks.progress import SUBMIT_ACTIONS, LearnerProject, Refused, can_submit, move, next_status
+from storage.learner_tasks import add_attempt, supersede_pending
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolOutput
-from tools.tasks.common import RESULT_ROLE, TaskRefInput, TaskTextInput, block_message, resolve
-from tools.tasks.navigation import GetContextOutput, build_context
+from tools.learner.common import RESULT_ROLE, TaskRefInput, TaskTextInput, block_message, resolve
+from tools.learner.navigation import GetContextOutput, build_context
 
 MAX_ANSWER_CHARS = 100_000
 
 
 def _refused(task_id: str, status: str, verb: str) -> ToolFailure:
-    """INVALID_STATE for a start or submit that `tasks/progress.py` does not allow from `status`, with the call
+    """INVALID_STATE for a start or submit that `learner/progress.py` does not allow from `status`, with the call
     that helps. Which statuses refuse is decided there; only the advice is written here."""
     if status == "closed":
         return ToolFailure(

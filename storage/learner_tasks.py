@@ -4,7 +4,7 @@ Task templates (`tasks`) are shared; everything else is keyed by (learner, task)
 with no `task_progress` row for a task is `open` on it: rows are created lazily by the first
 status change. Every status change also writes a `task_events` row (the audit trail; a
 `go_back` keeps its reason there). The rules about which change is allowed live in
-`tasks/progress.py`; callers hold the transaction.
+`learner/progress.py`; callers hold the transaction.
 """
 
 from __future__ import annotations

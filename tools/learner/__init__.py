@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from tools.base import Tool
-from tools.tasks.feedback import ADD_COMMENT_TOOL, GET_COMMENTS_TOOL, GO_BACK_TOOL, REQUEST_HELP_TOOL
-from tools.tasks.navigation import GET_CONTEXT_TOOL, GET_READY_TOOL, SHOW_TASK_TOOL
-from tools.tasks.progress import START_TASK_TOOL, SUBMIT_TOOL
+from tools.learner.feedback import ADD_COMMENT_TOOL, GET_COMMENTS_TOOL, GO_BACK_TOOL, REQUEST_HELP_TOOL
+from tools.learner.navigation import GET_CONTEXT_TOOL, GET_READY_TOOL, SHOW_TASK_TOOL
+from tools.learner.progress import START_TASK_TOOL, SUBMIT_TOOL
 
 TASK_TOOLS: tuple[Tool[Any, Any], ...] = (
     GET_READY_TOOL,

@@ -1,7 +1,7 @@
 """An instructor's review of an attempt waiting for a `manual` check (SPEC section 10).
 
 Approving closes the learner's task and rejecting sends it back to in_progress, by the one
-transition table in `tasks/progress.py`; the review, the status change and the note (kept
+transition table in `learner/progress.py`; the review, the status change and the note (kept
 as a private comment for the learner) are written in one transaction or not at all.
 """
 
@@ -11,9 +11,9 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Literal
 
+from learner.progress import Moved, move
 from storage.db import transaction
-from storage.tasks import add_comment, get_attempt, record_review
-from tasks.progress import Moved, move
+from storage.learner_tasks import add_comment, get_attempt, record_review
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, model_validator
 
-from storage.tasks import TaskRow, find_tasks, get_project, list_attempts, list_events, visible_comments
-from tasks.checks import parse_criteria
-from tasks.progress import LearnerProject
-from tasks.spec import CodeTestCriterion, ManualCriterion, SqlResultCriterion, TextMatchCriterion
+from learner.checks import parse_criteria
+from learner.progress import LearnerProject
+from learner.spec import CodeTestCriterion, ManualCriterion, SqlResultCriterion, TextMatchCriterion
+from storage.learner_tasks import TaskRow, find_tasks, get_project, list_attempts, list_events, visible_comments
 from tools.base import ErrorCode, ToolContext, ToolFailure, ToolInput
 
 RESULT_ROLE = "task_tools"

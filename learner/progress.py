@@ -26,7 +26,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Literal
 
-from storage.tasks import TaskRow, project_tasks, set_status, statuses
+from storage.learner_tasks import TaskRow, project_tasks, set_status, statuses
 
 Status = Literal["open", "in_progress", "submitted", "closed"]
 Action = Literal["start", "submit_passed", "submit_failed", "submit_pending", "review_pass", "review_reject", "go_back"]
