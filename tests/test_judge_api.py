@@ -261,17 +261,15 @@ def test_stop_during_run_code_kills_the_container_and_ends_the_turn(judge_app, j
         assert time.monotonic() < deadline, "the tool never started"
         time.sleep(0.05)
     time.sleep(1.0)  # the program is sleeping inside its container
-    started = time.monotonic()
     assert jclient.post(f"/sessions/{session_id}/cancel", headers=jauth).status_code == 200
     thread.join(30)
-    stopped_after = time.monotonic() - started
+    assert not thread.is_alive(), "the turn did not end after the cancel"
     body = results[0]
     assert body["stopped"] is True
     tool = next(m for m in body["messages"] if m["role"] == "code_tools")
     assert tool["meta"]["ok"] is False and tool["meta"]["code"] == "CANCELLED"
-    # The run's own 5 s wall limit would end it about 4 s after the cancel; killing it at once
-    # ends the turn far sooner. (A behavioural bound with seconds of margin, not a speed target.)
-    assert stopped_after < 3.0
+    # That the container is killed at the cancel (not at the run's wall limit) is proved in
+    # tests/test_judge_service.py with a limit far beyond the test's wait.
     assert leftover_containers(services_of(judge_app).judge) == []
 
 

