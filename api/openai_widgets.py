@@ -26,16 +26,14 @@ from typing import Any
 from api.database import get_db
 from api.errors import ApiError
 from api.openai_wire import block_call_ids, pending_widget
-from api.tool_results import fail, stored_answer
-from api.turns import runner, turn_payload
-from cancellation import CancelToken
+from api.tool_results import continue_after_answer, fail
+from api.turns import runner
 from events.turns import TurnLease
-from pipeline.turn import EventSink, TurnServices, continue_turn
+from pipeline.turn import TurnServices
 from storage.db import transaction
 from storage.messages import Message, find_tool_call, mark_tool_call, recent_messages
-from tools.base import ErrorCode, ToolFailure, ToolResult
+from tools.base import ErrorCode, ToolFailure
 from tools.interactive import InputMethod, WidgetOutput, apply_answer, check_answer
-from tools.meta import ToolMeta
 
 ROLE = "ui_tools"
 
@@ -113,23 +111,4 @@ def start_answer(services: TurnServices, question: PendingQuestion, user_id: int
                 raise ApiError(409, "already_answered", "this question was already answered")
     except ToolFailure as failure:
         fail(conn, call, user_id, failure.code, failure.message, 422)
-    result = ToolResult(
-        tool=str(ToolMeta.of(call).tool), ok=True, output=output.model_dump(mode="json"), text=output.render()
-    )
-    content, summary = stored_answer(call, result)
-
-    def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
-        result = continue_turn(
-            services,
-            conn,
-            user_id=user_id,
-            session_id=call.session_id,
-            result_role=ROLE,
-            result_content=content,
-            result_meta=summary,
-            emit=emit,
-            cancel=cancel,
-        )
-        return turn_payload(result)
-
-    runner().start(lease, work)
+    runner().start(lease, continue_after_answer(services, call, user_id, output))

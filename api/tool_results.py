@@ -30,13 +30,13 @@ from api.bodies import json_object
 from api.database import get_db
 from api.errors import ApiError
 from api.services import services as app_services
-from api.turns import answer_turn, runner, turn_payload
+from api.turns import TurnWork, answer_turn, runner, turn_payload
 from cancellation import CancelToken
 from events.turns import TurnLease
-from pipeline.turn import EventSink, continue_turn
+from pipeline.turn import EventSink, TurnServices, continue_turn
 from storage.db import transaction
 from storage.messages import Message, find_tool_call, mark_tool_call
-from tools.base import ErrorCode, ToolFailure, ToolResult
+from tools.base import ErrorCode, ToolFailure, ToolOutput, ToolResult
 from tools.contract import stored_result
 from tools.interactive import MAX_ANSWER_CHARS, InputMethod, WidgetOutput, apply_answer, check_answer
 from tools.meta import UI_RESULT, ToolMeta, add_tool_message
@@ -149,9 +149,16 @@ def continue_with_answer(
             f"saving the answer failed ({type(error).__name__})",
             500,
         )
-    result = ToolResult(tool=str(meta.tool), ok=True, output=output.model_dump(mode="json"), text=output.render())
+    return answer_turn(lease, continue_after_answer(app_services().turns, call, user_id, output))
+
+
+def continue_after_answer(services: TurnServices, call: Message, user_id: int, output: ToolOutput) -> TurnWork:
+    """The rest of the turn once a widget's answer is applied (here or by the next message of
+    a /v1 client): store it as the `ui_tools` result, then the next provider pass."""
+    result = ToolResult(
+        tool=str(ToolMeta.of(call).tool), ok=True, output=output.model_dump(mode="json"), text=output.render()
+    )
     content, summary = stored_answer(call, result)
-    services = app_services().turns
 
     def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
         result = continue_turn(
@@ -167,7 +174,7 @@ def continue_with_answer(
         )
         return turn_payload(result)
 
-    return answer_turn(lease, work)
+    return work
 
 
 def fail(conn: sqlite3.Connection, call: Message, user_id: int, code: str, message: str, status: int) -> None:
