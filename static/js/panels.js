@@ -75,8 +75,10 @@ export function renderVerdict(result) {
   return box;
 }
 
+// No role of its own: every box a notice goes into (#run-result, a problem's verdict box,
+// #activity-status) is the live region that announces it, once (a nested alert was read twice).
 function notice(text, kind = "error") {
-  return el("p", { class: kind === "error" ? "notice notice-error" : "notice", role: kind === "error" ? "alert" : null, text });
+  return el("p", { class: kind === "error" ? "notice notice-error" : "notice", text });
 }
 
 export function initCodePanel() {
@@ -167,7 +169,9 @@ export async function listActivities() {
   let data;
   try {
     data = await api("GET", "/activities");
-  } catch {
+  } catch (error) {
+    // the panel still opens an activity by its id: the list's failure is only logged
+    console.error("Could not list your activities:", error);
     box.replaceChildren();
     return;
   }
