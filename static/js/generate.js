@@ -178,9 +178,17 @@ export function initGenerate(onReady) {
   const button = $("generate-button");
   const stop = $("generate-stop");
   let job = null;
-  stop.addEventListener("click", () => {
-    if (job) cancelTurn(job.session_id, job.turn_id).catch(() => null);
+  let view = null;
+  stop.addEventListener("click", async () => {
     stop.disabled = true;
+    if (!job) return;
+    try {
+      await cancelTurn(job.session_id, job.turn_id);
+    } catch (error) {
+      if (error.status === 409 || !job) return; // no_turn_in_progress: the job is ending by itself
+      stop.disabled = false;
+      view.status(`Could not stop the generation (${error.code}): ${error.message}`, "error");
+    }
   });
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -188,7 +196,7 @@ export function initGenerate(onReady) {
     const count = Number($("generate-count").value) || 1;
     const body = { topic: $("generate-topic").value.trim(), language: $("generate-language").value, count,
       difficulty: $("generate-difficulty").value };
-    const view = new GenerationView(count);
+    view = new GenerationView(count);
     view.status("Asking the server to generate…");
     button.disabled = true;
     try {
