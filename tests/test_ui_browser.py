@@ -27,8 +27,6 @@ pytestmark = [
 ]
 
 
-
-
 def test_page_is_served_with_a_strict_csp(server: dict[str, str]) -> None:
     response = requests.get(server["base"] + "/", timeout=5)
     csp = response.headers["Content-Security-Policy"]
@@ -100,9 +98,9 @@ def test_tool_turn_is_a_collapsible_block_and_its_output_stays_inert(ui: Any, ll
 def test_model_text_cannot_run_script(ui: Any, llm: FakeLLMServer) -> None:
     llm.queue(
         "Look: <script>window.__xss=1</script> [x](javascript:window.__xss=2) "
-        "<img src=x onerror=window.__xss=3> <a href=\"javascript:alert(4)\">y</a> "
-        "<svg onload=alert(5)></svg> <iframe src=\"javascript:alert(6)\"></iframe> "
-        "<p onclick=alert(7) style=\"position:fixed\">click</p> safe end"
+        '<img src=x onerror=window.__xss=3> <a href="javascript:alert(4)">y</a> '
+        '<svg onload=alert(5)></svg> <iframe src="javascript:alert(6)"></iframe> '
+        '<p onclick=alert(7) style="position:fixed">click</p> safe end'
     )
     send(ui, "show me html")
     bubble = ui.locator(".role-assistant .bubble")
@@ -147,7 +145,9 @@ def test_image_upload_and_generated_image_show_inline(ui: Any, llm: FakeLLMServe
     ui.locator(".role-assistant:has-text('red square')").wait_for()
     uploaded = ui.locator(".role-user .image-strip img[src^='/files/uploads/']")
     uploaded.wait_for()
-    ui.wait_for_function("() => [...document.querySelectorAll('.image-strip img')].every(i => i.complete && i.naturalWidth > 0)")
+    ui.wait_for_function(
+        "() => [...document.querySelectorAll('.image-strip img')].every(i => i.complete && i.naturalWidth > 0)"
+    )
     sent = llm.requests[-1]["messages"][-1]["content"]
     assert any(part.get("type") == "image_url" for part in sent), sent  # a vision turn
     assert ui.locator(".attachment").count() == 0

@@ -24,6 +24,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
 
+
 @pytest.fixture
 def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]:
     """The page's CSP allows `blob:` images but not `fetch(blob:)` (connect-src 'self'): this

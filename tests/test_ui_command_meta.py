@@ -16,7 +16,11 @@ from tools.contract import MAX_BODY_CHARS, MAX_COMMAND_CHARS, command_text
         ("", "x" * MAX_BODY_CHARS, {"args": "", "body": "x" * MAX_BODY_CHARS, "body_truncated": False}),
         ("", "y" * (MAX_BODY_CHARS + 1), {"args": "", "body": "y" * MAX_BODY_CHARS, "body_truncated": True}),
         ("a" * (MAX_COMMAND_CHARS + 5), "", {"args": "a" * MAX_COMMAND_CHARS}),
-        ("notes/\ud800.txt", "bad \udc00 half", {"args": "notes/\ufffd.txt", "body": "bad \ufffd half", "body_truncated": False}),
+        (
+            "notes/\ud800.txt",
+            "bad \udc00 half",
+            {"args": "notes/\ufffd.txt", "body": "bad \ufffd half", "body_truncated": False},
+        ),
     ],
 )
 def test_command_text_keeps_args_and_a_bounded_body(args: str, body: str, expected: dict[str, object]) -> None:

@@ -36,16 +36,22 @@ def wait_live(page: Any, text: str) -> None:
     the page at every frame: a piece may be on screen for less than Playwright's polling gap."""
     page.wait_for_function(
         "text => [...document.querySelectorAll('.live-answer .bubble')].some(b => b.textContent.includes(text))",
-        arg=text, polling="raf",
+        arg=text,
+        polling="raf",
     )
     assert page.locator(".role-assistant").count() == 0, "the stored answer came before the live one was seen"
 
 
 def test_answer_grows_piece_by_piece_before_done(ui: Any, llm: FakeLLMServer) -> None:
-    llm.queue(slow(
-        "Streaming **answer** starts.\n\n", "```python\nfor i in range(3):\n", "    print(i)\n",
-        "```\n\nMore text", " and the **end**.",
-    ))
+    llm.queue(
+        slow(
+            "Streaming **answer** starts.\n\n",
+            "```python\nfor i in range(3):\n",
+            "    print(i)\n",
+            "```\n\nMore text",
+            " and the **end**.",
+        )
+    )
     send(ui, "stream something")
     wait_live(ui, "Streaming answer starts.")
     assert ui.locator(f"{LIVE} strong").first.inner_text() == "answer"  # Markdown while it grows
@@ -69,7 +75,9 @@ def test_answer_grows_piece_by_piece_before_done(ui: Any, llm: FakeLLMServer) ->
 
 
 def test_first_paragraph_is_not_redrawn_while_the_answer_grows(ui: Any, llm: FakeLLMServer) -> None:
-    llm.queue(slow("First paragraph.\n\n", "Second", " paragraph", " grows", " here", " and", " there", " and", " ends."))
+    llm.queue(
+        slow("First paragraph.\n\n", "Second", " paragraph", " grows", " here", " and", " there", " and", " ends.")
+    )
     send(ui, "two paragraphs")
     wait_live(ui, "First paragraph.")
     ui.evaluate(f"document.querySelector('{LIVE} p').__kept = true")
@@ -186,11 +194,16 @@ def test_switching_chats_mid_turn_keeps_the_answer_in_its_own_chat(
 
 
 def test_raw_html_in_model_text_is_shown_as_text(ui: Any, llm: FakeLLMServer) -> None:
-    llm.queue(slow(
-        "Use a List<Str", "ing> here; note a<b an", "d b>c.\n\n", "**Bold** stays bold, <b>this</b> does not, ",
-        "and `x<y>` is code.\n\n<div>\nblock html\n</div>\n",
-        delay_s=0.2,
-    ))
+    llm.queue(
+        slow(
+            "Use a List<Str",
+            "ing> here; note a<b an",
+            "d b>c.\n\n",
+            "**Bold** stays bold, <b>this</b> does not, ",
+            "and `x<y>` is code.\n\n<div>\nblock html\n</div>\n",
+            delay_s=0.2,
+        )
+    )
     send(ui, "generics please")
     bubble = ui.locator(STORED)
     bubble.wait_for()
@@ -230,11 +243,20 @@ def test_retry_after_a_failure_leaves_one_copy_of_the_message(
 
 
 def test_script_in_streamed_model_text_never_runs(ui: Any, llm: FakeLLMServer) -> None:
-    llm.queue(slow(
-        "Careful: <img src=x onerr", "or=window.__xss=1> and <scr", "ipt>window.__xss=2</script> ",
-        "[link](javascript:window.__xss=3) ", "<svg onload=window.__xss=4></svg> ", "and ", "so ", "on, ", "done.",
-        delay_s=0.3,
-    ))
+    llm.queue(
+        slow(
+            "Careful: <img src=x onerr",
+            "or=window.__xss=1> and <scr",
+            "ipt>window.__xss=2</script> ",
+            "[link](javascript:window.__xss=3) ",
+            "<svg onload=window.__xss=4></svg> ",
+            "and ",
+            "so ",
+            "on, ",
+            "done.",
+            delay_s=0.3,
+        )
+    )
     send(ui, "try to break the page")
     wait_live(ui, "Careful:")
     wait_live(ui, "<script>")
@@ -334,7 +356,9 @@ def test_stop_before_any_text_stores_no_answer(ui: Any, llm: FakeLLMServer, serv
     assert roles == ["user"]
 
 
-def test_first_message_from_a_blank_screen_creates_its_chat(ui: Any, llm: FakeLLMServer, server: dict[str, str]) -> None:
+def test_first_message_from_a_blank_screen_creates_its_chat(
+    ui: Any, llm: FakeLLMServer, server: dict[str, str]
+) -> None:
     ui.locator(".session-item.active .session-delete").click()  # no chat open any more
     ui.locator(".session-item button.danger").click()
     ui.wait_for_function("() => localStorage.getItem('orchestrator.lastSession') === null")
@@ -355,8 +379,11 @@ def test_a_turn_started_in_another_tab_is_followed_not_doubled(
 ) -> None:
     session_id = open_session_id(ui)
     llm.queue(slow("Answer ", "to the ", "other ", "tab, ", "written ", "slowly.", delay_s=0.4))
-    other = threading.Thread(target=rest, args=(server, "POST", "/chat"),
-                             kwargs={"json": {"message": "from the other tab", "session_id": session_id}})
+    other = threading.Thread(
+        target=rest,
+        args=(server, "POST", "/chat"),
+        kwargs={"json": {"message": "from the other tab", "session_id": session_id}},
+    )
     other.start()
     try:
         wait_turn_running(server, session_id)

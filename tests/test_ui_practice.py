@@ -33,12 +33,18 @@ SAMPLE_MARKS = {
     "python": 'print(f"Hello, {name}!")',
     "javascript": "console.log(`Hello, ${input",
     "c": "#include <stdio.h>",
-    "cpp": "std::cout << \"Hello, \"",
+    "cpp": 'std::cout << "Hello, "',
     "java": "public class Main",
     "sql": "SELECT 'Hello, ' || name",
 }
-ENTRY_FILES = {"python": "main.py", "javascript": "main.js", "c": "main.c", "cpp": "main.cpp", "java": "Main.java",
-               "sql": "query.sql"}
+ENTRY_FILES = {
+    "python": "main.py",
+    "javascript": "main.js",
+    "c": "main.c",
+    "cpp": "main.cpp",
+    "java": "Main.java",
+    "sql": "query.sql",
+}
 
 
 def open_panel(ui: Any, which: str) -> None:
@@ -139,16 +145,21 @@ def rejection_texts(ui: Any) -> list[str]:
 
 @pytest.mark.docker
 def test_generation_shows_a_rejected_draft_then_loads_the_verified_problem(
-        judge_ui: Any, judge_server: dict[str, str], llm: FakeLLMServer) -> None:
+    judge_ui: Any, judge_server: dict[str, str], llm: FakeLLMServer
+) -> None:
     # draft 1 is valid JSON whose reference solution fails its own tests in the judge; draft 2 passes
     llm.queue(draft(reference_solution="print(1)"), "```json\n" + draft(title=TITLE) + "\n```")
     generate(judge_ui, "sums of integers", language="python", count="1")
     judge_ui.locator("#generate-status:has-text('All 1 problem(s) are ready.')").wait_for(timeout=GENERATION_MS)
     assert step_texts(judge_ui) == [f"Problem 1: ready: {TITLE}"]
-    assert rejection_texts(judge_ui) == ["Draft 1 rejected: the reference solution failed its own tests (reference_failed)"]
+    assert rejection_texts(judge_ui) == [
+        "Draft 1 rejected: the reference solution failed its own tests (reference_failed)"
+    ]
     assert judge_ui.get_attribute("#generate-steps > li", "data-state") == "stored"
     assert judge_ui.locator("#generate-steps b").count() == 0
-    assert judge_ui.evaluate("[document.querySelector('#generate-meter').value, document.querySelector('#generate-meter').max]") == [1, 1]
+    assert judge_ui.evaluate(
+        "[document.querySelector('#generate-meter').value, document.querySelector('#generate-meter').max]"
+    ) == [1, 1]
     assert judge_ui.locator("#generate-stop").is_hidden() and judge_ui.locator("#generate-button").is_enabled()
     problem = judge_ui.locator("#problem-list .problem")
     problem.wait_for()
@@ -160,7 +171,11 @@ def test_generation_shows_a_rejected_draft_then_loads_the_verified_problem(
     assert "the reference solution fails its own tests" in llm.requests[1]["messages"][-1]["content"]
     activity = generated_activity(judge_server, "sums of integers")
     assert (activity["language"], activity["requested"], activity["difficulty"], activity["status"]) == (
-        "python", 1, "easy", "ready")
+        "python",
+        1,
+        "easy",
+        "ready",
+    )
     assert [p["title"] for p in activity["problems"]] == [TITLE]
     starter = activity["problems"][0]["starter_files"]["main.py"]
     assert starter.strip() == STARTER.strip()  # drafts are stored stripped
@@ -170,13 +185,17 @@ def test_generation_shows_a_rejected_draft_then_loads_the_verified_problem(
 
 @pytest.mark.docker
 def test_a_generation_whose_drafts_all_fail_says_so(
-        judge_ui: Any, judge_server: dict[str, str], llm: FakeLLMServer) -> None:
+    judge_ui: Any, judge_server: dict[str, str], llm: FakeLLMServer
+) -> None:
     llm.queue("here is your problem!", draft(reference_solution="print(1)"), draft(starter_code=SUM_SOLUTION))
     generate(judge_ui, "pointless sums", language="python", count="1")
     judge_ui.locator("#generate-status.notice-error").wait_for(timeout=GENERATION_MS)
     assert judge_ui.locator("#generate-status").inner_text() == (
-        "No problem was generated (every draft was rejected; try another topic or try again).")
-    assert step_texts(judge_ui) == ["Problem 1: failed after 3 drafts (last: the starter code already passed every test)"]
+        "No problem was generated (every draft was rejected; try another topic or try again)."
+    )
+    assert step_texts(judge_ui) == [
+        "Problem 1: failed after 3 drafts (last: the starter code already passed every test)"
+    ]
     assert rejection_texts(judge_ui) == [
         "Draft 1 rejected: the model's draft was not valid JSON (invalid_json)",
         "Draft 2 rejected: the reference solution failed its own tests (reference_failed)",
@@ -201,9 +220,10 @@ def wait_for_requests(llm: FakeLLMServer, count: int) -> None:
 
 @pytest.mark.docker
 def test_stop_during_a_generation_stops_it_and_says_so(
-        judge_ui: Any, judge_server: dict[str, str], llm: FakeLLMServer) -> None:
+    judge_ui: Any, judge_server: dict[str, str], llm: FakeLLMServer
+) -> None:
     # the model starts its draft and never finishes it: only Stop can end this generation
-    llm.queue(StreamReply(pieces=('{"title": "Sum', ), hang=True))
+    llm.queue(StreamReply(pieces=('{"title": "Sum',), hang=True))
     generate(judge_ui, "a never-ending draft", language="python", count="1")
     judge_ui.locator("#generate-steps > li[data-state='running']").wait_for()
     wait_for_requests(llm, 1)
@@ -228,7 +248,7 @@ def test_stop_during_a_generation_stops_it_and_says_so(
 @pytest.mark.docker
 def test_stop_after_a_stored_problem_keeps_it(judge_ui: Any, judge_server: dict[str, str], llm: FakeLLMServer) -> None:
     # problem 1 is verified and stored; the draft of problem 2 never finishes until Stop
-    llm.queue(draft(), StreamReply(pieces=('{"title": "Product', ), hang=True))
+    llm.queue(draft(), StreamReply(pieces=('{"title": "Product',), hang=True))
     generate(judge_ui, "stop halfway", language="python", count="2")
     judge_ui.locator("#generate-steps > li[data-index='1'][data-state='running']").wait_for(timeout=GENERATION_MS)
     wait_for_requests(llm, 2)

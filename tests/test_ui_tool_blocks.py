@@ -20,7 +20,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
 
-HOSTILE = f"<img src=x onerror=\"{XSS_MARKER}=1\"> & <b>bold</b>"
+HOSTILE = f'<img src=x onerror="{XSS_MARKER}=1"> & <b>bold</b>'
 SQL = "SELECT id, role, content\nFROM messages\nWHERE role = 'user'\nORDER BY id"
 
 
@@ -64,7 +64,9 @@ def test_memory_sql_shows_its_query_and_a_table(ui: Any, llm: FakeLLMServer, ser
 
 
 def test_a_long_sql_result_draws_fifty_rows_and_says_so(ui: Any, llm: FakeLLMServer) -> None:
-    query = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 120) SELECT x, NULL AS empty FROM n"
+    query = (
+        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 120) SELECT x, NULL AS empty FROM n"
+    )
     llm.queue(f"/memory_sql {query}", "Counted.")
     send(ui, "count to 120")
     ui.locator(".role-assistant:has-text('Counted.')").wait_for()
@@ -123,7 +125,9 @@ def test_a_command_without_body_shows_no_body_section(ui: Any, llm: FakeLLMServe
     assert block.locator(".tool-output .markdown").count() == 1
 
 
-def test_the_block_says_what_its_meta_says_not_what_the_text_quotes(ui: Any, llm: FakeLLMServer, server: dict[str, str]) -> None:
+def test_the_block_says_what_its_meta_says_not_what_the_text_quotes(
+    ui: Any, llm: FakeLLMServer, server: dict[str, str]
+) -> None:
     line = "/remember  I   like <tea> & cake"  # the contract text collapses the spaces and escapes <, > and &
     llm.queue(line, "Noted.")
     send(ui, "remember my tea")

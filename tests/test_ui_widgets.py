@@ -16,8 +16,6 @@ import requests
 from testing.fake_llm import FakeLLMServer
 from tests.ui_support import send, shot
 
-
-
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
@@ -27,8 +25,9 @@ CHOICE = "/ask_choice experience How much Python have you written?\n- none\n- so
 
 
 def profile(server: dict[str, str]) -> dict[str, Any]:
-    response = requests.get(server["base"] + "/api/profile", headers={"Authorization": f"Bearer {server['token']}"},
-                            timeout=5)
+    response = requests.get(
+        server["base"] + "/api/profile", headers={"Authorization": f"Bearer {server['token']}"}, timeout=5
+    )
     assert response.status_code == 200, response.text
     return response.json()["fields"]
 
@@ -63,7 +62,7 @@ def test_choice_widget_answer_continues_the_conversation_without_reload(
     widget.get_by_role("button", name="some").click()
     ui.locator(".widget-choice.widget-busy .widget-fieldset:disabled").wait_for()  # disabled while sending
     ui.locator(".progress.running").last.wait_for()
-    reply = ui.locator(".role-assistant:has-text(\"Great, let's start with functions.\")")
+    reply = ui.locator('.role-assistant:has-text("Great, let\'s start with functions.")')
     reply.wait_for()
     assert ui.evaluate("window.__noReload") == 1 and reloads == []
     assert ui.locator(".role-answer .answer-chip").inner_text() == "You answered: some"
@@ -85,7 +84,7 @@ def test_choice_widget_answer_continues_the_conversation_without_reload(
     assert reloaded.locator(".widget-option.chosen").inner_text() == "some"
     assert all(button.is_disabled() for button in reloaded.get_by_role("button").all())
     assert ui.locator(".role-answer .answer-chip").inner_text() == "You answered: some"
-    ui.locator(".role-assistant:has-text(\"Great, let's start with functions.\")").wait_for()
+    ui.locator('.role-assistant:has-text("Great, let\'s start with functions.")').wait_for()
     shot(ui, "14-widget-answered")
 
 
@@ -160,13 +159,25 @@ def test_already_answered_widget_says_so(ui: Any, llm: FakeLLMServer, server: di
     widget = ui.locator(".widget-choice")
     # Answered elsewhere (another tab) while this page still shows the question.
     session_id = ui.evaluate("localStorage.getItem('orchestrator.lastSession')")
-    messages = requests.get(f"{server['base']}/sessions/{session_id}/messages",
-                            headers={"Authorization": f"Bearer {server['token']}"}, timeout=5).json()["messages"]
+    messages = requests.get(
+        f"{server['base']}/sessions/{session_id}/messages",
+        headers={"Authorization": f"Bearer {server['token']}"},
+        timeout=5,
+    ).json()["messages"]
     meta = messages[-1]["meta"]
-    other = requests.post(server["base"] + "/api/ai/tool-result", headers={"Authorization": f"Bearer {server['token']}"},
-                          json={"conversationId": session_id, "toolCallId": meta["tool_call_id"],
-                                "toolName": "ask_choice", "targetField": "level", "value": "beginner",
-                                "inputMethod": "selection"}, timeout=5)
+    other = requests.post(
+        server["base"] + "/api/ai/tool-result",
+        headers={"Authorization": f"Bearer {server['token']}"},
+        json={
+            "conversationId": session_id,
+            "toolCallId": meta["tool_call_id"],
+            "toolName": "ask_choice",
+            "targetField": "level",
+            "value": "beginner",
+            "inputMethod": "selection",
+        },
+        timeout=5,
+    )
     assert other.status_code == 200
     widget.get_by_role("button", name="expert").click()
     error = widget.locator(".widget-error")
@@ -177,7 +188,9 @@ def test_already_answered_widget_says_so(ui: Any, llm: FakeLLMServer, server: di
 
 
 def test_widget_text_from_the_model_stays_text(ui: Any, llm: FakeLLMServer) -> None:
-    llm.queue("/ask_choice pick <img src=x onerror=window.__xss=1> which?\n- <b>bold</b>\n- <script>window.__xss=2</script>")
+    llm.queue(
+        "/ask_choice pick <img src=x onerror=window.__xss=1> which?\n- <b>bold</b>\n- <script>window.__xss=2</script>"
+    )
     send(ui, "ask me something odd")
     widget = ui.locator(".widget-choice")
     widget.wait_for()

@@ -21,16 +21,19 @@ import requests
 
 from config import Settings
 from judge.sandbox import PID_LABEL
-from tests.process_support import stop_process
-from tests.process_support import wait_until_serving
 from testing.fake_llm import FakeLLMServer
+from tests.process_support import stop_process, wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 TIMEOUT_MS = 10_000
 SETTING_NAMES = {name.upper() for name in Settings.model_fields}
@@ -66,12 +69,22 @@ def server(llm: FakeLLMServer, tmp_path_factory: pytest.TempPathFactory) -> Iter
     port = free_port()
     env = {key: value for key, value in os.environ.items() if key not in SETTING_NAMES and not key.endswith("_API_KEY")}
     env.update(
-        HOST="127.0.0.1", PORT=str(port), PYTHONUNBUFFERED="1",
-        DATABASE_PATH=str(tmp / "app.db"), DATA_DIR=str(tmp / "data"), AUTH_TOKEN_FILE=str(tmp / "admin.token"),
+        HOST="127.0.0.1",
+        PORT=str(port),
+        PYTHONUNBUFFERED="1",
+        DATABASE_PATH=str(tmp / "app.db"),
+        DATA_DIR=str(tmp / "data"),
+        AUTH_TOKEN_FILE=str(tmp / "admin.token"),
         # LLM_TIMEOUT_S bounds a whole streamed reply, and the live tests stream for seconds
-        LLM_PROVIDER="openai", LLM_BASE_URL=llm.openai_base_url, LLM_MODEL="fake", LLM_TIMEOUT_S="30",
-        IMAGE_PROVIDER="openai", IMAGE_BASE_URL=llm.openai_base_url, IMAGE_MODEL="fake-image",
-        JUDGE_ENABLED="0", SECRET_KEY="browser-test-secret",
+        LLM_PROVIDER="openai",
+        LLM_BASE_URL=llm.openai_base_url,
+        LLM_MODEL="fake",
+        LLM_TIMEOUT_S="30",
+        IMAGE_PROVIDER="openai",
+        IMAGE_BASE_URL=llm.openai_base_url,
+        IMAGE_MODEL="fake-image",
+        JUDGE_ENABLED="0",
+        SECRET_KEY="browser-test-secret",
         # every test logs in again and starts chats: the per-user limits are tested in test_limits.py
         RATE_LIMITS="turns=off,login=off,sessions=off",
     )
@@ -141,8 +154,9 @@ def send(page: Any, text: str) -> None:
 
 def rest(server: dict[str, str], method: str, path: str, **kwargs: Any) -> Any:
     """The HTTP API as another client of the same user (Bearer token); answers the JSON."""
-    response = requests.request(method, server["base"] + path, headers={"Authorization": f"Bearer {server['token']}"},
-                                timeout=5, **kwargs)
+    response = requests.request(
+        method, server["base"] + path, headers={"Authorization": f"Bearer {server['token']}"}, timeout=5, **kwargs
+    )
     assert response.status_code < 400, response.text
     return response.json()
 
@@ -174,8 +188,11 @@ def _wait_active_turn(server: dict[str, str], session_id: str, *, running: bool)
 def server_dir(server: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The temp folder of the module's `server` (database, data, log): the one whose admin
     token file holds this server's token (tokens are random, so exactly one matches)."""
-    found = {path.parent.resolve() for path in tmp_path_factory.getbasetemp().glob("ui-server*/admin.token")
-             if path.read_text().strip() == server["token"]}  # a set: pytest adds a `ui-servercurrent` link
+    found = {
+        path.parent.resolve()
+        for path in tmp_path_factory.getbasetemp().glob("ui-server*/admin.token")
+        if path.read_text().strip() == server["token"]
+    }  # a set: pytest adds a `ui-servercurrent` link
     assert len(found) == 1, f"no single folder holds this server's token: {found}"
     return found.pop()
 
@@ -185,10 +202,21 @@ def import_tasks(server: dict[str, str], tmp_path_factory: pytest.TempPathFactor
     (`python app.py import-tasks FILE`); answers the command's report line."""
     folder = server_dir(server, tmp_path_factory)
     env = {key: value for key, value in os.environ.items() if key not in SETTING_NAMES and not key.endswith("_API_KEY")}
-    env.update(DATABASE_PATH=str(folder / "app.db"), DATA_DIR=str(folder / "data"),
-               AUTH_TOKEN_FILE=str(folder / "admin.token"), JUDGE_ENABLED="0", PYTHONUNBUFFERED="1")
-    done = subprocess.run([sys.executable, "app.py", "import-tasks", str(project_file)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    env.update(
+        DATABASE_PATH=str(folder / "app.db"),
+        DATA_DIR=str(folder / "data"),
+        AUTH_TOKEN_FILE=str(folder / "admin.token"),
+        JUDGE_ENABLED="0",
+        PYTHONUNBUFFERED="1",
+    )
+    done = subprocess.run(
+        [sys.executable, "app.py", "import-tasks", str(project_file)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -205,10 +233,19 @@ def serve(llm: FakeLLMServer, folder: Path, **settings: str) -> Iterator[dict[st
     port = free_port()
     env = {key: value for key, value in os.environ.items() if key not in SETTING_NAMES and not key.endswith("_API_KEY")}
     env.update(
-        HOST="127.0.0.1", PORT=str(port), PYTHONUNBUFFERED="1",
-        DATABASE_PATH=str(folder / "app.db"), DATA_DIR=str(folder / "data"), AUTH_TOKEN_FILE=str(folder / "admin.token"),
-        LLM_PROVIDER="openai", LLM_BASE_URL=llm.openai_base_url, LLM_MODEL="fake", LLM_TIMEOUT_S="30",
-        JUDGE_ENABLED="0", SECRET_KEY="browser-test-secret", RATE_LIMITS="turns=off,login=off,sessions=off",
+        HOST="127.0.0.1",
+        PORT=str(port),
+        PYTHONUNBUFFERED="1",
+        DATABASE_PATH=str(folder / "app.db"),
+        DATA_DIR=str(folder / "data"),
+        AUTH_TOKEN_FILE=str(folder / "admin.token"),
+        LLM_PROVIDER="openai",
+        LLM_BASE_URL=llm.openai_base_url,
+        LLM_MODEL="fake",
+        LLM_TIMEOUT_S="30",
+        JUDGE_ENABLED="0",
+        SECRET_KEY="browser-test-secret",
+        RATE_LIMITS="turns=off,login=off,sessions=off",
     )
     env.update(settings)
     log_path = folder / "server.log"
@@ -229,8 +266,13 @@ def judge_server(llm: FakeLLMServer, tmp_path_factory: pytest.TempPathFactory) -
     from tests.judge_support import require_judge  # here: imported before pytest loads it as a plugin, it warns
 
     require_chromium()
-    with serve(llm, tmp_path_factory.mktemp("ui-judge-server"), JUDGE_ENABLED="1", JUDGE_POOL_SIZE="0",
-               RATE_LIMITS="turns=off,login=off,sessions=off,generate=off") as found:
+    with serve(
+        llm,
+        tmp_path_factory.mktemp("ui-judge-server"),
+        JUDGE_ENABLED="1",
+        JUDGE_POOL_SIZE="0",
+        RATE_LIMITS="turns=off,login=off,sessions=off,generate=off",
+    ) as found:
         judge = requests.get(found["base"] + "/health", timeout=5).json()["judge"]
         require_judge(judge["available"], str(judge.get("reason")))
         yield found
