@@ -10,10 +10,18 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from learner.checks import AnswerRejected, CheckResult, JudgeUnavailable, outcome, parse_criteria, run_checks
-from learner.progress import SUBMIT_ACTIONS, LearnerProject, Refused, can_submit, move, next_status
+from learner.checks import (
+    AnswerRejected,
+    CheckResult,
+    JudgeUnavailable,
+    Outcome,
+    outcome,
+    parse_criteria,
+    run_checks,
+)
+from learner.progress import SUBMIT_ACTIONS, LearnerProject, Moved, Refused, can_submit, move, next_status
 from storage.db import transaction
-from storage.learner_tasks import add_attempt, supersede_pending
+from storage.learner_tasks import AttemptRow, TaskRow, add_attempt, supersede_pending
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolOutput
 from tools.learner.common import RESULT_ROLE, TaskRefInput, TaskTextInput, block_message, resolve
 from tools.learner.navigation import GetContextOutput, build_context
@@ -128,10 +136,27 @@ def submit(data: SubmitInput, ctx: ToolContext) -> SubmitOutput:
     blockers = state.blocked_by(task)
     if blockers:
         raise ToolFailure(ErrorCode.BLOCKED, block_message(task, blockers))
+    checks = _grade(task, data.answer, ctx)
+    result = outcome(checks)
+    attempt, moved = _record(ctx, task, data.answer, result, checks)
+    return SubmitOutput(
+        task_id=task.id,
+        project_id=task.project_id,
+        submission_id=attempt.id,
+        attempt=attempt.attempt,
+        result=result,
+        checks=checks,
+        old_status=moved.old,
+        new_status=moved.new,
+        message=_attempt_message(task, attempt.attempt, result),
+    )
+
+
+def _grade(task: TaskRow, answer: str, ctx: ToolContext) -> list[CheckResult]:
+    """Every acceptance criterion checked; an answer that could not be graded counts no attempt."""
+    criteria = parse_criteria(task.acceptance_criteria)
     try:
-        checks = run_checks(
-            parse_criteria(task.acceptance_criteria), data.answer, ctx.judge, ctx.remaining, pool=ctx.bounded
-        )  # the app's warm SQL workers
+        return run_checks(criteria, answer, ctx.judge, ctx.remaining, pool=ctx.bounded)  # the app's warm SQL workers
     except JudgeUnavailable as error:
         raise ToolFailure(
             ErrorCode.INTERNAL_ERROR,
@@ -142,14 +167,20 @@ def submit(data: SubmitInput, ctx: ToolContext) -> SubmitOutput:
         raise ToolFailure(
             ErrorCode.VALIDATION_FAILED, f"the answer cannot be run: {error}. Fix it and submit again."
         ) from error
-    result = outcome(checks)
-    with transaction(ctx.conn):  # a refusal below rolls the attempt back: nothing is counted
+
+
+def _record(
+    ctx: ToolContext, task: TaskRow, answer: str, result: Outcome, checks: list[CheckResult]
+) -> tuple[AttemptRow, Moved]:
+    """The attempt and the status it leads to, in one transaction: a refusal (the status changed
+    meanwhile) rolls the attempt back, so nothing is counted."""
+    with transaction(ctx.conn):
         supersede_pending(ctx.conn, ctx.user_id, task.pk)
         attempt = add_attempt(
             ctx.conn,
             learner_id=ctx.user_id,
             task_pk=task.pk,
-            answer=data.answer,
+            answer=answer,
             result=result,
             checks=[check.model_dump() for check in checks],
         )
@@ -165,23 +196,15 @@ def submit(data: SubmitInput, ctx: ToolContext) -> SubmitOutput:
                 ErrorCode.INVALID_STATE,
                 f"task {task.id!r} changed to {moved.current} meanwhile; call /show_task {task.id} and try again.",
             )
+    return attempt, moved
+
+
+def _attempt_message(task: TaskRow, attempt: int, result: Outcome) -> str:
     if result == "passed":
-        message = f"Attempt {attempt.attempt} passed: task '{task.title}' is closed. Next: /get_ready"
-    elif result == "pending_review":
-        message = f"Attempt {attempt.attempt} passed the automatic checks and waits for an instructor's review."
-    else:
-        message = f"Attempt {attempt.attempt} did not pass; fix what failed and /submit {task.id} again."
-    return SubmitOutput(
-        task_id=task.id,
-        project_id=task.project_id,
-        submission_id=attempt.id,
-        attempt=attempt.attempt,
-        result=result,
-        checks=checks,
-        old_status=moved.old,
-        new_status=moved.new,
-        message=message,
-    )
+        return f"Attempt {attempt} passed: task '{task.title}' is closed. Next: /get_ready"
+    if result == "pending_review":
+        return f"Attempt {attempt} passed the automatic checks and waits for an instructor's review."
+    return f"Attempt {attempt} did not pass; fix what failed and /submit {task.id} again."
 
 
 START_TASK_TOOL = Tool(
