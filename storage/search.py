@@ -53,9 +53,20 @@ def search_user_history(
     query = fts_query(text)
     if query is None:
         return []
+    hits = _message_hits(conn, user_id, query, limit, exclude_message_ids) + _memory_hits(conn, user_id, query, limit)
+    # Two stable sorts: newest first (then higher id), then best score; equal scores keep
+    # that recency order.
+    hits.sort(key=lambda hit: (hit.created_at, hit.id), reverse=True)
+    hits.sort(key=lambda hit: hit.score)
+    return hits[:limit]
+
+
+def _message_hits(
+    conn: sqlite3.Connection, user_id: int, query: str, limit: int, exclude_message_ids: Sequence[int]
+) -> list[SearchHit]:
     excluded = ",".join(str(int(i)) for i in exclude_message_ids) or "-1"
     roles = ",".join(f"'{role}'" for role in SEARCHED_ROLES)
-    message_rows = conn.execute(
+    rows = conn.execute(
         f"""
         SELECT m.id, m.session_id, m.role, m.created_at,
                snippet(chat_messages_fts, 0, ?, ?, '…', {SNIPPET_TOKENS}) AS snippet,
@@ -66,7 +77,22 @@ def search_user_history(
         """,
         (HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, query, user_id, limit),
     ).fetchall()
-    memory_rows = conn.execute(
+    return [
+        SearchHit(
+            source="message",
+            id=r["id"],
+            session_id=r["session_id"],
+            role=r["role"],
+            created_at=r["created_at"],
+            snippet=r["snippet"],
+            score=r["score"],
+        )
+        for r in rows
+    ]
+
+
+def _memory_hits(conn: sqlite3.Connection, user_id: int, query: str, limit: int) -> list[SearchHit]:
+    rows = conn.execute(
         f"""
         SELECT m.id, m.created_at,
                snippet(user_memories_fts, 0, ?, ?, '…', {SNIPPET_TOKENS}) AS snippet,
@@ -77,18 +103,7 @@ def search_user_history(
         """,
         (HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, query, user_id, limit),
     ).fetchall()
-    hits = [
-        SearchHit(
-            source="message",
-            id=r["id"],
-            session_id=r["session_id"],
-            role=r["role"],
-            created_at=r["created_at"],
-            snippet=r["snippet"],
-            score=r["score"],
-        )
-        for r in message_rows
-    ] + [
+    return [
         SearchHit(
             source="memory",
             id=r["id"],
@@ -98,10 +113,5 @@ def search_user_history(
             snippet=r["snippet"],
             score=r["score"],
         )
-        for r in memory_rows
+        for r in rows
     ]
-    # Two stable sorts: newest first (then higher id), then best score; equal scores keep
-    # that recency order.
-    hits.sort(key=lambda hit: (hit.created_at, hit.id), reverse=True)
-    hits.sort(key=lambda hit: hit.score)
-    return hits[:limit]
