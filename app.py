@@ -167,6 +167,24 @@ def create_app(settings: Settings | None = None) -> Flask:
     bodies.install(app)  # every body read within size, depth and Unicode limits (api/bodies.py)
     assert isinstance(app.json, DefaultJSONProvider)  # bodies.install set the bounded one
     app.json.sort_keys = False
+    install_services(app, build_services(settings))
+    init_database(app)
+    register_error_handlers(app)
+    rate_limits.init_app(app)  # RATE_LIMITS and MAX_STREAMS_PER_USER
+    security_headers.init_app(app)
+    blueprints: tuple[ModuleType, ...] = (
+        *(auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui, instructor),
+        openai_api,  # /v1: the OpenAI-compatible API (SPEC 11)
+        openapi,  # GET /openapi.json and GET /docs (api/openapi.py)
+    )
+    for blueprint in (module.bp for module in blueprints):
+        app.register_blueprint(blueprint)
+    return app
+
+
+def build_services(settings: Settings) -> Services:
+    """Every service of one app, built once: the database (migrated, with an admin), the
+    providers, the judge, the worker pool, the event bus and the turn machinery."""
     database = Database(settings.database_path)
     database.migrate()
     ensure_admin(database, settings.auth_token_file)
@@ -190,34 +208,19 @@ def create_app(settings: Settings | None = None) -> Flask:
         judge=judge,
         bounded=bounded_pool,
     )
-    install_services(
-        app,
-        Services(
-            settings=settings,
-            database=database,
-            turns=turns,
-            judge=judge,
-            judge_status=judge_status,
-            bounded=bounded_pool,
-            provider_probe=ProviderProbe(chat_chain),
-            live=live,
-            turn_runner=TurnRunner(database, live, workers=settings.turn_workers),
-            rate_limiter=RateLimiter(settings.rate_limits),
-            stream_slots=StreamSlots(settings.max_streams_per_user),
-        ),
+    return Services(
+        settings=settings,
+        database=database,
+        turns=turns,
+        judge=judge,
+        judge_status=judge_status,
+        bounded=bounded_pool,
+        provider_probe=ProviderProbe(chat_chain),
+        live=live,
+        turn_runner=TurnRunner(database, live, workers=settings.turn_workers),
+        rate_limiter=RateLimiter(settings.rate_limits),
+        stream_slots=StreamSlots(settings.max_streams_per_user),
     )
-    init_database(app)
-    register_error_handlers(app)
-    rate_limits.init_app(app)  # RATE_LIMITS and MAX_STREAMS_PER_USER
-    security_headers.init_app(app)
-    blueprints: tuple[ModuleType, ...] = (
-        *(auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui, instructor),
-        openai_api,  # /v1: the OpenAI-compatible API (SPEC 11)
-        openapi,  # GET /openapi.json and GET /docs (api/openapi.py)
-    )
-    for blueprint in (module.bp for module in blueprints):
-        app.register_blueprint(blueprint)
-    return app
 
 
 def cli_settings() -> Settings:
