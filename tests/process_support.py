@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
+from pathlib import Path
 from typing import IO, Any
 
 
@@ -20,8 +23,6 @@ def stop_process(process: subprocess.Popen[Any], log: IO[Any] | None = None, tim
 def wait_until_serving(process: subprocess.Popen[Any], url: str, log_path: Any = None, timeout_s: float = 30) -> None:
     """Poll `url` until the server subprocess answers it (any status); fail with its log if
     it exits or does not answer in time."""
-    import time
-
     import pytest
     import requests
 
@@ -36,3 +37,22 @@ def wait_until_serving(process: subprocess.Popen[Any], url: str, log_path: Any =
             log = log_path.read_text() if log_path is not None else ""
             pytest.fail(f"the server did not start (exit code {process.poll()}):\n{log[-4000:]}")
         time.sleep(0.1)
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a running process (a zombie waiting to be reaped counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    state = stat.read_text().rsplit(")", 1)[1].split()[0] if stat.exists() else "X"
+    return state not in ("Z", "X")
+
+
+def wait_gone(pids: list[int], timeout_s: float = 5.0) -> list[int]:
+    """The pids still alive after at most `timeout_s` of waiting for all of them to end."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
+        time.sleep(0.05)
+    return [pid for pid in pids if alive(pid)]

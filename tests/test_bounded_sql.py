@@ -6,7 +6,6 @@ every kind (the cap, dying with the server, no environment) are in test_bounded_
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -23,28 +22,13 @@ from cancellation import Cancelled, CancelToken
 from storage.db import Database
 from testing.attacks.sql import BLOB_ROWS, GROWING_CTE, SLOW_CALL
 from testing.waiting import ReapedCpu, wait_until
+from tests.process_support import wait_gone
 
 SETUP = "CREATE TABLE t (x INTEGER, s TEXT); INSERT INTO t VALUES (1, 'a'), (2, 'b');"
 
 
 def select(pool: WorkerPool, sql: str, deadline_s: float = 1.0, setup: str = SETUP) -> SelectAnswer | SqlError:
     return run_select(pool, SelectJob(setup_sql=setup, sql=sql, deadline_s=deadline_s, max_rows=1000))
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] if Path(f"/proc/{pid}").exists() else "X"
-    return state not in ("Z", "X")
-
-
-def wait_gone(pids: list[int], timeout_s: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
-        time.sleep(0.05)
-    return [pid for pid in pids if alive(pid)]
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from bounded.pool import WorkerPool, pool_or_own
 from bounded.worker import ROOT
 from cancellation import CancelToken
 from testing.waiting import ReapedCpu, wait_until
+from tests.process_support import alive, wait_gone
 
 KIND = Kind("test", ("tests.bounded_jobs",), memory_mb=64, site_packages=False)
 LIMITS = Limits(wall_s=5.0)
@@ -27,22 +28,6 @@ LIMITS = Limits(wall_s=5.0)
 
 def job(name: str, frames: tuple[bytes, ...] = (), **args: object) -> Job:
     return Job(f"tests.bounded_jobs:{name}", dict(args), frames)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] if Path(f"/proc/{pid}").exists() else "X"
-    return state not in ("Z", "X")
-
-
-def wait_gone(pids: list[int], timeout_s: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
-        time.sleep(0.05)
-    return [pid for pid in pids if alive(pid)]
 
 
 @pytest.fixture(scope="module")

@@ -65,46 +65,9 @@ def llm() -> Iterator[FakeLLMServer]:
 def server(llm: FakeLLMServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """The real server as a user runs it; yields its base URL and the admin token."""
     require_chromium()
-    tmp = tmp_path_factory.mktemp("ui-server")
-    port = free_port()
-    env = {key: value for key, value in os.environ.items() if key not in SETTING_NAMES and not key.endswith("_API_KEY")}
-    env.update(
-        HOST="127.0.0.1",
-        PORT=str(port),
-        PYTHONUNBUFFERED="1",
-        DATABASE_PATH=str(tmp / "app.db"),
-        DATA_DIR=str(tmp / "data"),
-        AUTH_TOKEN_FILE=str(tmp / "admin.token"),
-        # LLM_TIMEOUT_S bounds a whole streamed reply, and the live tests stream for seconds
-        LLM_PROVIDER="openai",
-        LLM_BASE_URL=llm.openai_base_url,
-        LLM_MODEL="fake",
-        LLM_TIMEOUT_S="30",
-        IMAGE_PROVIDER="openai",
-        IMAGE_BASE_URL=llm.openai_base_url,
-        IMAGE_MODEL="fake-image",
-        JUDGE_ENABLED="0",
-        SECRET_KEY="browser-test-secret",
-        # every test logs in again and starts chats: the per-user limits are tested in test_limits.py
-        RATE_LIMITS="turns=off,login=off,sessions=off",
-    )
-    log = (tmp / "server.log").open("w")
-    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if requests.get(f"{base}/", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"server did not start:\n{(tmp / 'server.log').read_text()}")
-            time.sleep(0.1)
-        yield {"base": base, "token": (tmp / "admin.token").read_text().strip()}
-    finally:
-        stop_process(process, log)
+    image_model = {"IMAGE_PROVIDER": "openai", "IMAGE_BASE_URL": llm.openai_base_url, "IMAGE_MODEL": "fake-image"}
+    with serve(llm, tmp_path_factory.mktemp("ui-server"), **image_model) as running:
+        yield running
 
 
 @pytest.fixture(scope="session")
@@ -239,12 +202,14 @@ def serve(llm: FakeLLMServer, folder: Path, **settings: str) -> Iterator[dict[st
         DATABASE_PATH=str(folder / "app.db"),
         DATA_DIR=str(folder / "data"),
         AUTH_TOKEN_FILE=str(folder / "admin.token"),
+        # LLM_TIMEOUT_S bounds a whole streamed reply, and the live tests stream for seconds
         LLM_PROVIDER="openai",
         LLM_BASE_URL=llm.openai_base_url,
         LLM_MODEL="fake",
         LLM_TIMEOUT_S="30",
         JUDGE_ENABLED="0",
         SECRET_KEY="browser-test-secret",
+        # every test logs in again and starts chats: the per-user limits are tested in test_limits.py
         RATE_LIMITS="turns=off,login=off,sessions=off",
     )
     env.update(settings)
