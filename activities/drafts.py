@@ -9,9 +9,9 @@ the next attempt's prompt quotes, so the model can fix exactly what was wrong.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError, field_validator
 
 from commands.detect import strip_fence
 from judge.models import SqlCase, TestCase
@@ -31,13 +31,23 @@ class DraftRejected(Exception):
 
 
 class ProblemDraft(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    """A model's draft. Prose is trimmed; code is kept exactly as written (a starter file keeps
+    its final newline), but code that is only whitespace is no code."""
 
-    title: str = Field(min_length=3, max_length=120)
-    statement: str = Field(min_length=20, max_length=6000)
+    model_config = ConfigDict(extra="forbid")
+
+    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=3, max_length=120)]
+    statement: Annotated[str, StringConstraints(strip_whitespace=True, min_length=20, max_length=6000)]
     starter_code: str = Field(min_length=1, max_length=20_000)
     reference_solution: str = Field(min_length=1, max_length=50_000)
     tests: list[dict[str, Any]] = Field(min_length=MIN_TESTS, max_length=MAX_TESTS)
+
+    @field_validator("starter_code", "reference_solution")
+    @classmethod
+    def not_blank(cls, code: str) -> str:
+        if not code.strip():
+            raise ValueError("the code is empty")
+        return code
 
 
 def draft_cases(language: str, raw: list[dict[str, Any]]) -> list[TestCase] | list[SqlCase]:

@@ -203,6 +203,7 @@ def test_generation_retries_invalid_drafts_and_stores_verified_problems(jclient,
         (draft(reference_solution="print(1)"), "reference_failed"),
         (draft(starter_code=SUM_SOLUTION), "starter_passes"),
         (draft(tests=SUM_TESTS[:1]), "invalid_fields"),
+        (draft(starter_code=" \n\t\n"), "invalid_fields"),  # code is kept as written, but blank is no code
         (draft(tests=[{"name": "x", "stdin": ""}] * 3), "invalid_tests"),
     ],
 )

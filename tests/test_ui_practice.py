@@ -178,7 +178,7 @@ def test_generation_shows_a_rejected_draft_then_loads_the_verified_problem(
     )
     assert [p["title"] for p in activity["problems"]] == [TITLE]
     starter = activity["problems"][0]["starter_files"]["main.py"]
-    assert starter.strip() == STARTER.strip()  # drafts are stored stripped
+    assert starter == STARTER  # the starter file exactly as drafted (its final newline kept)
     assert judge_ui.locator("#problem-list textarea").input_value() == starter
     assert SUM_SOLUTION not in judge_ui.content()  # the reference solution never reaches the page
 
