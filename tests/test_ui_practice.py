@@ -207,6 +207,9 @@ def test_a_generation_whose_drafts_all_fail_says_so(
     assert len(llm.requests) == 3
     activity = generated_activity(judge_server, "pointless sums")
     assert activity["status"] == "failed" and activity["problems"] == []
+    listed = judge_ui.locator("#activity-list button", has_text="pointless sums")
+    listed.wait_for(timeout=GENERATION_MS)  # the failed activity is listed without reopening the panel
+    assert "failed" in listed.inner_text()
     shot(judge_ui, "73-generate-all-failed")
 
 

@@ -8,6 +8,7 @@
 // `done` whose `stopped` is true. A refusal (no judge, rate limit, bad topic) is said in words, with its code.
 
 import { ApiError, api, cancelTurn, followTurn } from "/static/js/api.js";
+import { listActivities } from "/static/js/panels.js";
 import { el } from "/static/js/render.js";
 
 const $ = (id) => document.getElementById(id);
@@ -149,12 +150,14 @@ async function follow(job, view, signal) {
 function finish(view, end, job, onReady) {
   if (!end) {
     view.status("Lost the progress stream; the activity list below shows how the generation ended.", "error");
+    listActivities();
     return;
   }
   const data = end.data || {};
   if (end.event === "error") {
     const error = data.error || {};
     view.status(`Generation failed (${error.code || "error"}): ${error.message || "no problem was stored"}`, "error");
+    listActivities();
     return;
   }
   const made = (data.problems || []).length;
@@ -169,7 +172,8 @@ function finish(view, end, job, onReady) {
   } else {
     view.status(`All ${made} problem(s) are ready.`, "done");
   }
-  if (made > 0) onReady(job.activity_id);
+  if (made > 0) onReady(job.activity_id);  // loads it, and lists it
+  else listActivities();  // the list shows the failed or stopped activity too
 }
 
 // `onReady(activityId)`: load the activity's problems once some were stored.
