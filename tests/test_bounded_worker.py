@@ -215,7 +215,10 @@ def _tree_rss_kb(kind_name: str) -> tuple[int, int]:
             status = (entry / "status").read_text()
         except (OSError, ValueError):
             continue
-        total += next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+        rss = [int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")]
+        if not rss:  # a worker that has just exited (a zombie has no memory left to count)
+            continue
+        total += rss[0]
         count += 1
     return total, count
 
