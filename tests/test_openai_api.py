@@ -200,6 +200,12 @@ def test_client_tools_are_refused(server: ServerUnderTest, fake: FakeLLMServer, 
     assert fake.requests == []
 
 
+def image_question(url: str) -> dict[str, Any]:
+    """A request whose user message asks about one image at `url`."""
+    content = [{"type": "text", "text": "what is it?"}, {"type": "image_url", "image_url": {"url": url}}]
+    return {"model": "orchestrator", "messages": [{"role": "user", "content": content}]}
+
+
 @pytest.mark.parametrize(
     "body, code",
     [
@@ -223,36 +229,8 @@ def test_client_tools_are_refused(server: ServerUnderTest, fake: FakeLLMServer, 
             },
             "empty_message",
         ),
-        (
-            {
-                "model": "orchestrator",
-                "messages": [
-                    {
-                        "role": "user",
-                        "content": [
-                            {"type": "text", "text": "what is it?"},
-                            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
-                        ],
-                    }
-                ],
-            },
-            "invalid_image",
-        ),
-        (
-            {
-                "model": "orchestrator",
-                "messages": [
-                    {
-                        "role": "user",
-                        "content": [
-                            {"type": "text", "text": "what is it?"},
-                            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
-                        ],
-                    }
-                ],
-            },
-            "invalid_image",
-        ),
+        (image_question("https://example.com/a.png"), "invalid_image"),
+        (image_question("data:image/png;base64,AAAA"), "invalid_image"),
         (
             {
                 "model": "orchestrator",
