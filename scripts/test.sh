@@ -46,6 +46,13 @@ fi
 # With JUDGE_REQUIRED=1 (CI) a machine that cannot run Docker fails here, not by skipping.
 scripts/judge_images.sh
 
+# The servers of the several-machines tests (SPEC 13): each scripts/services/*.sh installs its
+# Debian packages when missing (PostgreSQL, Redis, nginx, a second Docker engine); the tests start
+# private instances on loopback themselves (temporary data dirs, free ports).
+for service in scripts/services/*.sh; do
+  [ -e "$service" ] && bash "$service"
+done
+
 # Static checks (ruff.toml, mypy.ini): style, lint and types fail the build like a failing test.
 log "static checks: ruff check, ruff format --check, mypy"
 .venv/bin/ruff check --quiet .
