@@ -28,6 +28,7 @@ pytest_plugins = [
     "tests.ui_support",  # browser fixtures (real server, chromium), module-scoped
     "tests.judge_support",  # `nothing_left`: no judge container outlives a test
     "tests.llama_support",  # `llama_server`: llama.cpp serving SmolLM2-135M, session-scoped
+    "tests.pg_support",  # `pg_cluster`: a private PostgreSQL server, session-scoped
 ]
 
 
