@@ -1,0 +1,77 @@
+"""The nginx site that puts several server processes behind one address (SPEC 13).
+
+One template for two readers: the README's example for operators is this function's output
+(tests/test_nginx_conf.py checks that they are the same text), and the multi-process tests
+run a private nginx on exactly this site (tests/nginx_support.py wraps it in a main context
+with its own pid, logs and temp paths). So what the tests prove is what operators deploy.
+
+What an event stream needs from a proxy: no response buffering (each `answer.delta` must
+reach the browser when the process writes it; the app also sends `X-Accel-Buffering: no`),
+HTTP/1.1 to the upstream with an empty `Connection` header (kept-alive upstream connections),
+and a read timeout longer than any silence (heartbeats come every 15 s, but a JSON
+`POST /chat` waits silently for its whole turn). Requests go round robin: with `REDIS_URL`
+any process can serve any request, so there is no stickiness to configure. A POST that could
+not be sent to a dead process goes to the next one (nginx retries only requests it has not
+sent, so a turn is never started twice).
+
+Usage: python -m serving.nginx_conf [--listen 80] HOST:PORT [HOST:PORT ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+UPSTREAM = "orchestrator"
+# the app's largest accepted body (app.MAX_REQUEST_BYTES, uploads); a test keeps them equal
+MAX_BODY_MB = 48
+# longer than any turn a JSON `POST /chat` may wait for (LLM_TIMEOUT_S, tool deadlines, fallbacks)
+READ_TIMEOUT_S = 3600
+EXAMPLE_BACKENDS = ("127.0.0.1:5001", "127.0.0.1:5002")
+
+
+def site_conf(backends: Sequence[str], listen: str = "80", *, upstream_header: bool = False) -> str:
+    """The `upstream` and `server` blocks (they go inside nginx's `http { }`) for `backends`,
+    each `HOST:PORT` of one server process. `upstream_header` adds `X-Upstream` (which process
+    answered) to every response: for tests and debugging, not for the public."""
+    if not backends:
+        raise ValueError("at least one backend HOST:PORT")
+    servers = "".join(f"    server {backend};\n" for backend in backends)
+    debug = "        add_header X-Upstream $upstream_addr always;\n" if upstream_header else ""
+    return (
+        f"upstream {UPSTREAM} {{\n"
+        f"{servers}"
+        "    keepalive 32;\n"
+        "}\n"
+        "\n"
+        "server {\n"
+        f"    listen {listen};\n"
+        f"    client_max_body_size {MAX_BODY_MB}m;\n"
+        "\n"
+        "    location / {\n"
+        f"        proxy_pass http://{UPSTREAM};\n"
+        "        proxy_http_version 1.1;\n"
+        '        proxy_set_header Connection "";\n'
+        "        proxy_set_header Host $host;\n"
+        "        proxy_set_header X-Forwarded-For $remote_addr;\n"
+        "        proxy_set_header X-Forwarded-Proto $scheme;\n"
+        "        proxy_buffering off;\n"
+        "        proxy_cache off;\n"
+        f"        proxy_read_timeout {READ_TIMEOUT_S}s;\n"
+        f"        proxy_send_timeout {READ_TIMEOUT_S}s;\n"
+        f"{debug}"
+        "    }\n"
+        "}\n"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Print the nginx site for several server processes.")
+    parser.add_argument("--listen", default="80", help="nginx's `listen` value, e.g. 80 or 127.0.0.1:8080")
+    parser.add_argument("backends", nargs="+", metavar="HOST:PORT", help="one per server process")
+    args = parser.parse_args(argv)
+    print(site_conf(args.backends, args.listen), end="")
+
+
+if __name__ == "__main__":
+    main()

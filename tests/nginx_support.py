@@ -1,0 +1,144 @@
+"""A private nginx on loopback in front of server processes, for the multi-process tests.
+
+The site is `serving.nginx_conf.site_conf`, the very text the README gives operators; this
+module only wraps it in a main context that keeps everything in a temporary directory (pid,
+error and access logs, request-body and proxy temp files), runs in the foreground
+(`daemon off`) as one process (`master_process off`: no worker to drop privileges to, no
+`user` to pick; the proxying is the same) and listens on 127.0.0.1 at a port of this
+helper's range. Debian's nginx is installed by scripts/services/nginx.sh; without it the
+tests skip, or fail under `CI=true` or `NGINX_REQUIRED=1`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from serving.nginx_conf import site_conf
+
+PORTS = range(47500, 48000)  # this suite's loopback ports (other suites use other ranges)
+STOP_S = 10.0
+
+
+def nginx_binary() -> str | None:
+    return shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
+
+
+def nginx_required() -> bool:
+    ci = os.environ.get("CI", "")
+    return (ci != "" and ci.lower() not in ("0", "false")) or os.environ.get("NGINX_REQUIRED") == "1"
+
+
+def require_nginx() -> str:
+    """The nginx binary; skip without one, or fail under CI or NGINX_REQUIRED=1."""
+    binary = nginx_binary()
+    if binary is None:
+        message = "nginx is not installed (scripts/services/nginx.sh installs Debian's)"
+        if nginx_required():
+            pytest.fail(message)
+        pytest.skip(message)
+    return binary
+
+
+def free_port(ports: range = PORTS) -> int:
+    """A port of `ports` that nothing listens on now, starting from a pid-dependent offset so
+    that two test runs at once rarely try the same ones."""
+    start = os.getpid() % len(ports)
+    for step in range(len(ports)):
+        port = ports[(start + step) % len(ports)]
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")
+
+
+def private_conf(directory: Path, site: str) -> str:
+    """A whole nginx.conf running `site` with every file it writes inside `directory`."""
+    paths = {name: directory / name for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
+    for path in paths.values():
+        path.mkdir(exist_ok=True)
+    indented = "".join(f"    {line}\n" if line else "\n" for line in site.splitlines())
+    return (
+        "daemon off;\n"
+        "master_process off;\n"
+        f"pid {directory / 'nginx.pid'};\n"
+        f"error_log {directory / 'error.log'} info;\n"
+        "events {\n    worker_connections 1024;\n}\n"
+        "http {\n"
+        f"    access_log {directory / 'access.log'};\n"
+        f"    client_body_temp_path {paths['client_body']};\n"
+        f"    proxy_temp_path {paths['proxy']};\n"
+        f"    fastcgi_temp_path {paths['fastcgi']};\n"
+        f"    uwsgi_temp_path {paths['uwsgi']};\n"
+        f"    scgi_temp_path {paths['scgi']};\n"
+        f"{indented}"
+        "}\n"
+    )
+
+
+@dataclass
+class Nginx:
+    process: subprocess.Popen[bytes]
+    port: int
+    directory: Path
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def error_log(self) -> str:
+        path = self.directory / "error.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _wait_listening(nginx: Nginx, timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", nginx.port), timeout=1).close()
+            return
+        except OSError:
+            pass
+        if nginx.process.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"nginx did not start (exit {nginx.process.poll()}):\n{nginx.error_log()[-4000:]}")
+        time.sleep(0.05)
+
+
+@contextmanager
+def running_nginx(directory: Path, backends: Sequence[str], port: int | None = None) -> Iterator[Nginx]:
+    """nginx on 127.0.0.1:`port` proxying round robin to `backends` (`HOST:PORT` each), with
+    the `X-Upstream` header telling which backend answered; stopped (SIGTERM, then SIGKILL)
+    on exit."""
+    binary = require_nginx()
+    directory.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    conf = directory / "nginx.conf"
+    conf.write_text(private_conf(directory, site_conf(backends, f"127.0.0.1:{port}", upstream_header=True)))
+    command = [binary, "-p", str(directory), "-e", str(directory / "error.log"), "-c", str(conf)]
+    checked = subprocess.run([*command, "-t"], capture_output=True, text=True, timeout=30)
+    if checked.returncode != 0:
+        pytest.fail(f"nginx -t refused the private conf:\n{checked.stderr}")
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    nginx = Nginx(process, port, directory)
+    try:
+        _wait_listening(nginx)
+        yield nginx
+    finally:
+        process.terminate()  # fast stop: a graceful one would wait for open streams
+        try:
+            process.wait(timeout=STOP_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
