@@ -13,14 +13,14 @@ database), web logins included.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from config import Settings
-from storage.db import Database
+from storage.connection import DbConnection, Store
+from storage.open import settings_store
 from storage.users import User, first_admin, get_user_by_name, list_tokens, replace_tokens, revoke_token
 
 
@@ -36,12 +36,12 @@ def write_token_file(path: Path, token: str) -> None:
 def register(cli: click.Group, load_settings: Callable[[], Settings]) -> None:
     """Add the token commands to `cli`; `load_settings` turns a bad setting into a clean error."""
 
-    def database() -> Database:
-        found = Database(load_settings().database_path)
+    def database() -> Store:
+        found = settings_store(load_settings())
         found.migrate()
         return found
 
-    def user_named(conn: sqlite3.Connection, name: str) -> User:
+    def user_named(conn: DbConnection, name: str) -> User:
         user = get_user_by_name(conn, name)
         if user is None:
             raise click.ClickException(f"no user named {name!r}")

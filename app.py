@@ -54,10 +54,9 @@ from api.services import install as install_services
 from api.turns import TurnRunner
 from bounded.pool import WorkerPool
 from config import ConfigError, Settings, load_settings
-from events import Live
-from events.bus import EventBus
-from events.ids import IdClock
-from events.turns import TurnRegistry
+from events.backends import build_live
+from events.redis_conn import RedisUnavailable
+from judge.engine import EngineAddress
 from judge.reaper import reap
 from judge.service import Judge
 from learner.importer import TaskFileError, import_task_file
@@ -66,9 +65,10 @@ from pipeline.turn import TurnServices
 from providers import FallbackChain, ProviderError, build_chain
 from ratelimit import RateLimiter, StreamSlots
 from startup import log_startup_report
-from storage.db import Database
+from storage.connection import Store
 from storage.file_modes import owner_only_from_now, restrict, server_paths
 from storage.messages import Message
+from storage.open import settings_store
 from storage.uploads import StoredImage, load_data_url
 from storage.users import DuplicateUserError, count_users, create_user
 from tools.catalog import build_registry
@@ -109,7 +109,8 @@ def build_judge(settings: Settings) -> tuple[Judge | None, dict[str, object]]:
     """
     if settings.judge_enabled is False:
         return None, {"available": False, "reason": "disabled by JUDGE_ENABLED=0"}
-    judge = Judge.from_env(pool_size=settings.judge_pool_size)
+    address = EngineAddress(settings.docker_host, settings.docker_tls_verify, settings.docker_cert_path)
+    judge = Judge.from_env(address=address, pool_size=settings.judge_pool_size)
     if judge.client is None:
         return None, {"available": False, "reason": judge.available()[1]}
     removed = reap(judge.client)
@@ -130,7 +131,7 @@ def persistent_secret(path: Path) -> str:
     return key
 
 
-def ensure_admin(database: Database, token_file: str) -> str | None:
+def ensure_admin(database: Store, token_file: str) -> str | None:
     """On first run (no admin yet) create `admin` and write its token to `token_file`.
 
     Users made with `create-user` before the first start do not count: the admin is made
@@ -185,7 +186,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 def build_services(settings: Settings) -> Services:
     """Every service of one app, built once: the database (migrated, with an admin), the
     providers, the judge, the worker pool, the event bus and the turn machinery."""
-    database = Database(settings.database_path)
+    database = settings_store(settings)
     database.migrate()
     ensure_admin(database, settings.auth_token_file)
     registry = build_registry()
@@ -193,9 +194,12 @@ def build_services(settings: Settings) -> Services:
     judge, judge_status = build_judge(settings)
     # worker processes for untrusted work (SQL, regexes, pages), at most SANDBOX_WORKERS, started on first use
     bounded_pool = WorkerPool(settings.sandbox_workers)
-    live = Live(
-        bus=EventBus(IdClock(Path(settings.data_dir) / "event-ids"), heartbeat_s=settings.sse_heartbeat_s),
-        turns=TurnRegistry(),
+    # events and active turns: in this process, or shared through Redis with REDIS_URL (events/backends.py)
+    live = build_live(
+        data_dir=settings.data_dir,
+        heartbeat_s=settings.sse_heartbeat_s,
+        redis_url=settings.redis_url,
+        lease_s=settings.redis_turn_lease_s,
     )
     turns = TurnServices(
         settings=settings,
@@ -218,7 +222,7 @@ def build_services(settings: Settings) -> Services:
         provider_probe=ProviderProbe(chat_chain),
         live=live,
         turn_runner=TurnRunner(database, live, workers=settings.turn_workers),
-        rate_limiter=RateLimiter(settings.rate_limits),
+        rate_limiter=RateLimiter(settings.rate_limits, settings.redis_url or "memory://"),
         stream_slots=StreamSlots(settings.max_streams_per_user),
     )
 
@@ -253,7 +257,7 @@ def valid_user_name(_: click.Context, __: click.Parameter, value: str) -> str:
 def create_user_command(name: str, role: str) -> None:
     """Create a user and print its API token on the last line."""
     settings = cli_settings()
-    database = Database(settings.database_path)
+    database = settings_store(settings)
     database.migrate()
     with database.connection() as conn:
         try:
@@ -269,7 +273,7 @@ def create_user_command(name: str, role: str) -> None:
 def import_tasks_command(file: str) -> None:
     """Validate a YAML or JSON task project and import it: all of it, or nothing (exit code 1)."""
     settings = cli_settings()
-    database = Database(settings.database_path)
+    database = settings_store(settings)
     database.migrate()
     with database.connection() as conn:
         try:
@@ -297,7 +301,7 @@ def serve() -> None:
 
     try:
         app = create_app(settings)
-    except (ConfigError, ProviderError) as error:
+    except (ConfigError, ProviderError, RedisUnavailable) as error:
         start_failed(error)
     log_startup_report(app, settings)
     serve_with_uvicorn(app, settings)

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from providers import BreakerPolicy, ProviderConfig
+from storage.database_url import DatabaseTarget, checked_database_url, parse_database_url
 
 ProviderName = Literal["ollama", "openai", "openrouter", "cerebras", "chutes", "scripted"]
 
@@ -106,6 +107,20 @@ class Settings(BaseModel):
     database_path: str = Field(
         default="./data/app.db",
         description="The SQLite database file, created on first start (its `-wal` and `-shm` files sit beside it).",
+    )
+    database_url: Annotated[str | None, BeforeValidator(checked_database_url)] = Field(
+        default=None,
+        description="Where the data lives: `sqlite:///PATH` (the embedded default: unset means "
+        "`sqlite:///` + `DATABASE_PATH`) or `postgresql://user:password@host:port/dbname`, a PostgreSQL server "
+        "shared by every server process on every host (see Running on several machines).",
+    )
+    database_pool_size: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description="With a `postgresql://` `DATABASE_URL`: most connections one server process keeps to "
+        "PostgreSQL (each request or turn thread holds one; a thread that finds none free waits up to 10 s, "
+        "then gets a 503).",
     )
     data_dir: str = Field(
         default="./data",
@@ -244,6 +259,23 @@ class Settings(BaseModel):
     judge_pool_size: int = Field(
         default=2, ge=0, le=16, description="Pre-started single-use judge containers per image (0-16)."
     )
+    docker_host: str | None = Field(
+        default=None,
+        description="The judge's Docker engine, as for the Docker CLI: `unix:///var/run/docker.sock`, "
+        "`tcp://judge-host:2376` (TLS required: set `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH`; plain tcp is "
+        "refused) or `ssh://user@judge-host` (needs the `paramiko` package); the judge images must be loaded "
+        "there (see Running on several machines). Unset: the local engine.",
+    )
+    docker_tls_verify: str | None = Field(
+        default=None,
+        description="Any non-empty value (even `0`, as for the Docker CLI): verify the engine's certificate "
+        "against `ca.pem` of `DOCKER_CERT_PATH` and present the client certificate.",
+    )
+    docker_cert_path: str | None = Field(
+        default=None,
+        description="Directory holding `ca.pem`, `cert.pem` and `key.pem` for a `tcp://` `DOCKER_HOST` "
+        "(readable by the server's user only: the key opens the judge host).",
+    )
     max_streams_per_user: int = Field(
         default=8,
         ge=1,
@@ -287,6 +319,25 @@ class Settings(BaseModel):
         "stays under this many times one worker's limit (its imports plus 64 MB); a job that finds every "
         "worker busy waits at most its own deadline, then its tool answers that the server is busy.",
     )
+    redis_url: str | None = Field(
+        default=None,
+        description="`redis://[:password@]host:port/db` (or `rediss://`): events (ids, replay), the active turn of "
+        "each session, cancellation and `RATE_LIMITS` live in this Redis, shared by every server process on "
+        "every host (see Running on several machines); unset: all in this process.",
+    )
+    redis_turn_lease_s: float = Field(
+        default=30.0,
+        ge=1,
+        le=3600,
+        description="With `REDIS_URL`: how long a running turn holds its session without its process renewing "
+        "the claim (renewed every third of it); a process killed mid-turn leaves the session usable after this.",
+    )
+
+    def database_target(self) -> DatabaseTarget:
+        """`DATABASE_URL` parsed; unset: the SQLite file `DATABASE_PATH` (storage/database_url.py)."""
+        if self.database_url:
+            return parse_database_url(self.database_url)
+        return DatabaseTarget("sqlite", self.database_path)
 
     def breaker_policy(self) -> BreakerPolicy | None:
         """Each provider's circuit breaker (provider_breaker.py), or None when turned off."""

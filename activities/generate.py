@@ -22,7 +22,7 @@ from judge.languages import LANGUAGES
 from judge.models import SqlCase, TestCase
 from judge.service import Judge
 from providers import ChatMessage, FallbackChain
-from storage.db import Database
+from storage.connection import Store
 from storage.problems import Activity, ActivityStatus, add_problem, set_activity_status
 
 log = logging.getLogger("activities")
@@ -39,7 +39,7 @@ SYSTEM = (
 
 @dataclass(frozen=True)
 class GenerationJob:
-    database: Database
+    database: Store
     chat: FallbackChain
     judge: Judge
     publish: Publish

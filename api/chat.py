@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from flask import Blueprint, request
@@ -19,6 +18,7 @@ from api.turns import answer_turn, runner, turn_payload
 from cancellation import CancelToken
 from events.turns import TurnLease
 from pipeline.turn import EventSink, run_turn
+from storage.connection import DbConnection
 from storage.messages import Message, recent_messages
 from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, inspect_image, save_image
 
@@ -65,7 +65,7 @@ def parse_chat_request() -> tuple[ChatRequest, list[bytes]]:
 
 
 def retried_message(
-    conn: sqlite3.Connection, session_id: str, chat: ChatRequest, blobs: list[bytes], lease: TurnLease
+    conn: DbConnection, session_id: str, chat: ChatRequest, blobs: list[bytes], lease: TurnLease
 ) -> Message | None:
     """The stored message a Retry answers again, so a retried message is stored once.
 
@@ -109,7 +109,7 @@ def chat() -> ResponseReturnValue:
         raise ApiError(400, "invalid_image", str(error)) from error
     meta = {"images": [image.model_dump() for image in images]} if images else None
 
-    def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
+    def work(conn: DbConnection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
         result = run_turn(
             services,
             conn,

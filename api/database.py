@@ -1,4 +1,4 @@
-"""The request's SQLite connection (flaskr's get_db): this thread's own, reused across requests.
+"""The request's database connection (flaskr's get_db): this thread's own, reused across requests.
 
 On teardown an unfinished transaction is rolled back; the connection itself stays with
 the thread (see `Database.thread_connection`).
@@ -6,22 +6,20 @@ the thread (see `Database.thread_connection`).
 
 from __future__ import annotations
 
-import sqlite3
-
 from flask import Flask, g
 
 from api.services import services
-from storage.db import Database
+from storage.connection import DbConnection, Store
 
 
-def database() -> Database:
+def database() -> Store:
     return services().database
 
 
-def get_db() -> sqlite3.Connection:
+def get_db() -> DbConnection:
     if "db" not in g:
         g.db = database().thread_connection()
-    connection: sqlite3.Connection = g.db
+    connection: DbConnection = g.db
     return connection
 
 

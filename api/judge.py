@@ -8,7 +8,6 @@ name and pass/fail message, never its expected output.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, Literal
 
 from flask import Blueprint, jsonify
@@ -28,6 +27,7 @@ from judge.files import SubmissionError
 from judge.models import Language, RunRequest, SqlCase, TestCase, Verdict
 from judge.service import Judge
 from pipeline.turn import EventSink
+from storage.connection import DbConnection
 from storage.problems import (
     Activity,
     ProblemView,
@@ -164,7 +164,7 @@ def generate() -> ResponseReturnValue:
         raise
     services = app_services().turns
 
-    def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
+    def work(conn: DbConnection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
         job = GenerationJob(database=services.database, chat=services.chat, judge=judge, publish=emit)
         return job.run(user.id, activity, cancel)
 

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 import time
 from typing import Annotated, Any, Literal
 
@@ -71,6 +70,7 @@ from api.turns import runner, turn_payload
 from cancellation import CancelToken
 from events.follow import FollowPlan
 from pipeline.turn import EventSink, run_turn
+from storage.connection import DbConnection
 from storage.messages import add_message, recent_messages
 from storage.sessions import ChatSession, get_session
 from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, inspect_image, save_image
@@ -326,7 +326,7 @@ def chat_completions() -> ResponseReturnValue:
         raise
     meta = {"images": [image.model_dump() for image in images]} if images else None
 
-    def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
+    def work(conn: DbConnection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
         result = run_turn(
             services, conn, user_id=user.id, session_id=session.id, text=text, user_meta=meta, emit=emit, cancel=cancel
         )

@@ -19,7 +19,6 @@ open); a message that answers nothing (no pending question) is an ordinary turn.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +29,7 @@ from api.tool_results import continue_after_answer, fail
 from api.turns import runner
 from events.turns import TurnLease
 from pipeline.turn import TurnServices
+from storage.connection import DbConnection
 from storage.db import transaction
 from storage.messages import Message, find_tool_call, mark_tool_call, recent_messages
 from tools.base import ErrorCode, ToolFailure
@@ -56,13 +56,13 @@ def as_pending(message: Message | None) -> PendingQuestion | None:
     return PendingQuestion(message, widget) if widget is not None else None
 
 
-def pending_in_session(conn: sqlite3.Connection, session_id: str) -> PendingQuestion | None:
+def pending_in_session(conn: DbConnection, session_id: str) -> PendingQuestion | None:
     """The session's question when it is the session's last stored message (the turn ended on it)."""
     last = recent_messages(conn, session_id, 1)
     return as_pending(last[0] if last else None)
 
 
-def pending_from_history(conn: sqlite3.Connection, user_id: int, assistant_text: str) -> PendingQuestion | None:
+def pending_from_history(conn: DbConnection, user_id: int, assistant_text: str) -> PendingQuestion | None:
     """The question whose block ends the client's last assistant message, if it is this user's and open."""
     ids = block_call_ids(assistant_text)
     return as_pending(find_tool_call(conn, user_id, ids[-1])) if ids else None

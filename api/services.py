@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from judge.service import Judge
     from pipeline.turn import TurnServices
     from ratelimit import RateLimiter, StreamSlots
-    from storage.db import Database
+    from storage.connection import Store
 
 SERVICES_KEY = "services"  # the services' one `app.extensions` key (api/openapi.py caches its document apart)
 
@@ -32,7 +32,7 @@ class Services:
     """Everything a request handler may use that outlives the request."""
 
     settings: Settings
-    database: Database
+    database: Store
     turns: TurnServices  # what a turn needs: registry, provider chains, prompt, tool services
     judge: Judge | None  # None when Docker is off or JUDGE_ENABLED=0; `judge_status` says why
     judge_status: dict[str, object]  # {"available": bool, "reason": str} as create_app found it
@@ -44,10 +44,11 @@ class Services:
     stream_slots: StreamSlots  # MAX_STREAMS_PER_USER
 
     def close(self) -> None:
-        """Release what lives outside this process: the judge's containers, the pool's workers."""
+        """Release what lives outside this process: the judge's containers, the pool's workers, Redis links."""
         if self.judge is not None:
             self.judge.close()
         self.bounded.close()
+        self.live.close()  # a Redis backend's listener thread and connections
 
 
 def install(app: Flask, services: Services) -> None:

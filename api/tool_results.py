@@ -18,7 +18,6 @@ else), the other fields are short, and the stored result is built by
 from __future__ import annotations
 
 import logging
-import sqlite3
 from typing import Annotated, Any, Literal
 
 from flask import Blueprint, Response
@@ -34,6 +33,7 @@ from api.turns import TurnWork, answer_turn, runner, turn_payload
 from cancellation import CancelToken
 from events.turns import TurnLease
 from pipeline.turn import EventSink, TurnServices, continue_turn
+from storage.connection import DbConnection
 from storage.db import transaction
 from storage.messages import Message, find_tool_call, mark_tool_call
 from tools.base import ErrorCode, ToolFailure, ToolOutput, ToolResult
@@ -120,7 +120,7 @@ def tool_result() -> ResponseReturnValue:
 
 
 def continue_with_answer(
-    conn: sqlite3.Connection,
+    conn: DbConnection,
     call: Message,
     user_id: int,
     widget: WidgetOutput,
@@ -160,7 +160,7 @@ def continue_after_answer(services: TurnServices, call: Message, user_id: int, o
     )
     content, summary = stored_answer(call, result)
 
-    def work(conn: sqlite3.Connection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
+    def work(conn: DbConnection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
         result = continue_turn(
             services,
             conn,
@@ -177,7 +177,7 @@ def continue_after_answer(services: TurnServices, call: Message, user_id: int, o
     return work
 
 
-def fail(conn: sqlite3.Connection, call: Message, user_id: int, code: str, message: str, status: int) -> None:
+def fail(conn: DbConnection, call: Message, user_id: int, code: str, message: str, status: int) -> None:
     """Store the failure as an error result (the call stays pending) and answer with its code."""
     meta = ToolMeta.of(call)
     log.warning("tool %s failed: %s %s (call %s, user %s)", meta.command, code, message, meta.tool_call_id, user_id)

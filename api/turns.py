@@ -16,7 +16,6 @@ refused a write, 500 `internal_error` for anything else).
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -33,11 +32,11 @@ from events import Live
 from events.follow import FollowPlan
 from events.turns import TurnInProgress, TurnLease, TurnOutcome
 from pipeline.turn import EventSink, ProviderUnavailable, StorageUnavailable, ToolSummary, TurnFailed, TurnResult
-from storage.db import Database
+from storage.connection import DbConnection, Store
 
 log = logging.getLogger("turns")
 
-TurnWork = Callable[[sqlite3.Connection, EventSink, CancelToken], dict[str, Any]]
+TurnWork = Callable[[DbConnection, EventSink, CancelToken], dict[str, Any]]
 
 
 class TurnPayload(BaseModel):
@@ -92,7 +91,7 @@ def failure_outcome(error: Exception, session_id: str) -> TurnOutcome:
 class TurnRunner:
     """Starts turns on a bounded pool of worker threads; one instance per app."""
 
-    def __init__(self, database: Database, live: Live, workers: int) -> None:
+    def __init__(self, database: Store, live: Live, workers: int) -> None:
         self.database = database
         self.live = live
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="turn")

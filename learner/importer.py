@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from learner.spec import ProjectFile, TaskSpec, project_problems
+from storage.connection import DbConnection
 from storage.db import transaction
 from storage.learner_tasks import get_project, project_tasks, retire_tasks, save_project, save_task
 
@@ -54,7 +54,7 @@ class ImportReport:
         )
 
 
-def import_task_file(conn: sqlite3.Connection, path: str | Path) -> ImportReport:
+def import_task_file(conn: DbConnection, path: str | Path) -> ImportReport:
     """Validate the file and import it; raises `TaskFileError` (nothing written) when invalid."""
     return import_project(conn, read_task_file(path))
 
@@ -89,7 +89,7 @@ def read_task_file(path: str | Path) -> ProjectFile:
     return project
 
 
-def import_project(conn: sqlite3.Connection, project: ProjectFile) -> ImportReport:
+def import_project(conn: DbConnection, project: ProjectFile) -> ImportReport:
     """Write the project in one transaction; an unchanged project writes nothing."""
     source_hash = hashlib.sha256(project.model_dump_json().encode()).hexdigest()
     info = project.project

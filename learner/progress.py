@@ -22,10 +22,10 @@ status itself.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Literal
 
+from storage.connection import DbConnection
 from storage.learner_tasks import TaskRow, project_tasks, set_status, statuses
 
 Status = Literal["open", "in_progress", "submitted", "closed"]
@@ -91,7 +91,7 @@ class Refused:
 
 
 def move(
-    conn: sqlite3.Connection,
+    conn: DbConnection,
     *,
     learner_id: int,
     task_pk: int,
@@ -132,7 +132,7 @@ class LearnerProject:
     status: dict[str, str]  # task id -> status
 
     @classmethod
-    def load(cls, conn: sqlite3.Connection, learner_id: int, project_id: str) -> LearnerProject:
+    def load(cls, conn: DbConnection, learner_id: int, project_id: str) -> LearnerProject:
         tasks = project_tasks(conn, project_id)
         by_pk = statuses(conn, learner_id, [task.pk for task in tasks])
         return cls(tasks=tasks, status={task.id: by_pk[task.pk] for task in tasks})

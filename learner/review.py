@@ -7,11 +7,11 @@ as a private comment for the learner) are written in one transaction or not at a
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Literal
 
 from learner.progress import Moved, move
+from storage.connection import DbConnection
 from storage.db import transaction
 from storage.learner_tasks import add_comment, get_attempt, record_review
 
@@ -33,7 +33,7 @@ class ReviewRefused:
 
 
 def review_attempt(
-    conn: sqlite3.Connection,
+    conn: DbConnection,
     attempt_id: int,
     *,
     reviewer_id: int,

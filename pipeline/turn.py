@@ -35,7 +35,7 @@ from pipeline.reply_cap import MAX_REPLY_CHARS, clip_answer
 from pipeline.reply_gate import Decision
 from provider_hints import fix_hint
 from providers import Completion, FallbackChain
-from storage.db import Database
+from storage.connection import DbConnection, Store
 from storage.messages import Message, add_message, recent_messages
 from tools.base import ToolContext
 from tools.contract import command_text, stored_result
@@ -109,7 +109,7 @@ class TurnServices:
     """Everything a turn needs that outlives a request, built once in `create_app`."""
 
     settings: Settings
-    database: Database
+    database: Store
     registry: ToolRegistry
     chat: FallbackChain
     vision: FallbackChain
@@ -124,7 +124,7 @@ class _Turn:
     """Mutable state of one turn in flight (local to one request, never shared)."""
 
     services: TurnServices
-    conn: sqlite3.Connection
+    conn: DbConnection
     user_id: int
     session_id: str
     emit: EventSink
@@ -180,7 +180,7 @@ def strip_commands(text: str) -> str:
 
 def tool_context(
     services: TurnServices,
-    conn: sqlite3.Connection,
+    conn: DbConnection,
     user_id: int,
     session_id: str | None = None,
     turn_message_id: int | None = None,
@@ -294,7 +294,7 @@ def guarded(turn: _Turn, user_message_id: int | None, passes: Callable[[], TurnR
 
 def run_turn(
     services: TurnServices,
-    conn: sqlite3.Connection,
+    conn: DbConnection,
     *,
     user_id: int,
     session_id: str,
@@ -335,7 +335,7 @@ def rounds_used(history: list[Message]) -> tuple[int, int | None]:
 
 def continue_turn(
     services: TurnServices,
-    conn: sqlite3.Connection,
+    conn: DbConnection,
     *,
     user_id: int,
     session_id: str,

@@ -26,9 +26,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from storage.migrations import MIGRATIONS, Migration, migrate
+from storage.connection import DbConnection, Migration
+from storage.migrations import MIGRATIONS, migrate
 
 BUSY_TIMEOUT_MS = 5000
 
@@ -50,6 +51,7 @@ class Connection(sqlite3.Connection):
     `COMMIT` included) note a `SQLITE_READONLY*` failure before re-raising it.
     """
 
+    dialect: Literal["sqlite"] = "sqlite"
     opened_read_only = False  # the file was not writable right after the open
     write_refused = False  # a statement failed with a SQLITE_READONLY* code
 
@@ -121,13 +123,15 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
 
 
 class Database:
-    """Factory of configured connections to one SQLite file."""
+    """Factory of configured connections to one SQLite file (a `storage.connection.Store`)."""
+
+    dialect: Literal["sqlite"] = "sqlite"
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self._local = threading.local()
 
-    def thread_connection(self) -> sqlite3.Connection:
+    def thread_connection(self) -> Connection:
         """This thread's own connection, opened on first use and then reused.
 
         A connection handed back with a transaction still open (a request that crashed
@@ -165,7 +169,7 @@ class Database:
         return conn
 
     @contextmanager
-    def connection(self) -> Iterator[sqlite3.Connection]:
+    def connection(self) -> Iterator[Connection]:
         """A connection for the duration of a `with` block (CLI commands, background jobs)."""
         conn = self.connect()
         try:
@@ -180,11 +184,12 @@ class Database:
 
 
 @contextmanager
-def transaction(conn: sqlite3.Connection, *, immediate: bool = True) -> Iterator[sqlite3.Connection]:
+def transaction(conn: DbConnection, *, immediate: bool = True) -> Iterator[DbConnection]:
     """BEGIN … COMMIT, or ROLLBACK on any exception.
 
     IMMEDIATE takes the write lock up front, so two writers wait on the busy timeout
-    instead of failing half-way with SQLITE_BUSY on lock upgrade.
+    instead of failing half-way with SQLITE_BUSY on lock upgrade. (PostgreSQL locks rows as
+    it writes them: there `BEGIN IMMEDIATE` is a plain `BEGIN`, see `storage.pg_sql`.)
     """
     conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
     try:

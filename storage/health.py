@@ -9,6 +9,11 @@ SQLITE_BUSY when another writer holds the lock past `PROBE_BUSY_MS` (SPEC 12 all
 Nothing reaches the disk, so a full disk is read from the filesystem itself: less than
 `MIN_FREE_BYTES` available to this process (SQLite grows the file and its WAL a page at a
 time, and one large turn can need that much) counts as full.
+
+On PostgreSQL (`DATABASE_URL=postgresql://…`) the same probe runs on a new server connection
+(PostgreSQL's DDL is transactional, so the table never exists for anyone else): a server that
+is down or unreachable is "unavailable", a read-only one (a standby) "read_only", a lock held
+past the wait "locked"; there is no local file, so no free bytes to report.
 """
 
 from __future__ import annotations
@@ -20,10 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from storage.db import Database, refused_as_read_only
+from storage.connection import Store
+from storage.db import refused_as_read_only
 
 PROBE_BUSY_MS = 200
 MIN_FREE_BYTES = 1024 * 1024
+
+# how long the probe waits for a lock: SQLite's busy timeout; PostgreSQL's lock and statement
+# timeouts (a server that is up but stuck answers "locked" instead of hanging /health)
+_PROBE_WAIT = {
+    "sqlite": ("PRAGMA busy_timeout = {ms}",),
+    "postgresql": ("SET lock_timeout = {ms}", "SET statement_timeout = {ms}"),
+}
 
 State = Literal["ok", "read_only", "full", "locked", "unavailable"]
 
@@ -51,7 +64,7 @@ class DatabaseHealth:
         }
 
 
-def probe_database(database: Database) -> DatabaseHealth:
+def probe_database(database: Store) -> DatabaseHealth:
     """Write-probe `database` on a new connection; never raises."""
     started = time.perf_counter()
     free = free_bytes(database.path)
@@ -63,16 +76,17 @@ def probe_database(database: Database) -> DatabaseHealth:
     return DatabaseHealth(state, detail, free, (time.perf_counter() - started) * 1000)
 
 
-def _write_probe(database: Database) -> tuple[State, str]:
+def _write_probe(database: Store) -> tuple[State, str]:
     try:
         conn = database.connect()
-    except sqlite3.Error as error:
+    except sqlite3.Error as error:  # PostgreSQL's errors arrive as these too (storage/pg_errors.py)
         return _classified(error)
     try:
-        conn.execute(f"PRAGMA busy_timeout = {PROBE_BUSY_MS}")
+        for setting in _PROBE_WAIT[database.dialect]:
+            conn.execute(setting.format(ms=PROBE_BUSY_MS))
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("CREATE TABLE _health_probe (x)")
+            conn.execute("CREATE TABLE _health_probe (x INTEGER)")
         finally:
             conn.execute("ROLLBACK")
     except sqlite3.Error as error:

@@ -10,11 +10,11 @@ status change. Every status change also writes a `task_events` row (the audit tr
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 
 from pydantic import BaseModel
 
+from storage.connection import DbConnection, DbRow, inserted_id
 from storage.db import utc_now
 
 OPEN = "open"
@@ -100,7 +100,7 @@ class HelpRequestRow(BaseModel):
 _JSON_COLUMNS = ("dependencies", "learning_objectives", "acceptance_criteria")
 
 
-def _task(row: sqlite3.Row) -> TaskRow:
+def _task(row: DbRow) -> TaskRow:
     data = {key: row[key] for key in TaskRow.model_fields}
     for key in _JSON_COLUMNS:
         data[key] = json.loads(data[key])
@@ -110,17 +110,17 @@ def _task(row: sqlite3.Row) -> TaskRow:
 # projects and templates -------------------------------------------------------------------
 
 
-def get_project(conn: sqlite3.Connection, project_id: str) -> ProjectRow | None:
+def get_project(conn: DbConnection, project_id: str) -> ProjectRow | None:
     row = conn.execute("SELECT * FROM task_projects WHERE id = ?", (project_id,)).fetchone()
     return ProjectRow(**{key: row[key] for key in ProjectRow.model_fields}) if row else None
 
 
-def list_projects(conn: sqlite3.Connection) -> list[ProjectRow]:
+def list_projects(conn: DbConnection) -> list[ProjectRow]:
     rows = conn.execute("SELECT * FROM task_projects ORDER BY id")
     return [ProjectRow(**{key: row[key] for key in ProjectRow.model_fields}) for row in rows]
 
 
-def save_project(conn: sqlite3.Connection, project_id: str, title: str, description: str, source_hash: str) -> None:
+def save_project(conn: DbConnection, project_id: str, title: str, description: str, source_hash: str) -> None:
     now = utc_now()
     conn.execute(
         "INSERT INTO task_projects(id, title, description, source_hash, created_at, updated_at)"
@@ -130,13 +130,13 @@ def save_project(conn: sqlite3.Connection, project_id: str, title: str, descript
     )
 
 
-def project_tasks(conn: sqlite3.Connection, project_id: str, *, include_retired: bool = False) -> list[TaskRow]:
+def project_tasks(conn: DbConnection, project_id: str, *, include_retired: bool = False) -> list[TaskRow]:
     retired = "" if include_retired else " AND retired = 0"
     rows = conn.execute(f"SELECT * FROM tasks WHERE project_id = ?{retired} ORDER BY position, pk", (project_id,))
     return [_task(row) for row in rows]
 
 
-def save_task(conn: sqlite3.Connection, project_id: str, values: dict[str, Any]) -> None:
+def save_task(conn: DbConnection, project_id: str, values: dict[str, Any]) -> None:
     """Insert or update one template by (project, id); `values` holds every template column."""
     now = utc_now()
     row = {**values, **{key: json.dumps(values[key]) for key in _JSON_COLUMNS}}
@@ -154,14 +154,14 @@ def save_task(conn: sqlite3.Connection, project_id: str, values: dict[str, Any])
     )
 
 
-def retire_tasks(conn: sqlite3.Connection, project_id: str, task_ids: list[str]) -> None:
+def retire_tasks(conn: DbConnection, project_id: str, task_ids: list[str]) -> None:
     conn.executemany(
         "UPDATE tasks SET retired = 1, updated_at = ? WHERE project_id = ? AND id = ?",
         [(utc_now(), project_id, task_id) for task_id in task_ids],
     )
 
 
-def find_tasks(conn: sqlite3.Connection, task_id: str, project_id: str | None = None) -> list[TaskRow]:
+def find_tasks(conn: DbConnection, task_id: str, project_id: str | None = None) -> list[TaskRow]:
     """Live tasks with this id (one per project), optionally in one project."""
     if project_id is None:
         rows = conn.execute("SELECT * FROM tasks WHERE id = ? AND retired = 0 ORDER BY project_id", (task_id,))
@@ -175,7 +175,7 @@ def find_tasks(conn: sqlite3.Connection, task_id: str, project_id: str | None = 
 # progress and the audit trail -------------------------------------------------------------
 
 
-def statuses(conn: sqlite3.Connection, learner_id: int, task_pks: list[int]) -> dict[int, str]:
+def statuses(conn: DbConnection, learner_id: int, task_pks: list[int]) -> dict[int, str]:
     """The learner's status on each task; tasks with no progress row are `open`."""
     found: dict[int, str] = {}
     for start in range(0, len(task_pks), 500):
@@ -190,7 +190,7 @@ def statuses(conn: sqlite3.Connection, learner_id: int, task_pks: list[int]) -> 
 
 
 def set_status(
-    conn: sqlite3.Connection,
+    conn: DbConnection,
     *,
     learner_id: int,
     task_pk: int,
@@ -209,13 +209,13 @@ def set_status(
     )
     cursor = conn.execute(
         "INSERT INTO task_events(learner_id, task_pk, actor_id, action, from_status, to_status, reason, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (learner_id, task_pk, learner_id if actor_id is None else actor_id, action, old, new, reason, now),
     )
-    return int(cursor.lastrowid or 0)
+    return inserted_id(cursor)
 
 
-def list_events(conn: sqlite3.Connection, learner_id: int, task_pk: int) -> list[EventRow]:
+def list_events(conn: DbConnection, learner_id: int, task_pk: int) -> list[EventRow]:
     rows = conn.execute(
         "SELECT * FROM task_events WHERE learner_id = ? AND task_pk = ? ORDER BY id", (learner_id, task_pk)
     )
@@ -225,14 +225,14 @@ def list_events(conn: sqlite3.Connection, learner_id: int, task_pk: int) -> list
 # attempts ---------------------------------------------------------------------------------
 
 
-def _attempt(row: sqlite3.Row) -> AttemptRow:
+def _attempt(row: DbRow) -> AttemptRow:
     data = {key: row[key] for key in AttemptRow.model_fields}
     data["checks"] = json.loads(data["checks"])
     return AttemptRow(**data)
 
 
 def add_attempt(
-    conn: sqlite3.Connection, *, learner_id: int, task_pk: int, answer: str, result: str, checks: list[dict[str, Any]]
+    conn: DbConnection, *, learner_id: int, task_pk: int, answer: str, result: str, checks: list[dict[str, Any]]
 ) -> AttemptRow:
     """Store the next numbered attempt (1, 2, …); call inside a write transaction."""
     number = int(
@@ -243,46 +243,46 @@ def add_attempt(
     )
     cursor = conn.execute(
         "INSERT INTO task_attempts(learner_id, task_pk, attempt, answer, result, checks, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (learner_id, task_pk, number, answer, result, json.dumps(checks), utc_now()),
     )
-    stored = get_attempt(conn, int(cursor.lastrowid or 0))
+    stored = get_attempt(conn, inserted_id(cursor))
     assert stored is not None  # just inserted, in this transaction
     return stored
 
 
-def get_attempt(conn: sqlite3.Connection, attempt_id: int) -> AttemptRow | None:
+def get_attempt(conn: DbConnection, attempt_id: int) -> AttemptRow | None:
     row = conn.execute("SELECT * FROM task_attempts WHERE id = ?", (attempt_id,)).fetchone()
     return _attempt(row) if row else None
 
 
-def list_attempts(conn: sqlite3.Connection, learner_id: int, task_pk: int) -> list[AttemptRow]:
+def list_attempts(conn: DbConnection, learner_id: int, task_pk: int) -> list[AttemptRow]:
     rows = conn.execute(
         "SELECT * FROM task_attempts WHERE learner_id = ? AND task_pk = ? ORDER BY attempt", (learner_id, task_pk)
     )
     return [_attempt(row) for row in rows]
 
 
-def supersede_pending(conn: sqlite3.Connection, learner_id: int, task_pk: int) -> None:
+def supersede_pending(conn: DbConnection, learner_id: int, task_pk: int) -> None:
     conn.execute(
         "UPDATE task_attempts SET result = 'superseded' WHERE learner_id = ? AND task_pk = ? AND result = 'pending_review'",
         (learner_id, task_pk),
     )
 
 
-def pending_reviews(conn: sqlite3.Connection, limit: int = 100) -> list[AttemptRow]:
+def pending_reviews(conn: DbConnection, limit: int = 100) -> list[AttemptRow]:
     rows = conn.execute("SELECT * FROM task_attempts WHERE result = 'pending_review' ORDER BY id LIMIT ?", (limit,))
     return [_attempt(row) for row in rows]
 
 
-def record_review(conn: sqlite3.Connection, attempt_id: int, *, reviewer_id: int, passed: bool, note: str) -> None:
+def record_review(conn: DbConnection, attempt_id: int, *, reviewer_id: int, passed: bool, note: str) -> None:
     conn.execute(
         "UPDATE task_attempts SET result = ?, reviewed_by = ?, review_note = ?, reviewed_at = ? WHERE id = ?",
         ("passed" if passed else "rejected", reviewer_id, note, utc_now(), attempt_id),
     )
 
 
-def get_task_by_pk(conn: sqlite3.Connection, task_pk: int) -> TaskRow | None:
+def get_task_by_pk(conn: DbConnection, task_pk: int) -> TaskRow | None:
     row = conn.execute("SELECT * FROM tasks WHERE pk = ?", (task_pk,)).fetchone()
     return _task(row) if row else None
 
@@ -290,18 +290,16 @@ def get_task_by_pk(conn: sqlite3.Connection, task_pk: int) -> TaskRow | None:
 # comments ---------------------------------------------------------------------------------
 
 
-def add_comment(conn: sqlite3.Connection, *, task_pk: int, author_id: int, learner_id: int | None, text: str) -> int:
+def add_comment(conn: DbConnection, *, task_pk: int, author_id: int, learner_id: int | None, text: str) -> int:
     """`learner_id` None = a shared comment every learner sees; else private to that learner."""
     cursor = conn.execute(
-        "INSERT INTO task_comments(task_pk, learner_id, author_id, text, created_at) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO task_comments(task_pk, learner_id, author_id, text, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id",
         (task_pk, learner_id, author_id, text, utc_now()),
     )
-    return int(cursor.lastrowid or 0)
+    return inserted_id(cursor)
 
 
-def visible_comments(
-    conn: sqlite3.Connection, task_pk: int, learner_id: int, limit: int
-) -> tuple[list[CommentRow], int]:
+def visible_comments(conn: DbConnection, task_pk: int, learner_id: int, limit: int) -> tuple[list[CommentRow], int]:
     """The newest `limit` comments this learner may see (shared + own), oldest first, and the total."""
     where = "c.task_pk = ? AND (c.learner_id IS NULL OR c.learner_id = ?)"
     total = int(
@@ -319,22 +317,22 @@ def visible_comments(
 # help requests ----------------------------------------------------------------------------
 
 
-def open_help_request(conn: sqlite3.Connection, learner_id: int, task_pk: int) -> int | None:
+def open_help_request(conn: DbConnection, learner_id: int, task_pk: int) -> int | None:
     row = conn.execute(
         "SELECT id FROM help_requests WHERE learner_id = ? AND task_pk = ? AND status = 'open'", (learner_id, task_pk)
     ).fetchone()
     return int(row["id"]) if row else None
 
 
-def add_help_request(conn: sqlite3.Connection, *, learner_id: int, task_pk: int, message: str) -> int:
+def add_help_request(conn: DbConnection, *, learner_id: int, task_pk: int, message: str) -> int:
     cursor = conn.execute(
-        "INSERT INTO help_requests(learner_id, task_pk, message, status, created_at) VALUES (?, ?, ?, 'open', ?)",
+        "INSERT INTO help_requests(learner_id, task_pk, message, status, created_at) VALUES (?, ?, ?, 'open', ?) RETURNING id",
         (learner_id, task_pk, message, utc_now()),
     )
-    return int(cursor.lastrowid or 0)
+    return inserted_id(cursor)
 
 
-def list_help_requests(conn: sqlite3.Connection, status: str | None = None, limit: int = 200) -> list[HelpRequestRow]:
+def list_help_requests(conn: DbConnection, status: str | None = None, limit: int = 200) -> list[HelpRequestRow]:
     where, params = ("WHERE h.status = ?", [status]) if status else ("", [])
     rows = conn.execute(
         "SELECT h.id, h.learner_id, u.name AS learner, t.project_id, t.id AS task_id, t.title AS task_title,"
@@ -345,7 +343,7 @@ def list_help_requests(conn: sqlite3.Connection, status: str | None = None, limi
     return [HelpRequestRow(**{key: row[key] for key in HelpRequestRow.model_fields}) for row in rows]
 
 
-def resolve_help_request(conn: sqlite3.Connection, request_id: int, resolver_id: int) -> bool:
+def resolve_help_request(conn: DbConnection, request_id: int, resolver_id: int) -> bool:
     cursor = conn.execute(
         "UPDATE help_requests SET status = 'resolved', resolved_by = ?, resolved_at = ? WHERE id = ? AND status = 'open'",
         (resolver_id, utc_now(), request_id),

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 from pydantic import BaseModel
 
+from storage.connection import DbConnection, inserted_id
 from storage.db import utc_now
 
 
@@ -17,16 +16,17 @@ class Memory(BaseModel):
     updated_at: str
 
 
-def add_memory(conn: sqlite3.Connection, user_id: int, content: str, importance: int = 1) -> Memory:
+def add_memory(conn: DbConnection, user_id: int, content: str, importance: int = 1) -> Memory:
     now = utc_now()
     cursor = conn.execute(
-        "INSERT INTO user_memories(user_id, content, importance, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO user_memories(user_id, content, importance, created_at, updated_at) VALUES (?, ?, ?, ?, ?)"
+        " RETURNING id",
         (user_id, content, importance, now, now),
     )
-    return Memory(id=int(cursor.lastrowid or 0), content=content, importance=importance, created_at=now, updated_at=now)
+    return Memory(id=inserted_id(cursor), content=content, importance=importance, created_at=now, updated_at=now)
 
 
-def find_memory(conn: sqlite3.Connection, user_id: int, content: str) -> Memory | None:
+def find_memory(conn: DbConnection, user_id: int, content: str) -> Memory | None:
     """An identical memory already stored (so /remember twice does not duplicate)."""
     row = conn.execute(
         "SELECT * FROM user_memories WHERE user_id = ? AND content = ? ORDER BY id LIMIT 1", (user_id, content)

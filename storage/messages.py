@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from storage.connection import DbConnection, DbRow, inserted_id
 from storage.db import utc_now
 
 
@@ -42,14 +42,14 @@ class Message:
 COLUMNS = "id, session_id, role, content, created_at, meta"
 
 
-def _message(row: sqlite3.Row | tuple[object, ...]) -> Message:
+def _message(row: DbRow | tuple[object, ...]) -> Message:
     """A row of our own table, columns in `COLUMNS` order."""
     id_, session_id, role, content, created_at, meta = tuple(row)
     return Message(id_, session_id, role, content, created_at, json.loads(meta) if meta else None)
 
 
 def add_message(
-    conn: sqlite3.Connection,
+    conn: DbConnection,
     *,
     session_id: str,
     user_id: int,
@@ -59,41 +59,36 @@ def add_message(
 ) -> Message:
     now = utc_now()
     cursor = conn.execute(
-        "INSERT INTO chat_messages(session_id, user_id, role, content, meta, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO chat_messages(session_id, user_id, role, content, meta, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+        " RETURNING id",
         (session_id, user_id, role, content, json.dumps(meta) if meta is not None else None, now),
     )
-    return Message(
-        id=int(cursor.lastrowid or 0), session_id=session_id, role=role, content=content, created_at=now, meta=meta
-    )
+    return Message(id=inserted_id(cursor), session_id=session_id, role=role, content=content, created_at=now, meta=meta)
 
 
-def recent_messages(
-    conn: sqlite3.Connection, session_id: str, limit: int, *, before_id: int | None = None
-) -> list[Message]:
+def recent_messages(conn: DbConnection, session_id: str, limit: int, *, before_id: int | None = None) -> list[Message]:
     """The last `limit` messages of a session (optionally those with id < before_id), oldest first."""
     cursor = conn.execute(
         f"SELECT {COLUMNS} FROM chat_messages WHERE session_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
         (session_id, before_id if before_id is not None else 2**62, limit),
     )
-    cursor.row_factory = None
     rows = cursor.fetchall()
     rows.reverse()
     return [_message(row) for row in rows]
 
 
-def find_tool_call(conn: sqlite3.Connection, user_id: int, tool_call_id: str) -> Message | None:
+def find_tool_call(conn: DbConnection, user_id: int, tool_call_id: str) -> Message | None:
     """The pending (or answered) interactive call with this id, if it is this user's."""
     cursor = conn.execute(
         f"SELECT {COLUMNS} FROM chat_messages WHERE user_id = ? AND role = 'ui_tools'"
         " AND json_extract(meta, '$.tool_call_id') = ? ORDER BY id LIMIT 1",
         (user_id, tool_call_id),
     )
-    cursor.row_factory = None
     row = cursor.fetchone()
     return _message(row) if row else None
 
 
-def mark_tool_call(conn: sqlite3.Connection, message_id: int, status: str) -> bool:
+def mark_tool_call(conn: DbConnection, message_id: int, status: str) -> bool:
     """Move a pending call to `status`; False if it was no longer pending (a concurrent answer)."""
     cursor = conn.execute(
         "UPDATE chat_messages SET meta = json_set(meta, '$.status', ?) "

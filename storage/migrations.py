@@ -8,12 +8,12 @@ that has shipped: add a new one instead, so every database reaches the same sche
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-Migration = Callable[[sqlite3.Connection], None]
+from storage.connection import DbConnection, Migration
 
 
-def execute_script(conn: sqlite3.Connection, script: str) -> None:
+def execute_script(conn: DbConnection, script: str) -> None:
     """Run a multi-statement script inside the caller's transaction.
 
     `Connection.executescript` commits any open transaction first, which would make a
@@ -29,7 +29,7 @@ def execute_script(conn: sqlite3.Connection, script: str) -> None:
         raise ValueError(f"incomplete SQL statement in migration: {pending.strip()[:80]}")
 
 
-def m001_initial(conn: sqlite3.Connection) -> None:
+def m001_initial(conn: DbConnection) -> None:
     """Users with hashed tokens, sessions, messages (with JSON meta) and memories.
 
     The message and memory tables are named `chat_messages` and `user_memories`, not
@@ -85,7 +85,7 @@ def m001_initial(conn: sqlite3.Connection) -> None:
     )
 
 
-def m002_full_text_search(conn: sqlite3.Connection) -> None:
+def m002_full_text_search(conn: DbConnection) -> None:
     """FTS5 indexes over messages and memories, kept in sync by triggers.
 
     External-content tables: the text lives once, in the base table; the index holds
@@ -124,7 +124,7 @@ def m002_full_text_search(conn: sqlite3.Connection) -> None:
     )
 
 
-def m003_session_activity(conn: sqlite3.Connection) -> None:
+def m003_session_activity(conn: DbConnection) -> None:
     """A session's `updated_at` follows its newest message, kept by the database itself.
 
     Every stored message marks its session active in the same statement, so no code path
@@ -140,7 +140,7 @@ def m003_session_activity(conn: sqlite3.Connection) -> None:
     )
 
 
-def m004_activities_problems_submissions(conn: sqlite3.Connection) -> None:
+def m004_activities_problems_submissions(conn: DbConnection) -> None:
     """Generated activities, their judge-verified problems, and learners' submissions.
 
     A problem's reference solution and hidden tests live only here (JSON columns); the
@@ -192,7 +192,7 @@ def m004_activities_problems_submissions(conn: sqlite3.Connection) -> None:
     )
 
 
-def m005_learner_tasks(conn: sqlite3.Connection) -> None:
+def m005_learner_tasks(conn: DbConnection) -> None:
     """Learner task projects (SPEC section 10) and every per-learner record about them.
 
     `tasks` holds the imported templates (JSON columns for dependencies, objectives and
@@ -292,7 +292,7 @@ def m005_learner_tasks(conn: sqlite3.Connection) -> None:
     )
 
 
-def m006_web_sessions(conn: sqlite3.Connection) -> None:
+def m006_web_sessions(conn: DbConnection) -> None:
     """Server-side web UI sessions: the cookie carries only a random id, whose hash is kept
     here with its user, the token that opened it (revoking the token ends it) and an expiry."""
     execute_script(
@@ -321,7 +321,7 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
-def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
+def migrate(conn: DbConnection, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
     """Apply pending migrations in order, each in its own transaction; return their names.
 
     `migrations` is the product's list; a test passes its own (a failing step, a fixed one).
@@ -358,7 +358,7 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIO
     return applied
 
 
-def recorded_migrations(conn: sqlite3.Connection) -> set[str]:
+def recorded_migrations(conn: DbConnection) -> set[str]:
     """Names in `_migrations` (none while the table does not exist yet)."""
     exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'").fetchone()
     return {row[0] for row in conn.execute("SELECT name FROM _migrations")} if exists else set()

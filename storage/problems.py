@@ -8,12 +8,12 @@ All reads are scoped by `user_id`: another user's ids read as missing.
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from storage.connection import DbConnection, DbRow, inserted_id
 from storage.db import utc_now
 
 ActivityStatus = Literal["generating", "ready", "partial", "failed"]
@@ -65,7 +65,7 @@ class Submission(BaseModel):
 
 
 def create_activity(
-    conn: sqlite3.Connection, *, user_id: int, session_id: str, topic: str, language: str, difficulty: str, count: int
+    conn: DbConnection, *, user_id: int, session_id: str, topic: str, language: str, difficulty: str, count: int
 ) -> Activity:
     now = utc_now()
     activity = Activity(
@@ -87,22 +87,22 @@ def create_activity(
     return activity
 
 
-def set_activity_status(conn: sqlite3.Connection, activity_id: str, status: ActivityStatus) -> None:
+def set_activity_status(conn: DbConnection, activity_id: str, status: ActivityStatus) -> None:
     conn.execute("UPDATE activities SET status = ?, updated_at = ? WHERE id = ?", (status, utc_now(), activity_id))
 
 
-def get_activity(conn: sqlite3.Connection, user_id: int, activity_id: str) -> Activity | None:
+def get_activity(conn: DbConnection, user_id: int, activity_id: str) -> Activity | None:
     row = conn.execute("SELECT * FROM activities WHERE id = ? AND user_id = ?", (activity_id, user_id)).fetchone()
     return Activity(**{key: row[key] for key in Activity.model_fields}) if row else None
 
 
-def list_activities(conn: sqlite3.Connection, user_id: int) -> list[Activity]:
+def list_activities(conn: DbConnection, user_id: int) -> list[Activity]:
     rows = conn.execute("SELECT * FROM activities WHERE user_id = ? ORDER BY created_at DESC, rowid DESC", (user_id,))
     return [Activity(**{key: row[key] for key in Activity.model_fields}) for row in rows]
 
 
 def add_problem(
-    conn: sqlite3.Connection,
+    conn: DbConnection,
     *,
     user_id: int,
     activity_id: str | None,
@@ -149,7 +149,7 @@ def add_problem(
     return problem
 
 
-def _problem(row: sqlite3.Row) -> Problem:
+def _problem(row: DbRow) -> Problem:
     return Problem(
         id=row["id"],
         activity_id=row["activity_id"],
@@ -165,12 +165,12 @@ def _problem(row: sqlite3.Row) -> Problem:
     )
 
 
-def get_problem(conn: sqlite3.Connection, user_id: int, problem_id: str) -> Problem | None:
+def get_problem(conn: DbConnection, user_id: int, problem_id: str) -> Problem | None:
     row = conn.execute("SELECT * FROM problems WHERE id = ? AND user_id = ?", (problem_id, user_id)).fetchone()
     return _problem(row) if row else None
 
 
-def activity_problems(conn: sqlite3.Connection, user_id: int, activity_id: str) -> list[Problem]:
+def activity_problems(conn: DbConnection, user_id: int, activity_id: str) -> list[Problem]:
     rows = conn.execute(
         "SELECT * FROM problems WHERE activity_id = ? AND user_id = ? ORDER BY position, created_at",
         (activity_id, user_id),
@@ -179,7 +179,7 @@ def activity_problems(conn: sqlite3.Connection, user_id: int, activity_id: str) 
 
 
 def add_submission(
-    conn: sqlite3.Connection,
+    conn: DbConnection,
     *,
     user_id: int,
     problem_id: str,
@@ -190,11 +190,11 @@ def add_submission(
     now = utc_now()
     cursor = conn.execute(
         "INSERT INTO submissions(problem_id, user_id, language, files, status, verdict, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (problem_id, user_id, language, json.dumps(files), verdict["status"], json.dumps(verdict), now),
     )
     return Submission(
-        id=int(cursor.lastrowid or 0),
+        id=inserted_id(cursor),
         problem_id=problem_id,
         language=language,
         status=verdict["status"],

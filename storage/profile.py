@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from storage.connection import DbConnection
 from storage.db import transaction, utc_now
 
 log = logging.getLogger("storage.profile")
@@ -88,20 +88,20 @@ def _parse(raw: Mapping[str, Any]) -> dict[str, ProfileField]:
     return fields
 
 
-def read_raw_profile(conn: sqlite3.Connection, user_id: int) -> dict[str, Any]:
+def read_raw_profile(conn: DbConnection, user_id: int) -> dict[str, Any]:
     """The stored JSON object, entries unparsed; anything else in the column counts as an empty profile."""
     row = conn.execute("SELECT profile FROM users WHERE id = ?", (user_id,)).fetchone()
     raw = json.loads(row["profile"]) if row else {}
     return raw if isinstance(raw, dict) else {}
 
 
-def write_raw_profile(conn: sqlite3.Connection, user_id: int, raw: dict[str, Any]) -> None:
+def write_raw_profile(conn: DbConnection, user_id: int, raw: dict[str, Any]) -> None:
     """Replace the stored JSON object; callers hold the write transaction (read-modify-write)."""
     conn.execute("UPDATE users SET profile = ? WHERE id = ?", (json.dumps(raw), user_id))
 
 
 @contextmanager
-def _writing(conn: sqlite3.Connection) -> Iterator[None]:
+def _writing(conn: DbConnection) -> Iterator[None]:
     """A write transaction, unless the caller already holds one (then it is theirs to commit)."""
     if conn.in_transaction:
         yield
@@ -110,16 +110,16 @@ def _writing(conn: sqlite3.Connection) -> Iterator[None]:
         yield
 
 
-def get_profile(conn: sqlite3.Connection, user_id: int) -> dict[str, ProfileField]:
+def get_profile(conn: DbConnection, user_id: int) -> dict[str, ProfileField]:
     return _parse(read_raw_profile(conn, user_id))
 
 
-def get_field(conn: sqlite3.Connection, user_id: int, name: str) -> ProfileField | None:
+def get_field(conn: DbConnection, user_id: int, name: str) -> ProfileField | None:
     return get_profile(conn, user_id).get(name)
 
 
 def set_fields(
-    conn: sqlite3.Connection,
+    conn: DbConnection,
     user_id: int,
     values: Mapping[str, Any],
     *,
@@ -153,7 +153,7 @@ def set_fields(
 
 
 def set_field(
-    conn: sqlite3.Connection,
+    conn: DbConnection,
     user_id: int,
     name: str,
     value: Any,
@@ -164,7 +164,7 @@ def set_field(
     return set_fields(conn, user_id, {name: value}, source=source, input_method=input_method)[name]
 
 
-def confirm_field(conn: sqlite3.Connection, user_id: int, name: str, confirmed: bool = True) -> ProfileField:
+def confirm_field(conn: DbConnection, user_id: int, name: str, confirmed: bool = True) -> ProfileField:
     """Mark a field confirmed (or not) by the user; the value and its source are unchanged."""
     check_field_name(name)
     with _writing(conn):
@@ -178,7 +178,7 @@ def confirm_field(conn: sqlite3.Connection, user_id: int, name: str, confirmed: 
     return field
 
 
-def delete_fields(conn: sqlite3.Connection, user_id: int, names: list[str]) -> list[str]:
+def delete_fields(conn: DbConnection, user_id: int, names: list[str]) -> list[str]:
     """Remove fields; returns the names that existed."""
     for name in names:
         check_field_name(name)

@@ -3,16 +3,20 @@
 The user's words are turned into an FTS5 query of quoted terms joined by OR, so no
 character a user types can be read as FTS5 syntax; bm25 then ranks rows matching more
 (and rarer) terms first. Ties go to the most recent row.
+
+On PostgreSQL the same terms are searched in the rows' tsvector columns instead, ranked
+by ts_rank_cd (`storage.search_pg`); the hits have the same shape and the same order rule.
 """
 
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel
+
+from storage.connection import DbConnection, dialect_of
 
 MAX_TERMS = 16
 SNIPPET_TOKENS = 16
@@ -30,19 +34,25 @@ class SearchHit(BaseModel):
     score: float
 
 
-def fts_query(text: str) -> str | None:
-    """`mars rover?` -> `"mars" OR "rover"`; None when the text holds no searchable word."""
+def search_terms(text: str) -> list[str]:
+    """`Mars rover? mars` -> `["mars", "rover"]`: distinct lowercased words, at most MAX_TERMS."""
     terms: list[str] = []
     for term in re.findall(r"\w+", text.lower()):
         if term not in terms:
             terms.append(term)
+    return terms[:MAX_TERMS]
+
+
+def fts_query(text: str) -> str | None:
+    """`mars rover?` -> `"mars" OR "rover"`; None when the text holds no searchable word."""
+    terms = search_terms(text)
     if not terms:
         return None
-    return " OR ".join(f'"{term}"' for term in terms[:MAX_TERMS])
+    return " OR ".join(f'"{term}"' for term in terms)
 
 
 def search_user_history(
-    conn: sqlite3.Connection,
+    conn: DbConnection,
     user_id: int,
     text: str,
     *,
@@ -50,10 +60,20 @@ def search_user_history(
     exclude_message_ids: Sequence[int] = (),
 ) -> list[SearchHit]:
     """Best `limit` hits among the user's own user/assistant messages and memories."""
+    if dialect_of(conn) == "postgresql":
+        from storage.search_pg import pg_hits
+
+        hits = pg_hits(conn, user_id, search_terms(text), limit, exclude_message_ids)
+        return best(hits, limit)
     query = fts_query(text)
     if query is None:
         return []
     hits = _message_hits(conn, user_id, query, limit, exclude_message_ids) + _memory_hits(conn, user_id, query, limit)
+    return best(hits, limit)
+
+
+def best(hits: list[SearchHit], limit: int) -> list[SearchHit]:
+    """The first `limit` by score (lower is better), ties to the newest."""
     # Two stable sorts: newest first (then higher id), then best score; equal scores keep
     # that recency order.
     hits.sort(key=lambda hit: (hit.created_at, hit.id), reverse=True)
@@ -62,7 +82,7 @@ def search_user_history(
 
 
 def _message_hits(
-    conn: sqlite3.Connection, user_id: int, query: str, limit: int, exclude_message_ids: Sequence[int]
+    conn: DbConnection, user_id: int, query: str, limit: int, exclude_message_ids: Sequence[int]
 ) -> list[SearchHit]:
     excluded = ",".join(str(int(i)) for i in exclude_message_ids) or "-1"
     roles = ",".join(f"'{role}'" for role in SEARCHED_ROLES)
@@ -91,7 +111,7 @@ def _message_hits(
     ]
 
 
-def _memory_hits(conn: sqlite3.Connection, user_id: int, query: str, limit: int) -> list[SearchHit]:
+def _memory_hits(conn: DbConnection, user_id: int, query: str, limit: int) -> list[SearchHit]:
     rows = conn.execute(
         f"""
         SELECT m.id, m.created_at,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 import uuid
 
 from pydantic import BaseModel
 
+from storage.connection import DbConnection, DbRow
 from storage.db import utc_now
 
 DEFAULT_NAME = "New chat"
@@ -20,11 +20,11 @@ class ChatSession(BaseModel):
     updated_at: str
 
 
-def _session(row: sqlite3.Row) -> ChatSession:
+def _session(row: DbRow) -> ChatSession:
     return ChatSession(id=row["id"], name=row["name"], created_at=row["created_at"], updated_at=row["updated_at"])
 
 
-def create_session(conn: sqlite3.Connection, user_id: int, name: str | None = None) -> ChatSession:
+def create_session(conn: DbConnection, user_id: int, name: str | None = None) -> ChatSession:
     now = utc_now()
     session = ChatSession(id=uuid.uuid4().hex, name=name or DEFAULT_NAME, created_at=now, updated_at=now)
     conn.execute(
@@ -34,17 +34,17 @@ def create_session(conn: sqlite3.Connection, user_id: int, name: str | None = No
     return session
 
 
-def get_session(conn: sqlite3.Connection, user_id: int, session_id: str) -> ChatSession | None:
+def get_session(conn: DbConnection, user_id: int, session_id: str) -> ChatSession | None:
     row = conn.execute("SELECT * FROM sessions WHERE id = ? AND user_id = ?", (session_id, user_id)).fetchone()
     return _session(row) if row else None
 
 
-def list_sessions(conn: sqlite3.Connection, user_id: int) -> list[ChatSession]:
+def list_sessions(conn: DbConnection, user_id: int) -> list[ChatSession]:
     rows = conn.execute("SELECT * FROM sessions WHERE user_id = ? ORDER BY updated_at DESC, rowid DESC", (user_id,))
     return [_session(row) for row in rows]
 
 
-def rename_session(conn: sqlite3.Connection, user_id: int, session_id: str, name: str) -> ChatSession | None:
+def rename_session(conn: DbConnection, user_id: int, session_id: str, name: str) -> ChatSession | None:
     conn.execute(
         "UPDATE sessions SET name = ?, updated_at = ? WHERE id = ? AND user_id = ?",
         (name, utc_now(), session_id, user_id),
@@ -56,7 +56,7 @@ DELETE_BATCH = 500  # messages per write transaction when a session is deleted
 BATCH_PAUSE_MAX_S = 0.02  # between two batches: as long as the batch took, at most this
 
 
-def delete_session(conn: sqlite3.Connection, user_id: int, session_id: str) -> bool:
+def delete_session(conn: DbConnection, user_id: int, session_id: str) -> bool:
     """Delete a session and everything in it.
 
     Its messages go first, newest first, `DELETE_BATCH` per statement (each its own short

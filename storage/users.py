@@ -12,6 +12,7 @@ import sqlite3
 
 from pydantic import BaseModel
 
+from storage.connection import DbConnection, DbRow, inserted_id
 from storage.db import transaction, utc_now
 
 TOKEN_PREFIX = "oct_"
@@ -46,20 +47,22 @@ def new_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
-def user_from_row(row: sqlite3.Row) -> User:
+def user_from_row(row: DbRow) -> User:
     return User(id=row["id"], name=row["name"], role=row["role"], created_at=row["created_at"])
 
 
-def create_user(conn: sqlite3.Connection, name: str, role: str = "user") -> tuple[User, str]:
+def create_user(conn: DbConnection, name: str, role: str = "user") -> tuple[User, str]:
     """Create a user with one fresh token; returns the user and the token (shown once)."""
     token = new_token()
     now = utc_now()
     with transaction(conn):
         try:
-            cursor = conn.execute("INSERT INTO users(name, role, created_at) VALUES (?, ?, ?)", (name, role, now))
+            cursor = conn.execute(
+                "INSERT INTO users(name, role, created_at) VALUES (?, ?, ?) RETURNING id", (name, role, now)
+            )
         except sqlite3.IntegrityError as error:
             raise DuplicateUserError(f"user {name!r} already exists") from error
-        user_id = int(cursor.lastrowid or 0)
+        user_id = inserted_id(cursor)
         conn.execute(
             "INSERT INTO api_tokens(user_id, token_hash, created_at) VALUES (?, ?, ?)",
             (user_id, hash_token(token), now),
@@ -67,7 +70,7 @@ def create_user(conn: sqlite3.Connection, name: str, role: str = "user") -> tupl
     return User(id=user_id, name=name, role=role, created_at=now), token
 
 
-def add_token(conn: sqlite3.Connection, user_id: int) -> str:
+def add_token(conn: DbConnection, user_id: int) -> str:
     token = new_token()
     conn.execute(
         "INSERT INTO api_tokens(user_id, token_hash, created_at) VALUES (?, ?, ?)",
@@ -76,7 +79,7 @@ def add_token(conn: sqlite3.Connection, user_id: int) -> str:
     return token
 
 
-def user_for_token(conn: sqlite3.Connection, token: str) -> User | None:
+def user_for_token(conn: DbConnection, token: str) -> User | None:
     row = conn.execute(
         "SELECT u.* FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?",
         (hash_token(token),),
@@ -84,7 +87,7 @@ def user_for_token(conn: sqlite3.Connection, token: str) -> User | None:
     return user_from_row(row) if row else None
 
 
-def find_token(conn: sqlite3.Connection, token: str) -> tuple[User, int] | None:
+def find_token(conn: DbConnection, token: str) -> tuple[User, int] | None:
     """The token's user and the token's id (a web login remembers which token opened it)."""
     row = conn.execute(
         "SELECT u.*, t.id AS token_id FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?",
@@ -93,7 +96,7 @@ def find_token(conn: sqlite3.Connection, token: str) -> tuple[User, int] | None:
     return (user_from_row(row), int(row["token_id"])) if row else None
 
 
-def list_tokens(conn: sqlite3.Connection, user_name: str | None = None) -> list[TokenInfo]:
+def list_tokens(conn: DbConnection, user_name: str | None = None) -> list[TokenInfo]:
     rows = conn.execute(
         "SELECT t.id, t.user_id, u.name AS user_name, u.role, t.created_at FROM api_tokens t "
         "JOIN users u ON u.id = t.user_id WHERE ? IS NULL OR u.name = ? ORDER BY t.id",
@@ -102,12 +105,12 @@ def list_tokens(conn: sqlite3.Connection, user_name: str | None = None) -> list[
     return [TokenInfo(**dict(row)) for row in rows]
 
 
-def revoke_token(conn: sqlite3.Connection, token_id: int) -> bool:
+def revoke_token(conn: DbConnection, token_id: int) -> bool:
     """Delete one token; the web sessions it opened end with it (ON DELETE CASCADE)."""
     return conn.execute("DELETE FROM api_tokens WHERE id = ?", (token_id,)).rowcount > 0
 
 
-def replace_tokens(conn: sqlite3.Connection, user_id: int) -> str:
+def replace_tokens(conn: DbConnection, user_id: int) -> str:
     """Revoke every token of the user (and so their web sessions) and issue one new token,
     in one transaction: there is no moment without a token, nor one with both."""
     with transaction(conn):
@@ -115,22 +118,22 @@ def replace_tokens(conn: sqlite3.Connection, user_id: int) -> str:
         return add_token(conn, user_id)
 
 
-def get_user_by_name(conn: sqlite3.Connection, name: str) -> User | None:
+def get_user_by_name(conn: DbConnection, name: str) -> User | None:
     row = conn.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
     return user_from_row(row) if row else None
 
 
-def first_admin(conn: sqlite3.Connection) -> User | None:
+def first_admin(conn: DbConnection) -> User | None:
     row = conn.execute("SELECT * FROM users WHERE role = 'admin' ORDER BY id LIMIT 1").fetchone()
     return user_from_row(row) if row else None
 
 
-def get_user(conn: sqlite3.Connection, user_id: int) -> User | None:
+def get_user(conn: DbConnection, user_id: int) -> User | None:
     row = conn.execute("SELECT * FROM users WHERE id = ?", (user_id,)).fetchone()
     return user_from_row(row) if row else None
 
 
-def count_users(conn: sqlite3.Connection, role: str | None = None) -> int:
+def count_users(conn: DbConnection, role: str | None = None) -> int:
     if role is None:
         return int(conn.execute("SELECT COUNT(*) FROM users").fetchone()[0])
     return int(conn.execute("SELECT COUNT(*) FROM users WHERE role = ?", (role,)).fetchone()[0])

@@ -11,9 +11,9 @@ oldest, so repeated logins cannot grow the table.
 from __future__ import annotations
 
 import secrets
-import sqlite3
 from datetime import UTC, datetime, timedelta
 
+from storage.connection import DbConnection
 from storage.db import transaction, utc_now
 from storage.users import User, hash_token, user_from_row
 
@@ -24,7 +24,7 @@ def _iso(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def open_web_session(conn: sqlite3.Connection, user_id: int, token_id: int, lifetime: timedelta) -> str:
+def open_web_session(conn: DbConnection, user_id: int, token_id: int, lifetime: timedelta) -> str:
     """A new session for `user_id`; returns its id (shown once: it goes in the cookie)."""
     session_id = secrets.token_urlsafe(32)
     now = datetime.now(UTC)
@@ -42,7 +42,7 @@ def open_web_session(conn: sqlite3.Connection, user_id: int, token_id: int, life
     return session_id
 
 
-def web_session_user(conn: sqlite3.Connection, session_id: str) -> User | None:
+def web_session_user(conn: DbConnection, session_id: str) -> User | None:
     """The user of a live (not ended, not expired) session, else None."""
     row = conn.execute(
         "SELECT u.* FROM web_sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = ? AND s.expires_at > ?",
@@ -51,10 +51,10 @@ def web_session_user(conn: sqlite3.Connection, session_id: str) -> User | None:
     return user_from_row(row) if row else None
 
 
-def close_web_session(conn: sqlite3.Connection, session_id: str) -> bool:
+def close_web_session(conn: DbConnection, session_id: str) -> bool:
     cursor = conn.execute("DELETE FROM web_sessions WHERE id_hash = ?", (hash_token(session_id),))
     return cursor.rowcount > 0
 
 
-def count_web_sessions(conn: sqlite3.Connection, user_id: int) -> int:
+def count_web_sessions(conn: DbConnection, user_id: int) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM web_sessions WHERE user_id = ?", (user_id,)).fetchone()[0])

@@ -257,3 +257,28 @@ def pg_empty_url(pg_cluster: PgCluster) -> Iterator[str]:
         yield url
     finally:
         pg_cluster.drop_database(name)
+
+
+MIGRATED_TEMPLATE = "tmpl_migrated"
+
+
+def migrate_template(url: str) -> None:
+    """Apply the app's PostgreSQL migrations (the template every `pg_url` test copies)."""
+    from storage.pg import PgDatabase
+
+    database = PgDatabase(url, pool_size=2)
+    try:
+        database.migrate()
+    finally:
+        database.close()
+
+
+@pytest.fixture
+def pg_url(pg_cluster: PgCluster) -> Iterator[str]:
+    """A superuser URL to a new database of this test's own, migrated (dropped after)."""
+    template = pg_cluster.template(MIGRATED_TEMPLATE, migrate_template)
+    name, url = pg_cluster.fresh_database(template)
+    try:
+        yield url
+    finally:
+        pg_cluster.drop_database(name)

@@ -8,7 +8,6 @@ failing tool is data shown to the model, never a crash.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from config import Settings
     from judge.service import Judge
     from providers import FallbackChain
-    from storage.db import Database
+    from storage.connection import DbConnection, Store
 
 
 FIX_HINT = "Fix the command and try again."  # the model's cue to retry a refused command
@@ -91,8 +90,8 @@ class ToolContext:
     CLI) has none: each tool says what it does without one (NOT_CONFIGURED, a one-off pool).
     """
 
-    conn: sqlite3.Connection
-    database: Database
+    conn: DbConnection
+    database: Store
     settings: Settings
     user_id: int
     session_id: str | None = None

@@ -10,13 +10,13 @@ still talk about a picture after the image has left its context window.
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 
 from pydantic import Field, ValidationError
 
 from cancellation import Cancelled
 from providers import ChatMessage, FailureKind
+from storage.connection import DbConnection
 from storage.uploads import StoredImage, load_data_url
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 
@@ -51,7 +51,7 @@ class ImageAnalyzeOutput(ToolOutput):
         return self.description
 
 
-def latest_images(conn: sqlite3.Connection, user_id: int, session_id: str, data_dir: str) -> tuple[int, list[str]]:
+def latest_images(conn: DbConnection, user_id: int, session_id: str, data_dir: str) -> tuple[int, list[str]]:
     """(message id, data URLs) of the newest user message of this user's session with readable images."""
     rows = conn.execute(
         "SELECT id, meta FROM chat_messages WHERE session_id = ? AND user_id = ? AND role = 'user'"

@@ -14,11 +14,11 @@ Command forms (the first word after the command is the profile field):
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, field_validator
 
+from storage.connection import DbConnection
 from storage.profile import FIELD_NAME_PATTERN, FieldNotFound, ProfileError, confirm_field, set_field
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 
@@ -140,7 +140,7 @@ def check_answer(widget: WidgetOutput, value: Any) -> Any:
 
 
 def apply_answer(
-    conn: sqlite3.Connection, user_id: int, widget: WidgetOutput, value: Any, input_method: InputMethod
+    conn: DbConnection, user_id: int, widget: WidgetOutput, value: Any, input_method: InputMethod
 ) -> UiAnswerOutput:
     """Write a checked answer to the profile (provenance: the user, how, when)."""
     field = widget.target_field

@@ -16,7 +16,6 @@ statement succeeded.
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any, Literal
 
 from pydantic import Field
@@ -25,7 +24,8 @@ from bounded.pool import WorkerPool, pool_or_own
 from bounded.sql import run_memory
 from bounded.sql_values import Change, MemoryAnswer, MemoryJob, SqlError
 from cancellation import NEVER, CancelToken
-from storage.db import Database, transaction, utc_now
+from storage.connection import DbConnection, Store
+from storage.db import transaction, utc_now
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 
 RENDERED_CELL_CHARS = 200  # text cells shown in the rendered table
@@ -85,7 +85,7 @@ def _render_cell(value: Any) -> str:
 
 
 def run_memory_sql(
-    database: Database,
+    database: Store,
     user_id: int,
     sql: str,
     *,
@@ -93,7 +93,7 @@ def run_memory_sql(
     max_rows: int = 200,
     max_update_rows: int = 50,
     pool: WorkerPool | None = None,
-    conn: sqlite3.Connection | None = None,
+    conn: DbConnection | None = None,
     cancel: CancelToken = NEVER,
 ) -> MemorySqlOutput:
     """Run one model-written statement against this user's views, in a SQL worker of `pool`.
@@ -127,7 +127,7 @@ def run_memory_sql(
     return _output(answer)
 
 
-def apply_changes(conn: sqlite3.Connection, user_id: int, changes: list[Change]) -> None:
+def apply_changes(conn: DbConnection, user_id: int, changes: list[Change]) -> None:
     """Write an UPDATE's changes in one short transaction, or none of them.
 
     Each row is written only if it still holds the values the statement saw (another turn

@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from storage.connection import DbConnection
 from storage.messages import Message, add_message
 from tools.interactive import WidgetOutput
 
 if TYPE_CHECKING:
-    import sqlite3
+    pass
 
 UI_PENDING: Final = "ui_pending"  # meta.kind of a widget waiting for the user's answer
 UI_RESULT: Final = "ui_result"  # meta.kind of the stored answer
@@ -82,7 +83,7 @@ class ToolMeta(BaseModel):
 
 
 def add_tool_message(
-    conn: sqlite3.Connection, *, session_id: str, user_id: int, role: str, content: str, meta: ToolMeta
+    conn: DbConnection, *, session_id: str, user_id: int, role: str, content: str, meta: ToolMeta
 ) -> Message:
     """The one writer of a tool message: its `meta` is a validated `ToolMeta`, stored as the
     keys that were set (`ToolMeta.of` is the one reader)."""

@@ -1,0 +1,27 @@
+"""The app's database, chosen by `DATABASE_URL` (config.Settings.database_target)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from storage.connection import Store
+from storage.database_url import DatabaseTarget
+from storage.db import Database
+
+if TYPE_CHECKING:
+    from config import Settings
+
+
+def open_store(target: DatabaseTarget, *, pool_size: int = 10) -> Store:
+    """A SQLite `Database` for a file, a pooled `PgDatabase` for a PostgreSQL URL (psycopg is
+    imported only then)."""
+    if target.kind == "postgresql":
+        from storage.pg import PgDatabase
+
+        return PgDatabase(target.location, pool_size=pool_size)
+    return Database(target.location)
+
+
+def settings_store(settings: Settings) -> Store:
+    """The store `settings` name: `DATABASE_URL` (or `DATABASE_PATH`), `DATABASE_POOL_SIZE`."""
+    return open_store(settings.database_target(), pool_size=settings.database_pool_size)
