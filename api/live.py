@@ -28,8 +28,9 @@ from flask import Response, g, jsonify, request, stream_with_context
 
 from api.refusal import refusal_body, refuse_unless
 from api.services import services
-from events.bus import Event, EventBus, Wakeup
+from events.bus import Event, Wakeup
 from events.follow import FollowPlan, StreamFollower
+from events.interfaces import EventLog
 from events.turns import TurnLease
 from ratelimit import StreamSlots, Verdict
 
@@ -158,7 +159,7 @@ class EventStreamBody:
 
     placeholder_mimetype = "text/event-stream"
 
-    def __init__(self, bus: EventBus, plan: FollowPlan) -> None:
+    def __init__(self, bus: EventLog, plan: FollowPlan) -> None:
         self.bus = bus
         self.plan = plan
         self.seat: StreamSeat | None = None  # whose stream this is (set by `live_response`)

@@ -24,8 +24,9 @@ from flask import Response, jsonify
 from api.live import SSE_HEADERS, ClientWatch, Receive, Send, StreamSeat, _headers, watching_client
 from api.openai_wire import ChunkTranslator, chat_completion, openai_error
 from api.refusal import refusal_body, refuse_unless
-from events.bus import Event, EventBus
+from events.bus import Event
 from events.follow import FollowPlan, StreamFollower
+from events.interfaces import EventLog
 from events.turns import TurnLease
 
 ASGIMessage = dict[str, Any]
@@ -76,7 +77,7 @@ class CompletionBody:
 class ChunkStreamBody:
     placeholder_mimetype = "text/event-stream"
 
-    def __init__(self, bus: EventBus, plan: FollowPlan, translator: ChunkTranslator, seat: StreamSeat | None) -> None:
+    def __init__(self, bus: EventLog, plan: FollowPlan, translator: ChunkTranslator, seat: StreamSeat | None) -> None:
         self.bus = bus
         self.plan = plan
         self.translator = translator

@@ -88,6 +88,17 @@ class PrivatePayloadError(ValueError):
     """An event payload tried to carry text that must never leave the server."""
 
 
+def checked_payload(name: str, data: dict[str, Any] | None) -> dict[str, Any]:
+    """A copy of `data` once it obeys the payload policy (every backend publishes through it)."""
+    payload = dict(data or {})
+    leaked = PRIVATE_KEYS.intersection(payload)
+    if leaked and name not in TEXT_EVENTS:
+        raise PrivatePayloadError(f"event {name!r} may not carry {sorted(leaked)}")
+    if name == DELTA and set(payload) != {"turn_id", "pass", "text"}:
+        raise ValueError("answer.delta carries exactly turn_id, pass and text")
+    return payload
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     id: int
@@ -269,12 +280,7 @@ class EventBus:
 
     def publish(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> Event:
         """Buffer and deliver one event. Text keys only on `done`, `error` and `answer.delta`."""
-        payload = dict(data or {})
-        leaked = PRIVATE_KEYS.intersection(payload)
-        if leaked and name not in TEXT_EVENTS:
-            raise PrivatePayloadError(f"event {name!r} may not carry {sorted(leaked)}")
-        if name == DELTA and set(payload) != {"turn_id", "pass", "text"}:
-            raise ValueError("answer.delta carries exactly turn_id, pass and text")
+        payload = checked_payload(name, data)
         with self._lock:
             event = make_event(self.ids.next(), name, payload)
             channel = self._channel(session_id)

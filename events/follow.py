@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from events.bus import Event, EventBus, make_event
+from events.bus import Event, make_event
+from events.interfaces import EventLog
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class FollowPlan:
 
 
 class StreamFollower:
-    def __init__(self, bus: EventBus, plan: FollowPlan) -> None:
+    def __init__(self, bus: EventLog, plan: FollowPlan) -> None:
         self.bus = bus
         self.plan = plan
         self.cursor = plan.after

@@ -29,6 +29,7 @@ pytest_plugins = [
     "tests.judge_support",  # `nothing_left`: no judge container outlives a test
     "tests.llama_support",  # `llama_server`: llama.cpp serving SmolLM2-135M, session-scoped
     "tests.pg_support",  # `pg_cluster`: a private PostgreSQL server, session-scoped
+    "tests.redis_support",  # `redis_server` (session) and `redis_url` (emptied per test): a private redis-server
 ]
 
 
@@ -59,13 +60,18 @@ def base_settings(tmp_path: Path) -> dict[str, Any]:
 
 
 @pytest.fixture
-def make_app(base_settings: dict[str, Any]) -> Callable[..., Flask]:
+def make_app(base_settings: dict[str, Any]) -> Iterator[Callable[..., Flask]]:
+    built: list[Flask] = []
+
     def build(**overrides: Any) -> Flask:
         app = create_app(Settings(**{**base_settings, **overrides}))
         app.config["TESTING"] = True
+        built.append(app)
         return app
 
-    return build
+    yield build
+    for app in built:  # a Redis backend's listener thread and connections (nothing in-process)
+        services_of(app).live.close()
 
 
 @pytest.fixture

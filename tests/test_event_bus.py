@@ -1,18 +1,47 @@
 """The event bus (SPEC 7): ids, replay with honest gaps, compact deltas, bounded memory,
-sync and async waiting, durable ids across restarts, and the stream follower's rules."""
+sync and async waiting, durable ids across restarts, and the stream follower's rules.
+
+Tests that take `make_bus` run against both backends of the `EventLog` interface: the
+in-process `EventBus` and the Redis one (`RedisEventLog`, on a real private redis-server,
+tests/redis_support.py). What only Redis does (several processes on one log) is in
+tests/test_redis_live.py."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from events.bus import EventBus, PrivatePayloadError, Wakeup
 from events.follow import FollowPlan, StreamFollower
 from events.ids import IdClock
+from events.interfaces import EventLog
 from testing.waiting import HUNG_S
+from tests.redis_support import redis_log
+
+BYTES_PER_SMALL_EVENT = 200  # roughly what one short event costs the in-process buffer
+
+
+@pytest.fixture(params=["memory", "redis"])
+def make_bus(request) -> Iterator[Callable[..., EventLog]]:
+    """`make_bus(budget_bytes=None)`: a fresh log of the test's backend; a byte budget per
+    session becomes, in Redis, a cap of about as many events."""
+    closers: list[Callable[[], None]] = []
+
+    def build(budget_bytes: int | None = None) -> EventLog:
+        if request.param == "memory":
+            return EventBus() if budget_bytes is None else EventBus(session_budget_bytes=budget_bytes)
+        limits = {} if budget_bytes is None else {"max_events": budget_bytes // BYTES_PER_SMALL_EVENT}
+        bus, close = redis_log(request.getfixturevalue("redis_url"), **limits)
+        closers.append(close)
+        return bus
+
+    yield build
+    for close in closers:
+        close()
 
 
 def names(events):
@@ -23,8 +52,8 @@ def delta(turn: str, text: str, pass_: int = 0) -> dict:
     return {"turn_id": turn, "pass": pass_, "text": text}
 
 
-def test_ids_increase_within_and_across_sessions():
-    bus = EventBus()
+def test_ids_increase_within_and_across_sessions(make_bus):
+    bus = make_bus()
     ids = [bus.publish(session, "turn.started", {"turn_id": "t"}).id for session in "abab"]
     assert ids == sorted(ids) and len(set(ids)) == 4
 
@@ -38,15 +67,15 @@ def test_ids_keep_increasing_across_a_restart_even_when_the_clock_steps_back(tmp
     assert second.first > max(issued)
 
 
-def test_replay_after_an_id_returns_only_what_came_after():
-    bus = EventBus()
+def test_replay_after_an_id_returns_only_what_came_after(make_bus):
+    bus = make_bus()
     ids = [bus.publish("s", name, {"turn_id": "t"}).id for name in ("turn.started", "provider.request", "done")]
     snapshot = bus.read("s", ids[0])
     assert [event.id for event in snapshot.events] == ids[1:] and snapshot.gap is None
 
 
-def test_deltas_are_stored_as_one_run_and_replayed_from_any_id():
-    bus = EventBus()
+def test_deltas_are_stored_as_one_run_and_replayed_from_any_id(make_bus):
+    bus = make_bus()
     bus.publish("s", "turn.started", {"turn_id": "t"})
     pieces = ["Hel", "lo, ", "wor", "ld"]
     ids = [bus.publish("s", "answer.delta", delta("t", piece)).id for piece in pieces]
@@ -60,8 +89,8 @@ def test_deltas_are_stored_as_one_run_and_replayed_from_any_id():
     assert [(e.name, e.data["text"]) for e in whole] == [("answer.delta", "Hello, world")]
 
 
-def test_runs_of_different_passes_stay_apart():
-    bus = EventBus()
+def test_runs_of_different_passes_stay_apart(make_bus):
+    bus = make_bus()
     bus.publish("s", "answer.delta", delta("t", "a", 0))
     bus.publish("s", "answer.reset", {"turn_id": "t", "pass": 0})
     bus.publish("s", "answer.delta", delta("t", "b", 0))
@@ -74,8 +103,8 @@ def test_runs_of_different_passes_stay_apart():
     ]
 
 
-def test_a_client_behind_the_buffer_is_told_about_the_gap():
-    bus = EventBus(session_budget_bytes=4000)
+def test_a_client_behind_the_buffer_is_told_about_the_gap(make_bus):
+    bus = make_bus(4000)
     first = bus.publish("s", "turn.started", {"turn_id": "t"}).id
     for number in range(100):
         bus.publish("s", "tick", {"turn_id": "t", "n": number})
@@ -101,36 +130,36 @@ def test_total_memory_is_bounded_across_sessions():
     assert bus.buffered_bytes <= 200_000 + 20_000  # the newest session's entries may exceed it alone
 
 
-def test_the_end_of_the_latest_run_survives_eviction_of_its_entry():
-    bus = EventBus(session_budget_bytes=3000)
+def test_the_end_of_the_latest_run_survives_eviction_of_its_entry(make_bus):
+    bus = make_bus(3000)
     end = bus.publish("s", "done", {"turn_id": "t1", "reply": "answer"})
     for number in range(50):
         bus.publish("s", "tick", {"turn_id": "t2", "n": number})
-    assert bus.last_terminal("s") is end
-    assert bus.read("s", end.id - 1).events[0] is end
+    assert bus.last_terminal("s") == end
+    assert bus.read("s", end.id - 1).events[0] == end
 
 
 @pytest.mark.parametrize("key", ["prompt", "content", "reply", "reference_solution", "tests", "messages", "text"])
-def test_private_keys_are_refused(key):
+def test_private_keys_are_refused(make_bus, key):
     with pytest.raises(PrivatePayloadError):
-        EventBus().publish("s", "provider.response", {key: "secret"})
+        make_bus().publish("s", "provider.response", {key: "secret"})
 
 
-def test_answer_delta_carries_exactly_its_three_fields():
+def test_answer_delta_carries_exactly_its_three_fields(make_bus):
     with pytest.raises(ValueError):
-        EventBus().publish("s", "answer.delta", {"turn_id": "t", "pass": 0, "text": "x", "prompt": "secret"})
+        make_bus().publish("s", "answer.delta", {"turn_id": "t", "pass": 0, "text": "x", "prompt": "secret"})
 
 
-def test_sync_wait_wakes_on_publish():
-    bus = EventBus()
+def test_sync_wait_wakes_on_publish(make_bus):
+    bus = make_bus()
     after = bus.position()
     threading.Timer(0.05, lambda: bus.publish("s", "turn.started", {"turn_id": "t"})).start()
     assert bus.wait("s", after, timeout=5) is True
     assert bus.wait("s", bus.position(), timeout=0.01) is False
 
 
-def test_async_wait_wakes_on_publish_from_a_thread():
-    bus = EventBus()
+def test_async_wait_wakes_on_publish_from_a_thread(make_bus):
+    bus = make_bus()
 
     async def main() -> tuple[bool, bool]:
         after = bus.position()
@@ -143,8 +172,8 @@ def test_async_wait_wakes_on_publish_from_a_thread():
     assert asyncio.run(main()) == (True, False)
 
 
-def test_many_async_watchers_of_one_session_all_wake():
-    bus = EventBus()
+def test_many_async_watchers_of_one_session_all_wake(make_bus):
+    bus = make_bus()
 
     async def main() -> list[bool]:
         loop = asyncio.get_running_loop()
@@ -155,8 +184,8 @@ def test_many_async_watchers_of_one_session_all_wake():
     assert asyncio.run(main()) == [True] * 50
 
 
-def test_heartbeats_take_an_id_but_are_never_buffered():
-    bus = EventBus()
+def test_heartbeats_take_an_id_but_are_never_buffered(make_bus):
+    bus = make_bus()
     started = bus.publish("s", "turn.started", {"turn_id": "t"})
     beat = bus.heartbeat()
     later = bus.publish("s", "done", {"turn_id": "t"})
@@ -164,14 +193,14 @@ def test_heartbeats_take_an_id_but_are_never_buffered():
     assert names(bus.read("s", 0).events) == ["turn.started", "done"]
 
 
-def follow(bus: EventBus, plan: FollowPlan) -> list[str]:
+def follow(bus: EventLog, plan: FollowPlan) -> list[str]:
     events, finished = StreamFollower(bus, plan).step()
     assert finished
     return names(events)
 
 
-def test_follower_ends_with_its_own_turn_and_can_skip_others():
-    bus = EventBus()
+def test_follower_ends_with_its_own_turn_and_can_skip_others(make_bus):
+    bus = make_bus()
     start = bus.position()
     bus.publish("s", "turn.started", {"turn_id": "mine"})
     bus.publish("s", "job.started", {"turn_id": "job"})
@@ -181,8 +210,8 @@ def test_follower_ends_with_its_own_turn_and_can_skip_others():
     assert follow(bus, FollowPlan("s", start, "mine")) == ["turn.started", "job.started", "done", "done"]
 
 
-def test_follower_reports_a_gap_first():
-    bus = EventBus(session_budget_bytes=2000)
+def test_follower_reports_a_gap_first(make_bus):
+    bus = make_bus(2000)
     first = bus.publish("s", "turn.started", {"turn_id": "t"}).id
     for number in range(40):
         bus.publish("s", "tick", {"turn_id": "t", "n": number})
@@ -193,8 +222,8 @@ def test_follower_reports_a_gap_first():
     assert events[-1].name == "done"
 
 
-def test_follower_waits_for_more_when_its_turn_is_not_over():
-    bus = EventBus()
+def test_follower_waits_for_more_when_its_turn_is_not_over(make_bus):
+    bus = make_bus()
     start = bus.position()
     bus.publish("s", "turn.started", {"turn_id": "t"})
     follower = StreamFollower(bus, FollowPlan("s", start, "t"))
@@ -206,8 +235,8 @@ def test_follower_waits_for_more_when_its_turn_is_not_over():
     assert names(events) == ["answer.delta", "done"] and finished
 
 
-def test_many_waiting_threads_all_wake(tmp_path):
-    bus = EventBus()
+def test_many_waiting_threads_all_wake(make_bus, tmp_path):
+    bus = make_bus()
     after = bus.position()
     results: list[bool] = []
     threads = [threading.Thread(target=lambda: results.append(bus.wait("s", after, 5))) for _ in range(20)]

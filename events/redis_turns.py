@@ -1,0 +1,216 @@
+"""The board of running turns in Redis (REDIS_URL): one turn per session across processes.
+
+A claim is a key per session set only when free (a Lua compare-and-set), holding the turn's
+id, kind, start cursor and start time, with an expiry (`lease_s`) that the owning process
+renews every third of it while the turn runs. A process killed mid-turn stops renewing, so
+its session is free again at most `lease_s` after its last renewal.
+
+A session is also free as soon as its running turn's terminal event is published: the
+event log's publish script records the run of the latest `done`/`error` (`end_turn` in the
+session's hash) in the same atomic step as the event itself, and a claim treats a key whose
+turn has ended as free. So `finish` is atomic for `claim` as in-process: a client that
+received `done` (from any process) can start the next turn at once. The key itself is then
+deleted, if it is still this turn's.
+
+Cancel from any process: the owner is this process (its `TurnLease` is local: set the token)
+or another. Then a flag key (for the owner's next renewal, in case the message is lost) and
+a pub/sub message (`<session> <turn>`, for now) reach the owner's listener thread, which sets
+the local token; the turn ends as any stopped turn does (`done` with `stopped: true`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from events.redis_conn import RedisLink
+from events.turns import TurnInProgress, TurnLease, TurnOutcome
+
+log = logging.getLogger("events.redis")
+
+TURN_LEASE_S = 30.0
+STOP_REASON = "stopped by the user"
+
+# KEYS: turn, meta. ARGV: record json, lease ms
+_CLAIM = """
+local current = redis.call('GET', KEYS[1])
+if current then
+  local running = cjson.decode(current)['turn_id']
+  if redis.call('HGET', KEYS[2], 'end_turn') ~= running then return current end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false
+"""
+
+# KEYS: turn, meta
+_ACTIVE = """
+local current = redis.call('GET', KEYS[1])
+if current and redis.call('HGET', KEYS[2], 'end_turn') ~= cjson.decode(current)['turn_id'] then return current end
+return false
+"""
+
+# KEYS: turn. ARGV: turn id
+_RELEASE = """
+local current = redis.call('GET', KEYS[1])
+if current and cjson.decode(current)['turn_id'] == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end
+return 0
+"""
+
+# KEYS: turn, cancel flag. ARGV: turn id, lease ms. Returns {still ours, cancel asked}
+_RENEW = """
+local current = redis.call('GET', KEYS[1])
+local ours = 0
+if current and cjson.decode(current)['turn_id'] == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  ours = 1
+end
+return {ours, redis.call('EXISTS', KEYS[2])}
+"""
+
+
+@dataclass(frozen=True)
+class RemoteTurn:
+    """A running turn as recorded in Redis (maybe run by another process)."""
+
+    session_id: str
+    turn_id: str
+    kind: str
+    start_cursor: int
+    started_at: str
+
+
+def _record(lease: TurnLease) -> str:
+    return json.dumps(
+        {
+            "session_id": lease.session_id,
+            "turn_id": lease.turn_id,
+            "kind": lease.kind,
+            "start_cursor": lease.start_cursor,
+            "started_at": lease.started_at,
+        }
+    )
+
+
+class RedisTurnBoard:
+    """`TurnBoard` over Redis; thread-safe; one per app process, sharing its `RedisLink`.
+
+    Leases claimed here are kept locally too (their cancel token and outcome future live
+    here); one renewal thread per process (started with the first claim) keeps their keys
+    alive and picks up cancel flags."""
+
+    def __init__(self, link: RedisLink, *, lease_s: float = TURN_LEASE_S) -> None:
+        self.link = link
+        self.keys = link.keys
+        self.lease_ms = int(lease_s * 1000)
+        self.renew_every_s = lease_s / 3
+        client = link.client
+        self._claim = client.register_script(_CLAIM)
+        self._active = client.register_script(_ACTIVE)
+        self._release = client.register_script(_RELEASE)
+        self._renew = client.register_script(_RENEW)
+        self._lock = threading.Lock()
+        self._local: dict[str, TurnLease] = {}
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        link.subscribe(self.keys.cancel_channel, self._on_cancel, self._renew_all)
+
+    # ------------------------------------------------------------------ the interface
+
+    def claim(self, session_id: str, kind: str, start_cursor: int) -> TurnLease:
+        lease = TurnLease(session_id=session_id, kind=kind, start_cursor=start_cursor)
+        keys = self.keys
+        running = self._claim(keys=[keys.turn(session_id), keys.meta(session_id)], args=[_record(lease), self.lease_ms])
+        if running:
+            raise TurnInProgress(json.loads(running)["turn_id"])
+        with self._lock:
+            self._local[session_id] = lease
+        self._start_renewer()
+        return lease
+
+    def active(self, session_id: str) -> TurnLease | RemoteTurn | None:
+        raw = self._active(keys=[self.keys.turn(session_id), self.keys.meta(session_id)])
+        if not raw:
+            return None
+        turn = RemoteTurn(**json.loads(raw))
+        with self._lock:
+            local = self._local.get(session_id)
+        return local if local is not None and local.turn_id == turn.turn_id else turn
+
+    def cancel(self, session_id: str, turn_id: str | None = None) -> str | None:
+        running = self.active(session_id)
+        if running is None or (turn_id is not None and running.turn_id != turn_id):
+            return None
+        if isinstance(running, TurnLease):
+            running.token.cancel(STOP_REASON)
+            return running.turn_id
+        client = self.link.client
+        client.set(self.keys.cancel_flag(running.turn_id), "1", px=self.lease_ms)
+        client.publish(self.keys.cancel_channel, f"{session_id} {running.turn_id}")
+        return running.turn_id
+
+    def finish(self, lease: TurnLease, publish_end: Callable[[], object], outcome: TurnOutcome) -> None:
+        try:
+            try:
+                publish_end()  # frees the session for `claim` in the same step (see the module doc)
+            finally:
+                self._forget(lease)
+        finally:
+            lease.outcome.set_result(outcome)
+
+    def abandon(self, lease: TurnLease) -> None:
+        if not lease.started:
+            self._forget(lease)
+            if not lease.outcome.done():
+                lease.outcome.cancel()
+
+    # ------------------------------------------------------------------ local leases
+
+    def _forget(self, lease: TurnLease) -> None:
+        with self._lock:
+            if self._local.get(lease.session_id) is lease:
+                del self._local[lease.session_id]
+        self._release(keys=[self.keys.turn(lease.session_id)], args=[lease.turn_id])
+
+    def _on_cancel(self, message: str) -> None:
+        session_id, _, turn_id = message.partition(" ")
+        with self._lock:
+            lease = self._local.get(session_id)
+        if lease is not None and lease.turn_id == turn_id:
+            lease.token.cancel(STOP_REASON)
+
+    def _start_renewer(self) -> None:
+        with self._lock:
+            if self._renewer is not None:
+                return
+            self._renewer = threading.Thread(target=self._renew_loop, name="turn-lease-renewer", daemon=True)
+            self._renewer.start()
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(self.renew_every_s):
+            try:
+                self._renew_all()
+            except Exception:  # Redis away for a moment: try again at the next renewal
+                log.exception("renewing the turn leases failed")
+
+    def _renew_all(self) -> None:
+        """Extend every local lease; stop a turn whose cancel flag is set (a lost message)."""
+        with self._lock:
+            leases = list(self._local.values())
+        for lease in leases:
+            ours, asked = self._renew(
+                keys=[self.keys.turn(lease.session_id), self.keys.cancel_flag(lease.turn_id)],
+                args=[lease.turn_id, self.lease_ms],
+            )
+            if asked:
+                lease.token.cancel(STOP_REASON)
+            if not ours and not lease.outcome.done():
+                log.warning("turn %s lost its claim on session %s (expired)", lease.turn_id, lease.session_id)
+
+    def close(self) -> None:
+        self._stop.set()
+        renewer = self._renewer
+        if renewer is not None:
+            renewer.join(5)
