@@ -15,6 +15,7 @@ by name and index (`PgRow`, like `sqlite3.Row`), errors as sqlite3's DB-API clas
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
@@ -117,6 +118,7 @@ class PgConnection:
 
     def __init__(self, raw: psycopg.Connection[PgRow]) -> None:
         self.raw = raw
+        self.released = False  # handed back to the pool: this wrapper must not touch it again
 
     @property
     def in_transaction(self) -> bool:
@@ -127,7 +129,12 @@ class PgConnection:
         """The server connection is gone (closed, or lost mid-way): a new one is needed."""
         return self.raw.closed or self.raw.info.transaction_status == TransactionStatus.UNKNOWN
 
+    def _usable(self) -> None:
+        if self.released or self.raw.closed:
+            raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+
     def execute(self, sql: str, parameters: Any = (), /) -> PgCursor:
+        self._usable()
         try:
             with self.raw.cursor() as cursor:
                 cursor.execute(pg_sql(sql), _params(parameters), prepare=False)
@@ -137,6 +144,7 @@ class PgConnection:
             raise translated(error) from error
 
     def executemany(self, sql: str, parameters: Any, /) -> PgCursor:
+        self._usable()
         try:
             with self.raw.cursor() as cursor:
                 cursor.executemany(pg_sql(sql), [_params(p) for p in parameters])
@@ -210,6 +218,7 @@ class PgDatabase:
 
     def _checkin(self, conn: PgConnection) -> None:
         """Back to the pool (a broken one is discarded by the pool; an open transaction rolled back)."""
+        conn.released = True
         if self._pool.closed:
             conn.raw.close()
             return

@@ -9,8 +9,8 @@ Differences, each kept here:
 - SQLite's `json_extract(doc, '$.a.b')` and `json_set(doc, '$.a', text)` (on TEXT columns of
   JSON) are SQL functions of the same name over jsonb (`m001_initial`).
 - Full-text search (`m002_full_text_search`): a generated `search_vector` tsvector column
-  ('simple' configuration: lowercased words, no stemming, like FTS5's unicode61) with a GIN
-  index, instead of FTS5 tables and their triggers.
+  (configuration `app_search`: accents dropped, lowercased, no stemming, like FTS5's unicode61
+  with remove_diacritics) with a GIN index, instead of FTS5 tables and their triggers.
 - Triggers call PL/pgSQL functions.
 
 Every step runs in one transaction under a transaction-scoped advisory lock, so servers and
@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from storage.connection import DbConnection, Migration
 from storage.pg import PgConnection
+from storage.pg_memory_sql import m101_memory_sql_confinement
 
 MIGRATION_LOCK = 7_461_626_001  # pg_advisory_xact_lock key: "migrations of this app"
 
@@ -95,16 +96,25 @@ def m001_initial(conn: DbConnection) -> None:
 
 
 def m002_full_text_search(conn: DbConnection) -> None:
-    """tsvector columns ('simple': words lowercased, not stemmed) kept by PostgreSQL itself
-    (generated), with GIN indexes; searched with `@@` and ranked with ts_rank_cd."""
+    """tsvector columns kept by PostgreSQL itself (generated), with GIN indexes; searched with
+    `@@` and ranked with ts_rank_cd.
+
+    The `app_search` configuration reads words as FTS5's `unicode61 remove_diacritics 2` does:
+    accents dropped (`unaccent`, a trusted contrib extension: the database owner may create
+    it), lowercased, not stemmed ('simple').
+    """
     _ddl(
         conn,
         """
+        CREATE EXTENSION IF NOT EXISTS unaccent;
+        CREATE TEXT SEARCH CONFIGURATION app_search (COPY = simple);
+        ALTER TEXT SEARCH CONFIGURATION app_search
+            ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part WITH unaccent, simple;
         ALTER TABLE chat_messages
-            ADD COLUMN search_vector tsvector GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED;
+            ADD COLUMN search_vector tsvector GENERATED ALWAYS AS (to_tsvector('app_search', content)) STORED;
         CREATE INDEX chat_messages_search ON chat_messages USING GIN (search_vector);
         ALTER TABLE user_memories
-            ADD COLUMN search_vector tsvector GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED;
+            ADD COLUMN search_vector tsvector GENERATED ALWAYS AS (to_tsvector('app_search', content)) STORED;
         CREATE INDEX user_memories_search ON user_memories USING GIN (search_vector);
         """,
     )
@@ -295,7 +305,9 @@ SHARED_MIGRATIONS: tuple[Migration, ...] = (
     m005_learner_tasks,
     m006_web_sessions,
 )
-PG_ONLY_MIGRATIONS: tuple[Migration, ...] = ()  # PostgreSQL-only steps (e.g. /memory_sql's roles): append here
+PG_ONLY_MIGRATIONS: tuple[Migration, ...] = (
+    m101_memory_sql_confinement,  # /memory_sql's restricted role, views and grants (storage/pg_memory_sql.py)
+)  # PostgreSQL-only steps: append here
 PG_MIGRATIONS: tuple[Migration, ...] = SHARED_MIGRATIONS + PG_ONLY_MIGRATIONS
 
 

@@ -1,11 +1,11 @@
 """`search_user_history` on PostgreSQL: tsvector columns, GIN indexes, ts_rank_cd ranking.
 
-Each of the user's words becomes its own `plainto_tsquery('simple', ?)` with the word as a
+Each of the user's words becomes its own `plainto_tsquery('app_search', ?)` with the word as a
 bound parameter, and the terms are joined with `||` (OR) in SQL: plainto_tsquery reads no
 operators, so nothing a user types is taken as tsquery syntax (`!`, `&`, `:*`, quotes are
-plain text or dropped). The 'simple' configuration lowercases and does not stem, as FTS5's
-unicode61 tokenizer does; the `search_vector` columns use the same configuration
-(`storage.pg_migrations.m002_full_text_search`).
+plain text or dropped). The `app_search` configuration drops accents, lowercases and does not
+stem, as FTS5's unicode61 tokenizer with remove_diacritics does; the `search_vector` columns
+use the same configuration (`storage.pg_migrations.m002_full_text_search`).
 
 `score` is minus ts_rank_cd, so that lower is better on both backends (FTS5's bm25 is
 negative) and `storage.search.best` orders the hits alike. Snippets come from ts_headline
@@ -26,8 +26,8 @@ HEADLINE_OPTIONS = (
 
 
 def tsquery_sql(count: int) -> str:
-    """`plainto_tsquery('simple', ?) || …`, one bound parameter per term."""
-    return " || ".join(["plainto_tsquery('simple', ?)"] * count)
+    """`plainto_tsquery('app_search', ?) || …`, one bound parameter per term."""
+    return " || ".join(["plainto_tsquery('app_search', ?)"] * count)
 
 
 def pg_hits(
@@ -43,7 +43,7 @@ def pg_hits(
         f"""
         WITH q AS (SELECT {query} AS query)
         SELECT m.id, m.session_id, m.role, m.created_at,
-               ts_headline('simple', m.content, q.query, ?) AS snippet,
+               ts_headline('app_search', m.content, q.query, ?) AS snippet,
                -ts_rank_cd(m.search_vector, q.query) AS score
         FROM chat_messages m, q
         WHERE m.search_vector @@ q.query AND m.user_id = ? AND m.role = ANY(?) AND NOT (m.id = ANY(?))
@@ -55,7 +55,7 @@ def pg_hits(
         f"""
         WITH q AS (SELECT {query} AS query)
         SELECT m.id, m.created_at,
-               ts_headline('simple', m.content, q.query, ?) AS snippet,
+               ts_headline('app_search', m.content, q.query, ?) AS snippet,
                -ts_rank_cd(m.search_vector, q.query) AS score
         FROM user_memories m, q
         WHERE m.search_vector @@ q.query AND m.user_id = ?

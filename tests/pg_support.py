@@ -34,6 +34,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from storage.connection import Store
+from storage.db import Database
+from storage.pg import PgDatabase
+
 PORT_RANGE = range(48000, 48500)
 START_TIMEOUT_S = 30
 SUPERUSER = "postgres"
@@ -264,8 +268,6 @@ MIGRATED_TEMPLATE = "tmpl_migrated"
 
 def migrate_template(url: str) -> None:
     """Apply the app's PostgreSQL migrations (the template every `pg_url` test copies)."""
-    from storage.pg import PgDatabase
-
     database = PgDatabase(url, pool_size=2)
     try:
         database.migrate()
@@ -282,3 +284,37 @@ def pg_url(pg_cluster: PgCluster) -> Iterator[str]:
         yield url
     finally:
         pg_cluster.drop_database(name)
+
+
+# --------------------------------------------------------------------------- both backends
+
+BACKENDS = ("sqlite", "postgres")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each test that asks for it runs twice: on a SQLite file and on a PostgreSQL database."""
+    return str(request.param)
+
+
+@pytest.fixture
+def store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
+    """A migrated, empty database of this test's own, on `backend`."""
+    if backend == "sqlite":
+        database = Database(tmp_path / "t.db")
+        database.migrate()
+        yield database
+        return
+    pg = PgDatabase(request.getfixturevalue("pg_url"), pool_size=8)
+    try:
+        yield pg
+    finally:
+        pg.close()
+
+
+@pytest.fixture
+def backend_settings(backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    """`Settings` overrides putting an app on `backend` (nothing for SQLite: DATABASE_PATH)."""
+    if backend == "sqlite":
+        return {}
+    return {"database_url": request.getfixturevalue("pg_url")}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from config import Settings
+from storage.connection import DbConnection, Store
 from storage.db import Database
 from storage.users import create_user
 
@@ -14,10 +14,14 @@ class TwoUserStore:
     """A migrated database in `tmp_path`, users Alice and Bob, and settings pointing at both
     the database and `tmp_path/data` (the data dir of uploads and workspaces)."""
 
-    def __init__(self, tmp_path: Path, db_name: str = "t.db") -> None:
-        self.database = Database(tmp_path / db_name)
-        self.database.migrate()
-        self.conn: sqlite3.Connection = self.database.connect()
+    def __init__(self, tmp_path: Path, db_name: str = "t.db", store: Store | None = None) -> None:
+        """`store`: an already migrated database to use instead (e.g. the `store` fixture's
+        PostgreSQL one); the settings' DATABASE_PATH then names no file in use."""
+        if store is None:
+            store = Database(tmp_path / db_name)
+            store.migrate()
+        self.database: Store = store
+        self.conn: DbConnection = self.database.connect()
         self.data_dir = tmp_path / "data"
         self.settings = Settings(database_path=str(tmp_path / db_name), data_dir=str(self.data_dir))
         self.alice = create_user(self.conn, "alice")[0].id

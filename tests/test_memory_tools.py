@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from storage.connection import Store
 from storage.memories import add_memory
 from storage.messages import add_message
 from storage.search import fts_query, search_user_history
@@ -38,8 +39,8 @@ FILLER = [
 class World(TwoUserStore):
     """One temp database with two users; helpers to add rows for either."""
 
-    def __init__(self, tmp_path: Path) -> None:
-        super().__init__(tmp_path)
+    def __init__(self, tmp_path: Path, store: Store | None = None) -> None:
+        super().__init__(tmp_path, store=store)
         self.sessions = {user: create_session(self.conn, user).id for user in (self.alice, self.bob)}
 
     def ctx(self, user: int | None = None, **extra: Any) -> ToolContext:
@@ -72,8 +73,9 @@ class World(TwoUserStore):
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    world = World(tmp_path)
+def world(tmp_path: Path, store: Store) -> Iterator[World]:
+    """On both backends (`store` is parametrised: SQLite, PostgreSQL; tests/pg_support.py)."""
+    world = World(tmp_path, store)
     yield world
     world.conn.close()
 

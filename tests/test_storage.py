@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from storage.connection import Store, dialect_of
 from storage.db import BUSY_TIMEOUT_MS, Database, storage_fault, transaction, utc_now, utc_text
 from storage.messages import add_message, recent_messages
 from storage.migrations import MIGRATIONS, execute_script, m001_initial
@@ -22,12 +23,13 @@ from storage.sessions import create_session, delete_session, get_session, list_s
 from storage.users import DuplicateUserError, create_user, hash_token, user_for_token
 from testing.disk_faults import database_files, read_only, require_fault_support
 
+SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"])  # about SQLite itself (files, PRAGMAs, FTS5 tables)
+
 
 @pytest.fixture
-def database(tmp_path: Path) -> Database:
-    database = Database(tmp_path / "t.db")
-    database.migrate()
-    return database
+def database(store: Store) -> Store:
+    """A migrated database on each backend (`store`, tests/pg_support.py): SQLite, PostgreSQL."""
+    return store
 
 
 @pytest.fixture
@@ -150,6 +152,7 @@ def test_failing_migration_rolls_back(tmp_path: Path) -> None:
     assert database.migrate((m001_initial, m002_fixed)) == ["m002_broken"]
 
 
+@SQLITE_ONLY
 def test_incomplete_statement_in_a_migration_is_refused(conn: sqlite3.Connection) -> None:
     with pytest.raises(ValueError, match="incomplete SQL statement"):
         execute_script(conn, "SELECT 1;\nSELECT 2")
@@ -166,6 +169,7 @@ def test_transaction_rolls_back_on_error(conn: sqlite3.Connection) -> None:
 # --------------------------------------------------------------------------- connections
 
 
+@SQLITE_ONLY
 def test_connection_settings(conn: sqlite3.Connection) -> None:
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_TIMEOUT_MS == 5000
@@ -188,6 +192,7 @@ def test_each_connection_is_new(database: Database) -> None:
         second.close()
 
 
+@SQLITE_ONLY
 def test_connection_cannot_cross_threads(conn: sqlite3.Connection) -> None:
     errors: list[BaseException] = []
 
@@ -211,6 +216,7 @@ def test_connection_context_manager_closes(database: Database) -> None:
         conn.execute("SELECT 1")
 
 
+@SQLITE_ONLY
 def test_a_connection_opened_while_the_file_was_read_only_is_replaced_once_it_is_writable(database: Database) -> None:
     """SQLite opens a file it cannot write read-only, silently, and such a connection never
     writes again: before the fix 57 of 60 turns failed after a read-only moment ended."""
@@ -228,6 +234,7 @@ def test_a_connection_opened_while_the_file_was_read_only_is_replaced_once_it_is
     assert database.thread_connection() is fresh  # a healthy connection is kept
 
 
+@SQLITE_ONLY
 def test_a_connection_whose_write_was_refused_is_replaced_even_if_it_looked_writable(database: Database) -> None:
     require_fault_support()
     conn = database.thread_connection()
@@ -301,10 +308,11 @@ def bob(conn: sqlite3.Connection) -> int:
 
 def insert_raw(conn: sqlite3.Connection, session_id: str, user_id: int, content: str, created_at: str) -> int:
     cursor = conn.execute(
-        "INSERT INTO chat_messages(session_id, user_id, role, content, created_at) VALUES (?, ?, 'user', ?, ?)",
+        "INSERT INTO chat_messages(session_id, user_id, role, content, created_at) VALUES (?, ?, 'user', ?, ?)"
+        " RETURNING id",
         (session_id, user_id, content, created_at),
     )
-    return int(cursor.lastrowid or 0)
+    return int(cursor.fetchone()[0])
 
 
 def test_messages_are_ordered_by_id_not_timestamp(conn: sqlite3.Connection, alice: int) -> None:
@@ -403,8 +411,12 @@ def test_new_session_has_default_name(conn: sqlite3.Connection, alice: int) -> N
 
 
 def fts_ids(conn: sqlite3.Connection, word: str) -> list[int]:
-    rows = conn.execute("SELECT rowid FROM chat_messages_fts WHERE chat_messages_fts MATCH ?", (word,))
-    return sorted(row[0] for row in rows)
+    """Ids of the messages the full-text index finds `word` in (FTS5 table, or tsvector column)."""
+    if dialect_of(conn) == "postgresql":
+        found = "SELECT id FROM chat_messages WHERE search_vector @@ plainto_tsquery('app_search', ?)"
+    else:
+        found = "SELECT rowid FROM chat_messages_fts WHERE chat_messages_fts MATCH ?"
+    return sorted(row[0] for row in conn.execute(found, (word,)))
 
 
 def test_deleting_a_session_cascades_to_messages_and_index(conn: sqlite3.Connection, alice: int) -> None:
@@ -422,7 +434,8 @@ def test_deleting_a_session_cascades_to_messages_and_index(conn: sqlite3.Connect
     assert [row[0] for row in remaining] == [stays]
     assert fts_ids(conn, "zebra") == [stays]
     assert fts_ids(conn, "stripes") == []
-    conn.execute("INSERT INTO chat_messages_fts(chat_messages_fts, rank) VALUES ('integrity-check', 1)")
+    if dialect_of(conn) == "sqlite":
+        conn.execute("INSERT INTO chat_messages_fts(chat_messages_fts, rank) VALUES ('integrity-check', 1)")
 
 
 def test_updating_a_message_reindexes_it(conn: sqlite3.Connection, alice: int) -> None:
@@ -436,6 +449,7 @@ def test_updating_a_message_reindexes_it(conn: sqlite3.Connection, alice: int) -
 # --------------------------------------------------------------------------- users
 
 
+@SQLITE_ONLY
 def test_tokens_are_stored_only_as_hashes(database: Database, conn: sqlite3.Connection) -> None:
     user, token = create_user(conn, "carol")
     assert token.startswith("oct_") and len(token) > 40
