@@ -25,6 +25,20 @@ from tests.conftest import new_token
 STREAM = {"Accept": "text/event-stream"}
 
 
+@pytest.fixture(params=["memory", "redis"])
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def base_settings(base_settings: dict[str, Any], backend: str, request) -> dict[str, Any]:
+    """Every test here runs on both backends of live turns: in-process, and Redis (REDIS_URL
+    on a real private redis-server, emptied per test; tests/redis_support.py)."""
+    if backend == "redis":
+        return {**base_settings, "redis_url": request.getfixturevalue("redis_url"), "redis_turn_lease_s": 5}
+    return base_settings
+
+
 def parse(raw: str) -> list[dict[str, Any]]:
     """SSE frames -> [{"id", "event", "data"}], ignoring comments and `retry:`."""
     frames = []
@@ -288,7 +302,9 @@ def test_unknown_turn_id_is_404(client, auth):
     assert client.get(f"/sessions/{session_id}/generate/stream?turn_id=turn_nope", headers=auth).status_code == 404
 
 
-def test_a_cursor_from_before_a_restart_gets_a_gap(make_app, fake_llm, base_settings):
+def test_a_cursor_from_before_a_restart_gets_a_gap(make_app, fake_llm, base_settings, backend):
+    if backend == "redis":
+        pytest.skip("in Redis the events outlive the app; a Redis restart's gap: tests/test_redis_live.py")
     app = make_app(llm_base_url=fake_llm.openai_base_url)
     auth = {"Authorization": f"Bearer {new_token(app)}"}
     fake_llm.queue("before")
