@@ -1,0 +1,553 @@
+"""Several server processes behind a real nginx behave as one (SPEC 13, issue 14).
+
+Two `python app.py` processes on one SQLite file and one Redis (`REDIS_URL`), a private nginx
+in front (tests/nginx_support.py: the README's site, round robin), and one loopback model
+(`testing/fake_llm.py`) that the tests hold and release, so nothing here races a clock. nginx
+adds `X-Upstream` (which process answered) to each response: a test knows, and asserts, where
+each request landed. A request sent to a process's own port forces where a turn runs; nginx's
+round robin (one nginx process, no other client) makes the next proxied request land on the
+process the test wants (`Cluster.aim`).
+
+Proved here, through nginx: answers stream unbuffered; a stream sees a turn running on either
+process, and a `Last-Event-ID` reconnect that lands on the other process replays without a
+hole; a cancel stops a turn wherever it runs; one turn per session holds across processes; a
+process killed mid-turn leaves its session usable once its lease expires (`REDIS_TURN_LEASE_S`);
+`RATE_LIMITS` are one budget across processes with Redis, and one budget per process without.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+import requests
+
+from testing.fake_llm import FakeLLMServer, StreamReply
+from testing.waiting import HUNG_S, wait_until
+from tests.nginx_support import Nginx, free_port, running_nginx
+from tests.process_support import stop_process, wait_until_serving
+from tests.redis_support import RedisServer, redis_required
+from tests.test_cli import ROOT, clean_env, run_app
+
+pytestmark = pytest.mark.slow
+
+LEASE_S = 3  # REDIS_TURN_LEASE_S of these processes: how long a killed process's turn holds its session
+READ_S = 30  # a read that waits longer than this is a hung test, not a slow machine
+
+
+# --- the processes ----------------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    port: int
+    log: IO[str]
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+def start_server(folder: Path, name: str, env: dict[str, str]) -> Server:
+    port = free_port()
+    log_path = folder / f"{name}.log"
+    log = log_path.open("w")
+    process = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=ROOT, env={**env, "PORT": str(port)}, stdout=log, stderr=subprocess.STDOUT
+    )
+    wait_until_serving(process, f"http://127.0.0.1:{port}/health", log_path)
+    return Server(process, port, log)
+
+
+@dataclass
+class Cluster:
+    """Server processes sharing one database (and one Redis, when `env` names it), nginx in front."""
+
+    folder: Path
+    env: dict[str, str]
+    llm: FakeLLMServer
+    servers: list[Server] = field(default_factory=list)
+    nginx: Nginx | None = None
+
+    @property
+    def proxy(self) -> str:
+        assert self.nginx is not None
+        return self.nginx.base
+
+    def start(self, name: str) -> Server:
+        """One more process; the first one alone creates the database, the admin and the cookie key."""
+        server = start_server(self.folder, name, self.env)
+        self.servers.append(server)
+        return server
+
+    def user(self, name: str) -> dict[str, str]:
+        """Bearer headers of a new user (each test its own: budgets and sessions are per user)."""
+        made = run_app(self.env, "create-user", name)
+        assert made.returncode == 0, made.stderr
+        return {"Authorization": f"Bearer {made.stdout.strip().splitlines()[-1].strip()}"}
+
+    def aim(self, server: Server) -> None:
+        """Make nginx's next proxied request land on `server` (of two): round robin, so ask
+        /health until the other process answered it. The aimed request checks `X-Upstream`."""
+        assert len(self.servers) == 2
+        for _ in range(4):
+            if requests.get(f"{self.proxy}/health", timeout=READ_S).headers["X-Upstream"] != server.addr:
+                return
+        raise AssertionError(f"nginx answers only from {server.addr}")
+
+    def other(self, server: Server) -> Server:
+        return next(s for s in self.servers if s is not server)
+
+
+@contextmanager
+def cluster(folder: Path, llm: FakeLLMServer, processes: int, **settings: str) -> Iterator[Cluster]:
+    env = clean_env(
+        folder,
+        {"database_path": folder / "app.db", "data_dir": folder, "auth_token_file": folder / "admin.token"},
+        LLM_PROVIDER="openai",
+        LLM_BASE_URL=llm.openai_base_url,
+        LLM_MODEL="m",
+        SSE_HEARTBEAT_S="1",
+        **settings,
+    )
+    group = Cluster(folder, env, llm)
+    with ExitStack() as stack:
+        stack.callback(lambda: [stop_process(s.process, s.log) for s in group.servers if s.process.poll() is None])
+        for index in range(processes):
+            group.start(f"server{index}")
+        group.nginx = stack.enter_context(running_nginx(folder / "nginx", [s.addr for s in group.servers]))
+        yield group
+
+
+# --- talking to them --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Frame:
+    id: int
+    name: str
+    data: dict[str, Any]
+
+
+class Stream:
+    """An open event stream: its frames in order (heartbeats left out) and which process serves it."""
+
+    def __init__(self, response: requests.Response) -> None:
+        assert response.status_code == 200, response.text
+        self.response = response
+        self.upstream = response.headers.get("X-Upstream")
+        self._frames = self._read()
+
+    def _read(self) -> Iterator[Frame]:
+        ident, name = 0, None
+        for line in self.response.iter_lines(chunk_size=None, decode_unicode=True):
+            if line.startswith("id: "):
+                ident = int(line[4:])
+            elif line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: ") and name is not None:
+                yield Frame(ident, name, json.loads(line[6:]))
+                name = None
+
+    def until(self, *names: str, quiet_s: float | None = None) -> list[Frame]:
+        """The frames up to and including the first one named one of `names` (heartbeats left
+        out). With `quiet_s`: [] when only heartbeats came for that long (a follower that would
+        wait forever)."""
+        read: list[Frame] = []
+        deadline = None if quiet_s is None else time.monotonic() + quiet_s
+        for frame in self._frames:
+            if frame.name == "heartbeat":
+                if deadline is not None and time.monotonic() > deadline:
+                    return []
+                continue
+            read.append(frame)
+            if frame.name in names:
+                return read
+        raise AssertionError(f"the stream ended without {names}: {[f.name for f in read]}")
+
+    def close(self) -> None:
+        self.response.close()
+
+
+def open_stream(base: str, user: dict[str, str], session_id: str, last_event_id: int | None = None) -> Stream:
+    headers = {**user, "Accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = str(last_event_id)
+    url = f"{base}/sessions/{session_id}/generate/stream"
+    return Stream(requests.get(url, headers=headers, stream=True, timeout=READ_S))
+
+
+def streamed_chat(base: str, user: dict[str, str], session_id: str, message: str) -> Stream:
+    body = {"message": message, "session_id": session_id}
+    headers = {**user, "Accept": "text/event-stream"}
+    return Stream(requests.post(f"{base}/chat", json=body, headers=headers, stream=True, timeout=READ_S))
+
+
+def chat(base: str, user: dict[str, str], session_id: str, message: str) -> requests.Response:
+    body = {"message": message, "session_id": session_id}
+    return requests.post(f"{base}/chat", json=body, headers=user, timeout=READ_S)
+
+
+class Background:
+    """A JSON `POST /chat` waiting in a thread for its turn's end (or for its process to die)."""
+
+    def __init__(self, base: str, user: dict[str, str], session_id: str, message: str) -> None:
+        self.response: requests.Response | None = None
+        self.failure: Exception | None = None
+        self._thread = threading.Thread(target=self._run, args=(base, user, session_id, message), daemon=True)
+        self._thread.start()
+
+    def _run(self, base: str, user: dict[str, str], session_id: str, message: str) -> None:
+        try:
+            self.response = requests.post(
+                f"{base}/chat", json={"message": message, "session_id": session_id}, headers=user, timeout=HUNG_S
+            )
+        except requests.RequestException as error:
+            self.failure = error
+
+    def result(self) -> requests.Response:
+        self._thread.join(HUNG_S)
+        assert self.response is not None, f"the turn's request failed: {self.failure!r}"
+        return self.response
+
+
+def new_session(base: str, user: dict[str, str]) -> str:
+    made = requests.post(f"{base}/sessions", json={}, headers=user, timeout=READ_S)
+    assert made.status_code == 201, made.text
+    return str(made.json()["id"])
+
+
+def active_turn(base: str, user: dict[str, str], session_id: str) -> dict[str, Any] | None:
+    found = requests.get(f"{base}/sessions/{session_id}", headers=user, timeout=READ_S)
+    assert found.status_code == 200, found.text
+    turn: dict[str, Any] | None = found.json()["active_turn"]
+    return turn
+
+
+def wait_active(base: str, user: dict[str, str], session_id: str) -> dict[str, Any]:
+    wait_until(lambda: active_turn(base, user, session_id) is not None, "the turn never started")
+    turn = active_turn(base, user, session_id)
+    assert turn is not None
+    return turn
+
+
+def shown_text(frames: list[Frame]) -> str:
+    """What the user sees: the deltas after the last `answer.reset`."""
+    text = ""
+    for frame in frames:
+        if frame.name == "answer.reset":
+            text = ""
+        elif frame.name == "answer.delta":
+            text += frame.data["text"]
+    return text
+
+
+def stored_messages(base: str, user: dict[str, str], session_id: str) -> list[dict[str, Any]]:
+    found = requests.get(f"{base}/sessions/{session_id}/messages", headers=user, timeout=READ_S)
+    assert found.status_code == 200, found.text
+    messages: list[dict[str, Any]] = found.json()["messages"]
+    return messages
+
+
+def cancel(base: str, user: dict[str, str], session_id: str) -> requests.Response:
+    return requests.post(f"{base}/sessions/{session_id}/cancel", json={}, headers=user, timeout=READ_S)
+
+
+# --- fixtures ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer(default_reply="plain answer") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def redis_of_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Redis for this module alone (tests/redis_support.py's server, on this suite's ports): its
+    processes keep ids, turns and budgets there for the whole module, which the per-test FLUSHALL
+    of the shared `redis_url` would wipe under them. Each cluster uses its own database number."""
+    if shutil.which("redis-server") is None:
+        message = "redis-server is not installed (scripts/services/redis.sh installs it)"
+        if redis_required():
+            pytest.fail(message)
+        pytest.skip(message)
+    server = RedisServer(free_port(), tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def two(
+    tmp_path_factory: pytest.TempPathFactory, llm: FakeLLMServer, redis_of_module: RedisServer
+) -> Iterator[Cluster]:
+    """Two processes with one SQLite file and one Redis, behind nginx; no budget gets in the way."""
+    folder = tmp_path_factory.mktemp("two")
+    with cluster(
+        folder,
+        llm,
+        2,
+        REDIS_URL=redis_of_module.url,
+        REDIS_TURN_LEASE_S=str(LEASE_S),
+        RATE_LIMITS="turns=off,sessions=off",
+    ) as group:
+        yield group
+
+
+@pytest.fixture(autouse=True)
+def fresh_llm(llm: FakeLLMServer) -> Iterator[None]:
+    llm.reset(default_reply="plain answer")
+    yield
+    llm.released.set()  # a failed test must not leave the model held for the next one
+
+
+# --- streams through nginx --------------------------------------------------------------------
+
+
+def test_an_answer_streams_through_nginx_while_the_model_is_still_writing(two: Cluster):
+    """The model sends one piece and then keeps its stream open: the piece can only reach the
+    client through nginx unbuffered (a buffering proxy holds it until the end, which never comes
+    before the Stop below)."""
+    user = two.user("streamer")
+    session_id = new_session(two.proxy, user)
+    two.llm.queue(StreamReply(pieces=("Shown while the model writes. ",), hang=True))
+    stream = streamed_chat(two.proxy, user, session_id, "go")
+    first = stream.until("answer.delta")
+    assert shown_text(first) == "Shown while the model writes. "
+    assert not two.llm.answers[-1].completed  # the model has not finished: nothing waited for its end
+    assert cancel(two.proxy, user, session_id).status_code == 200
+    done = stream.until("done", "error")[-1]
+    assert done.name == "done" and done.data["stopped"] is True
+    assert stored_messages(two.proxy, user, session_id)[-1]["content"] == "Shown while the model writes. "
+
+
+def test_a_streamed_turn_through_nginx_ends_with_the_whole_answer(two: Cluster):
+    user = two.user("reader")
+    session_id = new_session(two.proxy, user)
+    two.llm.queue("A whole answer, piece by piece, through the proxy.")
+    frames = streamed_chat(two.proxy, user, session_id, "go").until("done", "error")
+    assert frames[-1].name == "done"
+    assert shown_text(frames) == frames[-1].data["reply"] == "A whole answer, piece by piece, through the proxy."
+
+
+@pytest.mark.parametrize("runner_index", [0, 1], ids=["turn-on-first", "turn-on-second"])
+def test_streams_through_nginx_follow_a_turn_on_either_process(two: Cluster, runner_index: int):
+    runner = two.servers[runner_index]
+    user = two.user(f"follower{runner_index}")
+    session_id = new_session(two.proxy, user)
+    reply = "One process answers, both show it."
+    two.llm.queue(reply)
+    two.llm.released.clear()  # the turn waits on the model while the streams open
+    turn = Background(runner.base, user, session_id, "go")
+    wait_active(two.proxy, user, session_id)
+    streams = []
+    for server in two.servers:
+        two.aim(server)
+        streams.append(open_stream(two.proxy, user, session_id))
+    assert [stream.upstream for stream in streams] == [server.addr for server in two.servers]
+    two.llm.released.set()
+    for stream in streams:
+        frames = stream.until("done", "error")
+        assert frames[-1].name == "done" and shown_text(frames) == reply
+    assert turn.result().status_code == 200 and turn.result().json()["reply"] == reply
+
+
+def test_a_reconnect_through_nginx_lands_on_the_other_process_and_replays_without_a_hole(two: Cluster):
+    user = two.user("reconnecting")
+    session_id = new_session(two.proxy, user)
+    pieces = ("Before the drop. ", "While away, ", "and after. ")
+    two.llm.queue(StreamReply(pieces=pieces, delay_s=0.2, hang=True))
+    turn = Background(two.servers[0].base, user, session_id, "go")
+    wait_active(two.proxy, user, session_id)
+    first = open_stream(two.proxy, user, session_id)
+    seen = first.until("answer.delta")
+    first.close()  # the tab reloads, or the network drops
+    last = seen[-1].id
+    wait_until(lambda: two.llm.answers[-1].pieces_sent == len(pieces), "the model never sent its pieces")
+
+    elsewhere = next(server for server in two.servers if server.addr != first.upstream)
+    two.aim(elsewhere)
+    second = open_stream(two.proxy, user, session_id, last_event_id=last)
+    assert second.upstream == elsewhere.addr
+    replayed: list[Frame] = []
+    while shown_text(seen + replayed) != "".join(pieces):
+        replayed += second.until("answer.delta")
+    assert cancel(two.proxy, user, session_id).status_code == 200
+    replayed += second.until("done", "error")
+
+    assert "replay.gap" not in [frame.name for frame in replayed]
+    ids = [frame.id for frame in replayed]
+    assert ids == sorted(set(ids)) and ids[0] > last  # nothing twice, nothing older than the cursor
+    assert replayed[-1].name == "done" and replayed[-1].data["stopped"] is True
+    assert turn.result().json()["messages"][-1]["content"] == shown_text(seen + replayed) == "".join(pieces)
+
+
+# --- one turn per session, Stop ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("runner_index", [0, 1], ids=["turn-on-first", "turn-on-second"])
+def test_a_cancel_through_nginx_stops_the_turn_on_the_other_process(two: Cluster, runner_index: int):
+    runner = two.servers[runner_index]
+    user = two.user(f"stopper{runner_index}")
+    session_id = new_session(two.proxy, user)
+    two.llm.queue(StreamReply(pieces=("Shown before Stop. ",), hang=True))
+    turn = Background(runner.base, user, session_id, "go")
+    wait_active(two.proxy, user, session_id)
+    open_stream(two.proxy, user, session_id).until("answer.delta")  # the text is shown: Stop keeps it
+
+    two.aim(two.other(runner))
+    stop = cancel(two.proxy, user, session_id)
+    assert stop.status_code == 200 and stop.headers["X-Upstream"] == two.other(runner).addr
+    result = turn.result()
+    assert result.status_code == 200 and result.json()["stopped"] is True
+    assert result.json()["messages"][-1]["content"] == "Shown before Stop. "
+    assert two.llm.answer(-1).client_hung_up  # the process running it closed the model's stream
+    assert active_turn(two.proxy, user, session_id) is None
+
+
+def test_one_turn_per_session_holds_across_processes(two: Cluster):
+    runner, other = two.servers
+    user = two.user("impatient")
+    session_id = new_session(two.proxy, user)
+    two.llm.released.clear()
+    turn = Background(runner.base, user, session_id, "first")
+    running = wait_active(runner.base, user, session_id)["turn_id"]
+
+    refused = [chat(server.base, user, session_id, "second") for server in two.servers]
+    two.aim(other)
+    refused.append(chat(two.proxy, user, session_id, "second"))
+    assert refused[-1].headers["X-Upstream"] == other.addr
+    for answer in refused:
+        assert answer.status_code == 409, answer.text
+        assert answer.json()["error"]["code"] == "turn_in_progress"
+        assert answer.json()["turn_id"] == running
+
+    two.llm.released.set()
+    assert turn.result().status_code == 200
+    two.aim(other)
+    assert chat(two.proxy, user, session_id, "second").status_code == 200  # free at once after `done`
+
+
+# --- a process dies mid-turn ------------------------------------------------------------------
+
+
+@contextmanager
+def doomed_process(two: Cluster) -> Iterator[Server]:
+    """A third process on the same database and Redis (not behind nginx), for a test to kill."""
+    server = start_server(two.folder, "doomed", two.env)
+    try:
+        yield server
+    finally:
+        if server.process.poll() is None:
+            stop_process(server.process, server.log)
+        server.log.close()
+
+
+def kill_9(server: Server) -> None:
+    os.kill(server.process.pid, signal.SIGKILL)
+    server.process.wait(timeout=READ_S)
+
+
+def test_a_process_killed_mid_turn_leaves_its_session_usable(two: Cluster):
+    user = two.user("survivor")
+    session_id = new_session(two.proxy, user)
+    with doomed_process(two) as doomed:
+        two.llm.released.clear()  # the turn is running (claimed, waiting on the model) when its process dies
+        orphan = Background(doomed.base, user, session_id, "lost")
+        running = wait_active(two.proxy, user, session_id)["turn_id"]
+        watcher = open_stream(doomed.base, user, session_id)  # a tab connected to the doomed process
+        started = watcher.until("turn.started")
+        kill_9(doomed)
+
+        with pytest.raises(requests.RequestException):
+            watcher.until("done", "error")  # its connection is cut, without an end: the client reconnects
+        wait_until(lambda: active_turn(two.proxy, user, session_id) is None, "the dead process's turn never expired")
+        two.llm.released.set()
+
+        again = chat(two.proxy, user, session_id, "again")
+        assert again.status_code == 200, again.text
+        assert again.json()["reply"] == "plain answer"
+        reconnect = open_stream(two.proxy, user, session_id, last_event_id=started[-1].id)
+        frames = reconnect.until("done", "error")  # the client goes on: the stream ends, it does not hang
+        assert running not in {frame.data.get("turn_id") for frame in frames if frame.name in ("done", "error")}
+        assert orphan.failure is not None or orphan.response is None or orphan.response.status_code >= 500
+    messages = stored_messages(two.proxy, user, session_id)
+    assert [m["role"] for m in messages][-2:] == ["user", "assistant"] and messages[-1]["content"] == "plain answer"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="events/redis_turns.py frees a dead process's session when its lease expires, but nothing publishes "
+    "an end for its turn: a stream following it on a live process gets heartbeats forever (issue 14 item 2)",
+)
+def test_a_stream_on_a_live_process_ends_when_the_turn_s_process_dies(two: Cluster):
+    user = two.user("watcher")
+    session_id = new_session(two.proxy, user)
+    with doomed_process(two) as doomed:
+        two.llm.released.clear()
+        Background(doomed.base, user, session_id, "lost")
+        running = wait_active(two.proxy, user, session_id)["turn_id"]
+        watcher = open_stream(two.servers[0].base, user, session_id)
+        watcher.until("turn.started")
+        kill_9(doomed)
+        two.llm.released.set()
+        ends = watcher.until("done", "error", quiet_s=HUNG_S)
+        assert ends and ends[-1].name == "error" and ends[-1].data["turn_id"] == running
+
+
+# --- budgets ----------------------------------------------------------------------------------
+
+BUDGET = "turns=3/minute,sessions=off"
+
+
+def test_with_redis_a_turns_budget_is_one_budget_across_processes(
+    tmp_path: Path, llm: FakeLLMServer, redis_of_module: RedisServer
+) -> None:
+    redis_url = redis_of_module.url.rsplit("/", 1)[0] + "/1"  # not the database of `two`: its users have the same ids
+    with cluster(tmp_path, llm, 2, REDIS_URL=redis_url, RATE_LIMITS=BUDGET) as group:
+        user = group.user("counted")
+        session_id = new_session(group.proxy, user)
+        landed = []
+        for index in range(3):
+            answer = chat(group.proxy, user, session_id, f"turn {index}")
+            assert answer.status_code == 200, answer.text
+            landed.append(answer.headers["X-Upstream"])
+        assert set(landed) == {server.addr for server in group.servers}  # both processes spent it
+        for base in [server.base for server in group.servers] + [group.proxy]:
+            refused = chat(base, user, session_id, "one too many")
+            assert refused.status_code == 429, refused.text
+            assert refused.json()["error"]["code"] == "rate_limited" and int(refused.headers["Retry-After"]) >= 1
+        other = group.user("other")  # the budget is the user's, not the processes'
+        assert chat(group.proxy, other, new_session(group.proxy, other), "hi").status_code == 200
+
+
+def test_without_redis_each_process_counts_its_own_budget(tmp_path: Path, llm: FakeLLMServer) -> None:
+    """Documented in the README: without REDIS_URL, N processes allow N times each budget."""
+    with cluster(tmp_path, llm, 2, RATE_LIMITS=BUDGET) as group:
+        user = group.user("counted_twice")
+        for server in group.servers:
+            session_id = new_session(server.base, user)
+            for index in range(3):
+                assert chat(server.base, user, session_id, f"turn {index}").status_code == 200
+        for server in group.servers:
+            assert chat(server.base, user, session_id, "one too many").status_code == 429
