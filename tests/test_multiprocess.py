@@ -17,6 +17,7 @@ process killed mid-turn leaves its session usable once its lease expires (`REDIS
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
@@ -97,11 +98,15 @@ class Cluster:
         self.servers.append(server)
         return server
 
-    def user(self, name: str) -> dict[str, str]:
-        """Bearer headers of a new user (each test its own: budgets and sessions are per user)."""
+    def token(self, name: str) -> str:
+        """The API token of a new user (each test its own: budgets and sessions are per user)."""
         made = run_app(self.env, "create-user", name)
         assert made.returncode == 0, made.stderr
-        return {"Authorization": f"Bearer {made.stdout.strip().splitlines()[-1].strip()}"}
+        return made.stdout.strip().splitlines()[-1].strip()
+
+    def user(self, name: str) -> dict[str, str]:
+        """Bearer headers of a new user."""
+        return {"Authorization": f"Bearer {self.token(name)}"}
 
     def aim(self, server: Server) -> None:
         """Make nginx's next proxied request land on `server` (of two): round robin, so ask
@@ -221,6 +226,11 @@ class Background:
             )
         except requests.RequestException as error:
             self.failure = error
+
+    def ended(self) -> requests.Response | Exception | None:
+        """The answer, or why there is none, once the request is over."""
+        self._thread.join(HUNG_S)
+        return self.response if self.response is not None else self.failure
 
     def result(self) -> requests.Response:
         self._thread.join(HUNG_S)
@@ -448,6 +458,20 @@ def test_one_turn_per_session_holds_across_processes(two: Cluster):
     assert chat(two.proxy, user, session_id, "second").status_code == 200  # free at once after `done`
 
 
+def test_a_web_login_made_on_one_process_is_valid_on_the_other(two: Cluster):
+    """The cookie's key (DATA_DIR/secret.key) and the server-side session (the database) are shared."""
+    browser = requests.Session()
+    login = browser.post(f"{two.proxy}/api/login", json={"token": two.token("cookie")}, timeout=READ_S)
+    assert login.status_code == 200, login.text
+    answered = []
+    for server in two.servers:
+        two.aim(server)
+        me = browser.get(f"{two.proxy}/api/me", timeout=READ_S)
+        assert me.status_code == 200 and me.json()["name"] == "cookie"
+        answered.append(me.headers["X-Upstream"])
+    assert answered == [server.addr for server in two.servers]
+
+
 # --- a process dies mid-turn ------------------------------------------------------------------
 
 
@@ -490,7 +514,7 @@ def test_a_process_killed_mid_turn_leaves_its_session_usable(two: Cluster):
         reconnect = open_stream(two.proxy, user, session_id, last_event_id=started[-1].id)
         frames = reconnect.until("done", "error")  # the client goes on: the stream ends, it does not hang
         assert running not in {frame.data.get("turn_id") for frame in frames if frame.name in ("done", "error")}
-        assert orphan.failure is not None or orphan.response is None or orphan.response.status_code >= 500
+        assert isinstance(orphan.ended(), requests.ConnectionError)  # its client learnt that the process died
     messages = stored_messages(two.proxy, user, session_id)
     assert [m["role"] for m in messages][-2:] == ["user", "assistant"] and messages[-1]["content"] == "plain answer"
 
@@ -551,3 +575,25 @@ def test_without_redis_each_process_counts_its_own_budget(tmp_path: Path, llm: F
                 assert chat(server.base, user, session_id, f"turn {index}").status_code == 200
         for server in group.servers:
             assert chat(server.base, user, session_id, "one too many").status_code == 429
+
+
+def login_from(address: str, port: int, token: str) -> int:
+    """`POST /api/login` from the loopback `address` (127.0.0.2, …): another client to nginx."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=READ_S, source_address=(address, 0))
+    try:
+        connection.request("POST", "/api/login", json.dumps({"token": token}), {"Content-Type": "application/json"})
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def test_behind_nginx_each_client_address_keeps_its_own_login_budget(tmp_path: Path, llm: FakeLLMServer) -> None:
+    """nginx passes the client's address in X-Forwarded-For and uvicorn trusts it from loopback
+    (FORWARDED_ALLOW_IPS): else every client would share nginx's address, and one guessing
+    tokens would lock everyone out."""
+    with cluster(tmp_path, llm, 1, RATE_LIMITS="login=2/minute") as group:
+        assert group.nginx is not None
+        port = group.nginx.port
+        assert [login_from("127.0.0.2", port, "wrong") for _ in range(3)] == [401, 401, 429]
+        assert login_from("127.0.0.3", port, "wrong") == 401
+        assert login_from("127.0.0.3", port, group.token("honest")) == 200
