@@ -25,7 +25,7 @@ from redis.client import PubSub
 log = logging.getLogger("events.redis")
 
 DEFAULT_PREFIX = "orchestrator:"
-POLL_S = 1.0  # how often the listener looks at its stop flag while idle
+POLL_S = 0.25  # how often the listener looks at its stop flag while idle
 MAX_BACKOFF_S = 5.0
 SUBSCRIBE_TIMEOUT_S = 10.0
 SOCKET_TIMEOUT_S = 10.0

@@ -1,0 +1,227 @@
+"""What only the Redis backend of live turns does (REDIS_URL, SPEC 13): several processes share
+one event log and one board of running turns.
+
+Each `redis_live(...)` / `redis_log(...)` below is what one server process builds: its own
+connections and its own listener thread, on one real private redis-server
+(tests/redis_support.py). Two of them in one test are two processes: they must see each
+other's events (replay, gaps, wake-ups), refuse a second turn (409), stop each other's turns,
+and free the session of a process that vanished once its lease expires. The rules both
+backends share run on both in tests/test_event_bus.py and tests/test_streams.py; two real
+server processes over HTTP are in tests/test_multiprocess_live.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from config import RateLimits, parse_rate_limits
+from events import Live
+from events.bus import Wakeup
+from events.follow import FollowPlan, StreamFollower
+from events.redis_turns import RemoteTurn
+from events.turns import TurnInProgress, TurnLease
+from ratelimit import RateLimiter
+from testing.waiting import HUNG_S, wait_until
+from tests.redis_support import RedisServer, redis_live, redis_log
+
+
+@pytest.fixture
+def process(redis_url: str, tmp_path: Path) -> Iterator[Callable[..., Live]]:
+    """`process(lease_s=30)`: the live state of one more server process on the test's Redis."""
+    opened: list[Live] = []
+
+    def start(lease_s: float = 30.0) -> Live:
+        live = redis_live(redis_url, str(tmp_path), lease_s=lease_s)
+        opened.append(live)
+        return live
+
+    yield start
+    for live in opened:
+        live.close()
+
+
+def end_turn(live: Live, lease: TurnLease) -> None:
+    live.turns.finish(lease, lambda: live.bus.publish(lease.session_id, "done", {"turn_id": lease.turn_id}), (200, {}))
+
+
+# events ------------------------------------------------------------------------------------
+
+
+def test_two_processes_see_each_others_events_with_increasing_ids(process):
+    a, b = process(), process()
+    ids = [(a if n % 2 else b).bus.publish("s", "tick", {"turn_id": "t", "n": n}).id for n in range(10)]
+    assert ids == sorted(ids) and len(set(ids)) == 10
+    assert [event.data["n"] for event in b.bus.read("s", 0).events] == list(range(10))
+    assert a.bus.last_id("s") == b.bus.last_id("s") == ids[-1]
+
+
+def test_replay_after_a_cursor_from_another_process(process):
+    a, b = process(), process()
+    first = a.bus.publish("s", "turn.started", {"turn_id": "t"})
+    a.bus.publish("s", "answer.delta", {"turn_id": "t", "pass": 0, "text": "Hel"})
+    a.bus.publish("s", "answer.delta", {"turn_id": "t", "pass": 0, "text": "lo"})
+    end = a.bus.publish("s", "done", {"turn_id": "t", "reply": "Hello"})
+    replay = b.bus.read("s", first.id)
+    assert [(e.name, e.data.get("text")) for e in replay.events] == [("answer.delta", "Hello"), ("done", None)]
+    assert replay.gap is None and b.bus.last_terminal("s") == end
+
+
+def test_a_cursor_older_than_what_redis_keeps_gets_a_gap_on_another_process(redis_url):
+    a, close_a = redis_log(redis_url, max_events=5)
+    b, close_b = redis_log(redis_url, max_events=5)
+    try:
+        first = a.publish("s", "turn.started", {"turn_id": "t"}).id
+        for n in range(20):
+            a.publish("s", "tick", {"turn_id": "t", "n": n})
+        a.publish("s", "done", {"turn_id": "t"})
+        events, finished = StreamFollower(b, FollowPlan("s", first, "t", from_client=True)).step()
+        assert finished and events[0].name == "replay.gap" and events[0].data["after"] == first
+        assert [e.name for e in events[1:]][-1] == "done" and len(events) == 6  # the gap, then the 5 kept
+        assert b.read("s", events[0].id).gap is None  # reconnecting from the gap's id: no hole again
+    finally:
+        close_a()
+        close_b()
+
+
+def test_a_publish_in_one_process_wakes_waiting_streams_in_another(process):
+    a, b = process(), process()
+
+    async def main() -> list[bool]:
+        loop = asyncio.get_running_loop()
+        after = b.bus.position()
+        threading.Timer(0.1, lambda: a.bus.publish("s", "turn.started", {"turn_id": "t"})).start()
+        return list(await asyncio.gather(*(b.bus.wait_async("s", after, HUNG_S, Wakeup(loop)) for _ in range(20))))
+
+    started = time.monotonic()
+    assert asyncio.run(main()) == [True] * 20
+    assert time.monotonic() - started < HUNG_S  # woken by the publish, not by the timeout
+    after = b.bus.position()
+    threading.Timer(0.1, lambda: a.bus.publish("s", "done", {"turn_id": "t"})).start()
+    assert b.bus.wait("s", after, HUNG_S) is True
+    assert b.bus.wait("s", b.bus.position(), 0.05) is False
+
+
+def test_ids_keep_increasing_when_the_app_restarts(process):
+    first = process()
+    before = first.bus.publish("s", "tick", {"turn_id": "t"}).id
+    first.close()
+    again = process()
+    assert again.bus.position() >= before
+    assert again.bus.publish("s", "tick", {"turn_id": "t"}).id > before
+    assert again.bus.read("s", before).gap is None  # the app's restart lost nothing
+
+
+def test_after_redis_loses_its_data_ids_still_increase_and_old_cursors_get_a_gap(process, redis_server: RedisServer):
+    live = process()
+    old = live.bus.publish("s", "tick", {"turn_id": "t"}).id
+    redis_server.restart()  # no persistence: every key is gone
+    fresh = process()
+    new = fresh.bus.publish("s", "tick", {"turn_id": "t"}).id
+    assert new > old
+    snapshot = fresh.bus.read("s", old)
+    assert snapshot.gap is not None and snapshot.gap >= old and [e.id for e in snapshot.events] == [new]
+
+
+# turns -------------------------------------------------------------------------------------
+
+
+def test_one_turn_per_session_across_processes(process):
+    a, b = process(), process()
+    lease = a.turns.claim("s", "chat", a.bus.position())
+    with pytest.raises(TurnInProgress) as busy:
+        b.turns.claim("s", "chat", b.bus.position())
+    assert busy.value.turn_id == lease.turn_id
+    seen = b.turns.active("s")
+    assert isinstance(seen, RemoteTurn)
+    assert (seen.turn_id, seen.kind, seen.start_cursor, seen.started_at) == (
+        lease.turn_id,
+        "chat",
+        lease.start_cursor,
+        lease.started_at,
+    )
+    assert a.turns.active("s") is lease  # the owner sees its own lease
+    b.turns.claim("other", "chat", 0)  # other sessions are free
+
+
+def test_publishing_the_end_frees_the_session_for_every_process_at_once(process):
+    """`finish` is atomic for `claim`: the terminal event and the release are one step, so a
+    client that got `done` may start the next turn before the owner even deletes its key."""
+    a, b = process(), process()
+    lease = a.turns.claim("s", "chat", a.bus.position())
+    a.bus.publish("s", "done", {"turn_id": lease.turn_id})  # the end, before `finish` releases
+    assert b.turns.active("s") is None
+    following = b.turns.claim("s", "chat", b.bus.position())
+    a.turns.finish(lease, lambda: None, (200, {}))  # the owner's release does not free the new turn
+    assert b.turns.active("s") is following
+    with pytest.raises(TurnInProgress):
+        a.turns.claim("s", "chat", 0)
+
+
+def test_finish_then_abandon_release_the_session(process):
+    a, b = process(), process()
+    lease = a.turns.claim("s", "chat", a.bus.position())
+    end_turn(a, lease)
+    assert lease.outcome.result(0) == (200, {}) and b.turns.active("s") is None
+    unstarted = b.turns.claim("s", "chat", 0)
+    b.turns.abandon(unstarted)
+    assert a.turns.active("s") is None and unstarted.outcome.cancelled()
+
+
+def test_cancel_from_another_process_stops_the_turn(process):
+    a, b = process(), process()
+    lease = a.turns.claim("s", "chat", a.bus.position())
+    assert b.turns.cancel("s", "turn_wrong") is None and not lease.token.cancelled
+    assert b.turns.cancel("s", lease.turn_id) == lease.turn_id
+    wait_until(lambda: lease.token.cancelled, "the owner never got the cancel")
+    assert lease.token.reason == "stopped by the user"
+    end_turn(a, lease)
+    assert b.turns.cancel("s") is None  # nothing left to stop
+
+
+def test_wakeups_and_cancels_survive_a_lost_listener_connection(process, redis_url):
+    """Redis drops every pub/sub connection: messages sent meanwhile are lost, so the
+    listener, once back, makes the waiters re-read Redis and the owner re-check cancel flags."""
+    a, b = process(), process()
+    lease = a.turns.claim("s", "chat", a.bus.position())
+    after = b.bus.position()
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        assert admin.client_kill_filter(_type="pubsub") >= 2
+    finally:
+        admin.close()
+    b.bus.publish("s", "tick", {"turn_id": lease.turn_id})  # b's own waiters are woken locally; a's are not
+    assert b.turns.cancel("s") == lease.turn_id
+    wait_until(lambda: lease.token.cancelled, "the cancel was lost with the connection")
+    assert a.bus.wait("s", after, HUNG_S) is True
+
+
+def test_a_vanished_owner_frees_the_session_when_its_lease_expires(process):
+    a, b = process(lease_s=1.0), process()
+    lease = a.turns.claim("s", "chat", a.bus.position())
+    time.sleep(2.0)  # twice the lease: the owner's renewals keep it
+    with pytest.raises(TurnInProgress):
+        b.turns.claim("s", "chat", 0)
+    a.close()  # the owner process dies: no renewal, no `done`
+    wait_until(lambda: b.turns.active("s") is None, "the lease never expired", timeout_s=5)
+    assert b.turns.claim("s", "chat", 0).turn_id != lease.turn_id
+
+
+# rate limits -------------------------------------------------------------------------------
+
+
+def test_rate_limits_are_shared_through_redis(redis_url):
+    rules = parse_rate_limits("turns=2/minute")
+    assert isinstance(rules, RateLimits)
+    a, b = RateLimiter(rules, redis_url), RateLimiter(rules, redis_url)
+    assert a.hit("turns", "7").allowed and b.hit("turns", "7").allowed
+    refused = a.hit("turns", "7")
+    assert not refused.allowed and refused.limit == "turns" and refused.retry_after_s >= 1
+    assert b.hit("turns", "8").allowed  # another user's budget is its own
+    assert RateLimiter(rules).hit("turns", "7").allowed  # in-process storage shares nothing
