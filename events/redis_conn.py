@@ -39,8 +39,7 @@ class RedisUnavailable(Exception):
 
 @dataclass(frozen=True)
 class RedisKeys:
-    """Key and channel names, all under `prefix`. Curly braces keep one session's keys in one
-    hash slot, so the Lua scripts that touch them also run on a Redis Cluster."""
+    """Key and channel names, all under `prefix` (one Redis can serve tests or deployments apart)."""
 
     prefix: str = DEFAULT_PREFIX
 
@@ -56,10 +55,14 @@ class RedisKeys:
         return f"{self.prefix}ev:{{{session_id}}}"
 
     def meta(self, session_id: str) -> str:
-        return f"{self.prefix}meta:{{{session_id}}}"  # hash: last, floor, end, end_turn
+        return f"{self.prefix}meta:{{{session_id}}}"  # hash: last, floor, end, end_turn (see _REAP too)
 
     def turn(self, session_id: str) -> str:
-        return f"{self.prefix}turn:{{{session_id}}}"
+        return f"{self.prefix}turn:{{{session_id}}}"  # also spelt out in redis_turns._REAP
+
+    @property
+    def claims(self) -> str:
+        return f"{self.prefix}claims"  # sorted set: `<session> <turn>` by lease deadline (ms)
 
     def cancel_flag(self, turn_id: str) -> str:
         return f"{self.prefix}cancel:{turn_id}"

@@ -16,6 +16,13 @@ Cancel from any process: the owner is this process (its `TurnLease` is local: se
 or another. Then a flag key (for the owner's next renewal, in case the message is lost) and
 a pub/sub message (`<session> <turn>`, for now) reach the owner's listener thread, which sets
 the local token; the turn ends as any stopped turn does (`done` with `stopped: true`).
+
+A turn whose process died never publishes its end, so streams following it from other
+processes would wait for ever. Every claim is also listed in one sorted set, scored by when
+its lease runs out (renewals push it on). Each process's keeper thread (the one that renews)
+looks there every third of a lease: a claim past its time whose key is gone and whose end
+was never published is taken out (atomically: one process only) and ended with an `error`
+event (`turn_lost`, status 503), so those streams end and their clients reload.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,8 +41,12 @@ log = logging.getLogger("events.redis")
 
 TURN_LEASE_S = 30.0
 STOP_REASON = "stopped by the user"
+REAP_BATCH = 100  # lost turns ended per look, at most
+LOST_MESSAGE = "the server process running this turn stopped; what it stored before is kept, send the message again"
 
-# KEYS: turn, meta. ARGV: record json, lease ms
+EndLostTurn = Callable[[str, str], object]  # (session id, turn id): publish its terminal event
+
+# KEYS: turn, meta, claims. ARGV: record json, lease ms, claims member, deadline ms
 _CLAIM = """
 local current = redis.call('GET', KEYS[1])
 if current then
@@ -42,7 +54,29 @@ if current then
   if redis.call('HGET', KEYS[2], 'end_turn') ~= running then return current end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
 return false
+"""
+
+# KEYS: claims. ARGV: now ms, batch, key prefix. Returns the members (`<session> <turn>`) of
+# claims past their time whose key is gone and whose end was never published; removes them.
+_REAP = """
+local lost = {}
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+for _, member in ipairs(due) do
+  local space = string.find(member, ' ', 1, true)
+  local session = string.sub(member, 1, space - 1)
+  local turn = string.sub(member, space + 1)
+  local current = redis.call('GET', ARGV[3] .. 'turn:{' .. session .. '}')
+  local renewed = current and cjson.decode(current)['turn_id'] == turn
+  if not renewed then
+    redis.call('ZREM', KEYS[1], member)
+    if redis.call('HGET', ARGV[3] .. 'meta:{' .. session .. '}', 'end_turn') ~= turn then
+      table.insert(lost, member)
+    end
+  end
+end
+return lost
 """
 
 # KEYS: turn, meta
@@ -52,19 +86,22 @@ if current and redis.call('HGET', KEYS[2], 'end_turn') ~= cjson.decode(current)[
 return false
 """
 
-# KEYS: turn. ARGV: turn id
+# KEYS: turn, claims. ARGV: turn id, claims member
 _RELEASE = """
+redis.call('ZREM', KEYS[2], ARGV[2])
 local current = redis.call('GET', KEYS[1])
 if current and cjson.decode(current)['turn_id'] == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end
 return 0
 """
 
-# KEYS: turn, cancel flag. ARGV: turn id, lease ms. Returns {still ours, cancel asked}
+# KEYS: turn, cancel flag, claims. ARGV: turn id, lease ms, claims member, deadline ms.
+# Returns {still ours, cancel asked}
 _RENEW = """
 local current = redis.call('GET', KEYS[1])
 local ours = 0
 if current and cjson.decode(current)['turn_id'] == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('ZADD', KEYS[3], 'XX', ARGV[4], ARGV[3])
   ours = 1
 end
 return {ours, redis.call('EXISTS', KEYS[2])}
@@ -98,36 +135,41 @@ class RedisTurnBoard:
     """`TurnBoard` over Redis; thread-safe; one per app process, sharing its `RedisLink`.
 
     Leases claimed here are kept locally too (their cancel token and outcome future live
-    here); one renewal thread per process (started with the first claim) keeps their keys
-    alive and picks up cancel flags."""
+    here). One keeper thread per process renews their keys, picks up cancel flags, and ends
+    the turns of processes that died (`end_lost_turn`, e.g. publishing an `error` event)."""
 
-    def __init__(self, link: RedisLink, *, lease_s: float = TURN_LEASE_S) -> None:
+    def __init__(self, link: RedisLink, end_lost_turn: EndLostTurn, *, lease_s: float = TURN_LEASE_S) -> None:
         self.link = link
         self.keys = link.keys
+        self.end_lost_turn = end_lost_turn
         self.lease_ms = int(lease_s * 1000)
-        self.renew_every_s = lease_s / 3
+        self.keep_every_s = lease_s / 3
         client = link.client
         self._claim = client.register_script(_CLAIM)
         self._active = client.register_script(_ACTIVE)
         self._release = client.register_script(_RELEASE)
         self._renew = client.register_script(_RENEW)
+        self._reap = client.register_script(_REAP)
         self._lock = threading.Lock()
         self._local: dict[str, TurnLease] = {}
         self._stop = threading.Event()
-        self._renewer: threading.Thread | None = None
+        self._keeper = threading.Thread(target=self._keep_loop, name="turn-lease-keeper", daemon=True)
         link.subscribe(self.keys.cancel_channel, self._on_cancel, self._renew_all)
+        self._keeper.start()
 
     # ------------------------------------------------------------------ the interface
 
     def claim(self, session_id: str, kind: str, start_cursor: int) -> TurnLease:
         lease = TurnLease(session_id=session_id, kind=kind, start_cursor=start_cursor)
         keys = self.keys
-        running = self._claim(keys=[keys.turn(session_id), keys.meta(session_id)], args=[_record(lease), self.lease_ms])
+        running = self._claim(
+            keys=[keys.turn(session_id), keys.meta(session_id), keys.claims],
+            args=[_record(lease), self.lease_ms, _member(lease), self._deadline_ms()],
+        )
         if running:
             raise TurnInProgress(json.loads(running)["turn_id"])
         with self._lock:
             self._local[session_id] = lease
-        self._start_renewer()
         return lease
 
     def active(self, session_id: str) -> TurnLease | RemoteTurn | None:
@@ -168,11 +210,14 @@ class RedisTurnBoard:
 
     # ------------------------------------------------------------------ local leases
 
+    def _deadline_ms(self) -> int:
+        return int(time.time() * 1000) + self.lease_ms
+
     def _forget(self, lease: TurnLease) -> None:
         with self._lock:
             if self._local.get(lease.session_id) is lease:
                 del self._local[lease.session_id]
-        self._release(keys=[self.keys.turn(lease.session_id)], args=[lease.turn_id])
+        self._release(keys=[self.keys.turn(lease.session_id), self.keys.claims], args=[lease.turn_id, _member(lease)])
 
     def _on_cancel(self, message: str) -> None:
         session_id, _, turn_id = message.partition(" ")
@@ -181,19 +226,13 @@ class RedisTurnBoard:
         if lease is not None and lease.turn_id == turn_id:
             lease.token.cancel(STOP_REASON)
 
-    def _start_renewer(self) -> None:
-        with self._lock:
-            if self._renewer is not None:
-                return
-            self._renewer = threading.Thread(target=self._renew_loop, name="turn-lease-renewer", daemon=True)
-            self._renewer.start()
-
-    def _renew_loop(self) -> None:
-        while not self._stop.wait(self.renew_every_s):
+    def _keep_loop(self) -> None:
+        while not self._stop.wait(self.keep_every_s):
             try:
                 self._renew_all()
-            except Exception:  # Redis away for a moment: try again at the next renewal
-                log.exception("renewing the turn leases failed")
+                self._end_lost_turns()
+            except Exception:  # Redis away for a moment: try again next time
+                log.exception("keeping the turn leases failed")
 
     def _renew_all(self) -> None:
         """Extend every local lease; stop a turn whose cancel flag is set (a lost message)."""
@@ -201,16 +240,37 @@ class RedisTurnBoard:
             leases = list(self._local.values())
         for lease in leases:
             ours, asked = self._renew(
-                keys=[self.keys.turn(lease.session_id), self.keys.cancel_flag(lease.turn_id)],
-                args=[lease.turn_id, self.lease_ms],
+                keys=[self.keys.turn(lease.session_id), self.keys.cancel_flag(lease.turn_id), self.keys.claims],
+                args=[lease.turn_id, self.lease_ms, _member(lease), self._deadline_ms()],
             )
             if asked:
                 lease.token.cancel(STOP_REASON)
             if not ours and not lease.outcome.done():
                 log.warning("turn %s lost its claim on session %s (expired)", lease.turn_id, lease.session_id)
 
+    def _end_lost_turns(self) -> None:
+        """End the turns whose process died (claimed by this call alone, atomically)."""
+        lost = self._reap(keys=[self.keys.claims], args=[int(time.time() * 1000), REAP_BATCH, self.keys.prefix])
+        for member in lost:
+            session_id, _, turn_id = str(member).partition(" ")
+            log.warning("turn %s of session %s lost its process; ending it", turn_id, session_id)
+            self.end_lost_turn(session_id, turn_id)
+
     def close(self) -> None:
         self._stop.set()
-        renewer = self._renewer
-        if renewer is not None:
-            renewer.join(5)
+        self._keeper.join(5)
+
+
+def _member(lease: TurnLease) -> str:
+    return f"{lease.session_id} {lease.turn_id}"
+
+
+def lost_turn_error(session_id: str, turn_id: str) -> dict[str, object]:
+    """The data of the `error` event that ends a turn whose process died (as `api/turns.py`
+    ends a failed turn: the HTTP status and the error body)."""
+    return {
+        "turn_id": turn_id,
+        "session_id": session_id,
+        "error": {"code": "turn_lost", "message": LOST_MESSAGE},
+        "status": 503,
+    }

@@ -202,15 +202,33 @@ def test_wakeups_and_cancels_survive_a_lost_listener_connection(process, redis_u
     assert a.bus.wait("s", after, HUNG_S) is True
 
 
-def test_a_vanished_owner_frees_the_session_when_its_lease_expires(process):
-    a, b = process(lease_s=1.0), process()
+def test_a_vanished_owner_frees_the_session_and_its_turn_ends_with_an_error(process):
+    """The owner dies mid-turn: its renewals stop, so the session is free once the lease runs
+    out, and another process ends the lost turn (`error`, `turn_lost`): streams following it
+    anywhere end instead of waiting for ever."""
+    a, b = process(lease_s=1.0), process(lease_s=1.0)
     lease = a.turns.claim("s", "chat", a.bus.position())
+    a.bus.publish("s", "turn.started", {"turn_id": lease.turn_id})
+    follower = StreamFollower(b.bus, FollowPlan("s", lease.start_cursor, lease.turn_id))
+    assert [e.name for e in follower.step()[0]] == ["turn.started"]
     time.sleep(2.0)  # twice the lease: the owner's renewals keep it
     with pytest.raises(TurnInProgress):
         b.turns.claim("s", "chat", 0)
     a.close()  # the owner process dies: no renewal, no `done`
     wait_until(lambda: b.turns.active("s") is None, "the lease never expired", timeout_s=5)
+    wait_until(lambda: b.bus.last_terminal("s") is not None, "nobody ended the lost turn", timeout_s=5)
+    events, finished = follower.step()
+    assert finished and events[-1].name == "error"
+    assert events[-1].data["turn_id"] == lease.turn_id and events[-1].data["error"]["code"] == "turn_lost"
     assert b.turns.claim("s", "chat", 0).turn_id != lease.turn_id
+
+
+def test_a_finished_turn_is_never_ended_twice(process):
+    a, b = process(lease_s=1.0), process(lease_s=1.0)
+    lease = a.turns.claim("s", "chat", a.bus.position())
+    end_turn(a, lease)
+    time.sleep(1.5)  # past the lease: the keepers look for lost turns meanwhile
+    assert [e.name for e in b.bus.read("s", lease.start_cursor).events] == ["done"]
 
 
 # rate limits -------------------------------------------------------------------------------
