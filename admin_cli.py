@@ -4,6 +4,7 @@
     tokens revoke ID              delete one token; the web sessions it opened end with it
     tokens rotate USER            revoke all of USER's tokens and print one new token
     reset-admin-token [--user N]  rotate the admin's tokens and write the new one to AUTH_TOKEN_FILE
+    backup FILE                   a consistent copy of the SQLite database (PostgreSQL: pg_dump, said so)
 
 Only SHA-256 hashes of tokens are stored, so a lost token cannot be shown again: it is
 replaced. Every change takes effect at once on a running server (each request reads the
@@ -19,6 +20,7 @@ from pathlib import Path
 import click
 
 from config import Settings
+from storage.backup import BackupRefused, backup
 from storage.connection import DbConnection, Store
 from storage.open import settings_store
 from storage.users import User, first_admin, get_user_by_name, list_tokens, replace_tokens, revoke_token
@@ -79,6 +81,16 @@ def register(cli: click.Group, load_settings: Callable[[], Settings]) -> None:
             token = replace_tokens(conn, user.id)
         click.echo(f"revoked every token of {user.name}; new token:")
         click.echo(token)
+
+    @cli.command("backup")
+    @click.argument("destination", type=click.Path(dir_okay=False, path_type=Path))
+    def backup_command(destination: Path) -> None:
+        """Copy the SQLite database to DESTINATION while the server runs (PostgreSQL: use pg_dump)."""
+        try:
+            size = backup(load_settings().database_target(), destination)
+        except BackupRefused as error:
+            raise click.ClickException(str(error)) from error
+        click.echo(f"backed up the database to {destination} ({size} bytes)")
 
     @cli.command("reset-admin-token")
     @click.option("--user", "user_name", default=None, help="the admin to reset (default: the first admin)")

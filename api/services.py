@@ -49,6 +49,7 @@ class Services:
             self.judge.close()
         self.bounded.close()
         self.live.close()  # a Redis backend's listener thread and connections
+        self.database.close()  # a PostgreSQL store's connection pool
 
 
 def install(app: Flask, services: Services) -> None:

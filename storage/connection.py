@@ -80,6 +80,10 @@ class Store(Protocol):
 
     def migrate(self, migrations: Sequence[Migration] = ...) -> list[str]: ...
 
+    def close(self) -> None:
+        """Release what the store holds open across requests (PostgreSQL: its pool)."""
+        ...
+
 
 def inserted_id(cursor: DbCursor) -> int:
     """The id of an `INSERT … RETURNING id` (both engines; no `lastrowid` on PostgreSQL). Reads

@@ -182,6 +182,9 @@ class Database:
         with self.connection() as conn:
             return migrate(conn, migrations)
 
+    def close(self) -> None:
+        """Nothing to release: each thread's connection closes with its thread."""
+
 
 @contextmanager
 def transaction(conn: DbConnection, *, immediate: bool = True) -> Iterator[DbConnection]:

@@ -108,8 +108,9 @@ def _classified(error: sqlite3.Error) -> tuple[State, str]:
 
 
 def free_bytes(path: str) -> int | None:
-    """Bytes available to this process on the filesystem of `path` (None: in memory or unknown)."""
-    if path == ":memory:":
+    """Bytes available to this process on the filesystem of `path` (None: in memory, a database
+    server (no path) or unknown)."""
+    if path in (":memory:", ""):
         return None
     try:
         stats = os.statvfs(Path(path).parent)
