@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from bounded.pool import WorkerPool
 from bounded.sql_values import Change
+from storage.connection import Store
 from storage.db import Database, utc_now
 from testing.attacks.sql import BLOB_ROWS, LOOPING_UPDATE, SLOW_CALL, WIDE_COLUMNS
 from testing.waiting import ReapedCpu
@@ -43,7 +44,7 @@ SNAPSHOT_TABLES = (
 )
 
 
-def seed(db: Database, *, alice_messages: int = 4, alice_memories: int = 3) -> dict[str, list[int]]:
+def seed(db: Store, *, alice_messages: int = 4, alice_memories: int = 3) -> dict[str, list[int]]:
     """Two users, each with a session, messages and memories; returns the row ids by owner."""
     now = utc_now()
     ids: dict[str, list[int]] = {"alice_memories": [], "bob_memories": []}
@@ -71,17 +72,34 @@ def seed(db: Database, *, alice_messages: int = 4, alice_memories: int = 3) -> d
             ("bob", BOB, 2, "bob secret memory"),
         ):
             for number in range(count):
-                cursor = conn.execute(
+                row = conn.execute(
                     "INSERT INTO user_memories (user_id, content, importance, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?)",
+                    "VALUES (?, ?, ?, ?, ?) RETURNING id",
                     (user_id, f"{stem} {number}", 1 + number % 10, now, now),
-                )
-                ids[f"{owner}_memories"].append(int(cursor.lastrowid or 0))
+                ).fetchone()
+                ids[f"{owner}_memories"].append(int(row[0]))
     return ids
 
 
-def snapshot(db: Database) -> dict[str, list[tuple[Any, ...]]]:
+PG_TABLES = ("users", "api_tokens", "sessions", "chat_messages", "user_memories", "_migrations", "memory_sql.bindings")
+PG_SCHEMA = {
+    "relations": "SELECT n.nspname, c.relname, c.relkind, c.relacl::text FROM pg_class c "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname <> 'pg_toast' ORDER BY 1, 2",
+    "functions": "SELECT p.oid::regprocedure::text, p.proacl::text FROM pg_proc p ORDER BY 1",
+    "roles": "SELECT rolname, rolsuper, rolinherit, rolcanlogin FROM pg_roles ORDER BY 1",
+    "settings": "SELECT setdatabase, setrole, setconfig::text FROM pg_db_role_setting ORDER BY 1, 2",
+    "large_objects": "SELECT oid FROM pg_largeobject_metadata ORDER BY 1",
+    "databases": "SELECT datname, datacl::text FROM pg_database ORDER BY 1",
+}
+
+
+def snapshot(db: Store) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table that matters, plus the schema: equal before and after = no change."""
+    if db.dialect == "postgresql":  # the schema here is also every function's and role's rights
+        with db.connection() as conn:
+            state = {t: [tuple(r) for r in conn.execute(f"SELECT * FROM {t} ORDER BY 1")] for t in PG_TABLES}
+            state.update({name: [tuple(r) for r in conn.execute(sql)] for name, sql in PG_SCHEMA.items()})
+        return state
     with db.connection() as conn:
         state = {t: [tuple(r) for r in conn.execute(f"SELECT * FROM {t} ORDER BY rowid")] for t in SNAPSHOT_TABLES}
         state["schema"] = [tuple(r) for r in conn.execute("SELECT type, name, sql FROM sqlite_schema ORDER BY name")]
@@ -100,7 +118,13 @@ def ids(db: Database) -> dict[str, list[int]]:
     return seed(db)
 
 
-def assert_refused(db: Database, sql: str, codes: set[ErrorCode], **kwargs: Any) -> ToolFailure:
+@pytest.fixture
+def store_ids(store: Store) -> dict[str, list[int]]:
+    """`ids` on each backend (`store` from tests/pg_support.py: SQLite, then PostgreSQL)."""
+    return seed(store)
+
+
+def assert_refused(db: Store, sql: str, codes: set[ErrorCode], **kwargs: Any) -> ToolFailure:
     before = snapshot(db)
     with pytest.raises(ToolFailure) as caught:
         run_memory_sql(db, ALICE, sql, **kwargs)
@@ -220,11 +244,55 @@ REFUSED: list[tuple[str, ErrorCode]] = [
 ]
 
 
+# Where PostgreSQL's answer differs from SQLite's for the same text, and why: SQLite's own
+# dialect (PRAGMA, ATTACH, MATCH, REPLACE INTO, [names], untyped columns) is a syntax error for
+# PostgreSQL; a statement PostgreSQL parses but will not plan (ALTER, EXPLAIN) is refused as
+# "only SELECT or UPDATE"; an unknown schema or function is "not available" (the role cannot
+# tell a missing object from a hidden one).
+PG_CODES: dict[str, ErrorCode] = {
+    **dict.fromkeys(
+        (
+            "PRAGMA table_info(users)",
+            "PRAGMA writable_schema = 1",
+            "ATTACH DATABASE ':memory:' AS x",
+            "ATTACH DATABASE '{tmp}/evil.db' AS evil",
+            "DETACH DATABASE main",
+            "SELECT 1 FROM chat_messages, (SELECT 2)",
+            "SELECT rowid FROM user_memories_fts WHERE user_memories_fts MATCH 'bob'",
+            "REPLACE INTO user_memories (id, user_id, content, created_at, updated_at) VALUES (1, 1, 'x', 't', 't')",
+            "CREATE TABLE t (x)",
+            "CREATE TEMP TABLE t (x)",
+            "CREATE TEMP TRIGGER t AFTER UPDATE ON user_memories BEGIN DELETE FROM users; END",
+            "CREATE VIRTUAL TABLE v USING fts5(x)",
+            "ALTER TABLE user_memories ADD COLUMN x",
+            "VACUUM INTO '{tmp}/copy.db'",
+            "REINDEX",
+            "REINDEX user_memories",
+            "SELECT * FROM [api_tokens]",
+            "SELECT * FROM `sessions`",
+            "WITH RECURSIVE users(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM users LIMIT 3) SELECT count(*) FROM users",
+        ),
+        INVALID,
+    ),
+    "SELECT * FROM main.messages": DENIED,
+    "ALTER TABLE memories RENAME TO m": DENIED,
+    "EXPLAIN SELECT 1": DENIED,
+    "UPDATE memories SET content = printf('%.*c', 3000, 'x')": DENIED,
+    "SELECT zeroblob(2000000000)": DENIED,
+}
+PG_VALID = {"SELECT 1;;", "SELECT"}  # PostgreSQL: an empty statement after `;`, a SELECT of no columns
+
+
 @pytest.mark.parametrize(("sql", "code"), REFUSED)
 def test_refused_and_nothing_changed(
-    db: Database, ids: dict[str, list[int]], tmp_path: Path, sql: str, code: ErrorCode
+    store: Store, store_ids: dict[str, list[int]], tmp_path: Path, sql: str, code: ErrorCode
 ) -> None:
-    failure = assert_refused(db, sql.replace("{tmp}", str(tmp_path)), {code})
+    if store.dialect == "postgresql":
+        if sql in PG_VALID:
+            assert snapshot(store) == snapshot(store) and run_memory_sql(store, ALICE, sql).kind == "select"
+            return
+        code = PG_CODES.get(sql, code)
+    failure = assert_refused(store, sql.replace("{tmp}", str(tmp_path)), {code})
     assert failure.message
     assert not (tmp_path / "evil.db").exists() and not (tmp_path / "copy.db").exists()
 

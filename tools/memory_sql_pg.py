@@ -1,0 +1,331 @@
+"""`/memory_sql` on PostgreSQL: one model-written statement, run as the restricted role.
+
+What the statement may touch is decided by PostgreSQL's privileges (set up by
+`storage.pg_memory_sql`): the role sees only the views `messages` and `memories` of the user
+bound to its backend, may update only memories' content and importance, and can call no
+function with a side effect or a view of the database. This module only decides how the
+statement runs and bounds what comes back, always on a fresh login of that role (so no
+session state, such as a lock or a setting, outlives one call):
+
+1. In a `READ ONLY` transaction, PostgreSQL parses the text as one prepared statement (the
+   extended protocol refuses a second statement), then `EXPLAIN` (planned, not run) says
+   what it is: an UPDATE of `memory_sql.memories`, or a query. Anything `EXPLAIN` does not
+   take (SET, COPY, DO, LOAD, transaction control…) is refused there.
+2. A query runs in that read-only transaction through a server-side cursor, wrapped as
+   `SELECT q.* FROM (<sql>) q WHERE memory_sql.row_fits(pg_column_size(q.*))`, so a row over
+   1 MB is an error on the server instead of a megabyte in this process; rows are fetched
+   a few at a time, at most `max_rows` and a byte budget (the cells cut as on SQLite).
+3. An UPDATE runs in a read-write transaction of its own; its INSTEAD OF trigger checks and
+   writes each row; more than `max_update_rows` rows and the transaction is rolled back.
+
+`statement_timeout` (the time left of the deadline) bounds each step inside PostgreSQL, and a
+watchdog cancels the backend at the deadline whatever it is doing; `work_mem`,
+`temp_file_limit` and `lock_timeout` are the role's settings. The errors the model sees use
+the SQLite path's wording and codes (`bounded/sql_values.py`, `bounded/sql_memory.RULE`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from datetime import time as clock_time
+from decimal import Decimal
+from typing import Any, Literal, Protocol
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import make_conninfo
+from psycopg.pq import ExecStatus
+from psycopg.types.string import TextLoader
+
+from bounded.sql_fetch import cell_size, preview_cell
+from bounded.sql_memory import ANSWER_BUDGET_BYTES, RULE, STORED_CELL_CHARS
+from bounded.sql_values import ErrorCode, SqlError, timeout_error
+from cancellation import NEVER, Cancelled, CancelToken
+from storage.connection import DbConnection
+from storage.pg_memory_sql import ROW_BYTES, SCHEMA, Login, bind, read_login, unbind
+from tools.memory_sql import MemorySqlLimits, MemorySqlOutput, failure_of
+
+CONNECT_TIMEOUT_S = 5
+FETCH_BATCH = 16  # rows per FETCH: at most 16 MB held at once (rows are at most 1 MB)
+CURSOR = "memory_sql_rows"
+WATCHDOG_GRACE_S = 0.2  # statement_timeout normally answers first
+NOT_SET_UP = SqlError(
+    "UNAVAILABLE",
+    "/memory_sql is not set up on this PostgreSQL database (its confinement step needs a superuser); "
+    "ask the administrator to run `python -m storage.pg_memory_sql`.",
+)
+ONLY_SELECT_OR_UPDATE = SqlError("PERMISSION_DENIED", f"only SELECT or UPDATE memories can run. {RULE}")
+
+
+class PgStore(Protocol):
+    """What this runner needs of `storage.pg.PgDatabase`: its URL and trusted connections."""
+
+    @property
+    def url(self) -> str: ...
+
+    def connection(self) -> AbstractContextManager[DbConnection]: ...
+
+
+@dataclass(frozen=True)
+class PgMemoryAnswer:
+    """A query's bounded rows, or how many memories an UPDATE changed (already committed)."""
+
+    kind: Literal["select", "update"]
+    columns: list[str] = field(default_factory=list)
+    rows: list[list[Any]] = field(default_factory=list)
+    truncated_by: Literal["rows", "bytes", ""] = ""
+    updated: int = 0
+
+
+class PgMemorySql:
+    """The `MemorySqlEngine` of a PostgreSQL store (see `tools.memory_sql.engine_for`)."""
+
+    def __init__(self, store: PgStore) -> None:
+        self.store = store
+
+    def run(self, user_id: int, sql: str, limits: MemorySqlLimits, cancel: CancelToken) -> MemorySqlOutput:
+        answer = run_pg_memory(
+            self.store,
+            user_id,
+            sql,
+            deadline_s=limits.deadline_s,
+            max_rows=limits.max_rows,
+            max_update_rows=limits.max_update_rows,
+            cancel=cancel,
+        )
+        if isinstance(answer, SqlError):
+            raise failure_of(answer)
+        return MemorySqlOutput(
+            kind=answer.kind,
+            columns=answer.columns,
+            rows=answer.rows,
+            row_count=len(answer.rows),
+            truncated=bool(answer.truncated_by),
+            truncated_by=answer.truncated_by,
+            updated=answer.updated,
+        )
+
+
+class _Refused(Exception):
+    def __init__(self, error: SqlError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def run_pg_memory(
+    store: PgStore,
+    user_id: int,
+    sql: str,
+    *,
+    deadline_s: float,
+    max_rows: int,
+    max_update_rows: int,
+    cancel: CancelToken = NEVER,
+) -> PgMemoryAnswer | SqlError:
+    """Run `sql` for `user_id` as the restricted role; raises Cancelled when `cancel` fired."""
+    if "\x00" in sql or not sql.strip():
+        return SqlError("VALIDATION_FAILED", f"give one SQL statement (no NUL characters). {RULE}")
+    cancel.raise_if_cancelled()
+    with store.connection() as app:
+        login = read_login(app)
+    if login is None:
+        return NOT_SET_UP
+    try:
+        conn = _connect(store.url, login)
+    except psycopg.Error as error:
+        return SqlError(
+            "UNAVAILABLE", f"the SQL engine cannot run the query now ({_first_line(error)}); try again later."
+        )
+    pid = conn.info.backend_pid
+    stop_at = time.monotonic() + deadline_s
+    watchdog = threading.Timer(deadline_s + WATCHDOG_GRACE_S, _cancel_backend, (conn,))
+    remove = cancel.on_cancel(lambda: _cancel_backend(conn))
+    try:
+        with store.connection() as app:
+            bind(app, pid, user_id)
+        watchdog.start()
+        return _execute(conn, sql, stop_at, max_rows, max_update_rows)
+    except _Refused as refused:
+        return refused.error
+    except psycopg.Error as error:
+        if cancel.cancelled:
+            raise Cancelled(cancel.reason or "cancelled") from None
+        return explain_error(error, deadline_s)
+    finally:
+        watchdog.cancel()
+        remove()
+        conn.close()
+        with store.connection() as app:
+            unbind(app, pid)
+
+
+def _connect(url: str, login: Login) -> psycopg.Connection[tuple[Any, ...]]:
+    info = make_conninfo(
+        url, user=login.role, password=login.password, application_name="memory_sql", connect_timeout=CONNECT_TIMEOUT_S
+    )
+    conn = psycopg.connect(info, autocommit=True, prepare_threshold=None)
+    for name in ("json", "jsonb"):  # JSON values stay text, as SQLite's json functions return them
+        conn.adapters.register_loader(name, TextLoader)
+    return conn
+
+
+def _cancel_backend(conn: psycopg.Connection[Any]) -> None:
+    try:
+        conn.cancel_safe(timeout=2.0)
+    except (psycopg.Error, OSError):
+        pass  # the connection is closing or gone: nothing left to stop
+
+
+def _execute(
+    conn: psycopg.Connection[Any], sql: str, stop_at: float, max_rows: int, max_update_rows: int
+) -> PgMemoryAnswer:
+    text = sql.encode()
+    _begin(conn, "READ ONLY", stop_at)
+    _checked(conn, conn.pgconn.prepare(b"", text))  # one statement, parsed (syntax, names)
+    kind = _classify(conn, text)
+    if kind == "select":
+        return _select(conn, sql, max_rows)
+    conn.execute("ROLLBACK")
+    _begin(conn, "READ WRITE", stop_at)
+    result = _checked(conn, conn.pgconn.exec_params(text, None))
+    if result.nfields:  # RETURNING: refused as on SQLite, where it cannot report the ids
+        conn.execute("ROLLBACK")
+        raise _Refused(SqlError("VALIDATION_FAILED", "UPDATE … RETURNING is not supported; SELECT afterwards."))
+    matched = int(result.command_tuples or 0)
+    if matched > max_update_rows:
+        conn.execute("ROLLBACK")
+        raise _Refused(
+            SqlError(
+                "PERMISSION_DENIED",
+                f"UPDATE would change {matched} > {max_update_rows} memories; narrow the WHERE. Nothing was changed.",
+            )
+        )
+    conn.execute("COMMIT")
+    return PgMemoryAnswer(kind="update", updated=matched)
+
+
+def _begin(conn: psycopg.Connection[Any], mode: str, stop_at: float) -> None:
+    left_ms = max(1, int((stop_at - time.monotonic()) * 1000))
+    conn.execute(f"BEGIN {mode}")
+    conn.execute(f"SET LOCAL statement_timeout = {left_ms}")
+
+
+def _classify(conn: psycopg.Connection[Any], text: bytes) -> Literal["select", "update"]:
+    """PostgreSQL's plan of the statement (not run): an UPDATE of our `memories`, or a query."""
+    try:
+        result = _checked(conn, conn.pgconn.exec_params(b"EXPLAIN (VERBOSE, FORMAT JSON) " + text, None))
+    except pg_errors.SyntaxError:
+        raise _Refused(ONLY_SELECT_OR_UPDATE) from None  # parsed alone, but not a plannable statement
+    value = result.get_value(0, 0)
+    plan = json.loads(bytes(value or b"[]"))[0]["Plan"]
+    if plan.get("Node Type") != "ModifyTable":
+        return "select"
+    if (plan.get("Operation"), plan.get("Schema"), plan.get("Relation Name")) == ("Update", SCHEMA, "memories"):
+        return "update"
+    raise _Refused(ONLY_SELECT_OR_UPDATE)
+
+
+def _select(conn: psycopg.Connection[Any], sql: str, max_rows: int) -> PgMemoryAnswer:
+    body = sql.rstrip().rstrip(";")
+    wrapped = f"SELECT q.* FROM (\n{body}\n) AS q WHERE {SCHEMA}.row_fits(pg_column_size(q.*))"
+    declare = f"DECLARE {CURSOR} NO SCROLL CURSOR FOR {wrapped}".encode()
+    try:
+        _checked(conn, conn.pgconn.exec_params(declare, None))
+    except pg_errors.SyntaxError:
+        raise _Refused(ONLY_SELECT_OR_UPDATE) from None  # planned, but not a query (CREATE TABLE AS, DECLARE)
+    rows: list[list[Any]] = []
+    used = 0
+    columns: list[str] = []
+    with conn.cursor() as cursor:
+        while True:
+            cursor.execute(f"FETCH FORWARD {FETCH_BATCH} FROM {CURSOR}")
+            columns = [column.name for column in cursor.description or ()]
+            batch = cursor.fetchall()
+            for raw in batch:
+                if len(rows) >= max_rows:
+                    return _rolled_back(conn, PgMemoryAnswer("select", columns, rows, "rows"))
+                row: list[Any] = []
+                for value in raw:
+                    cell = preview_cell(_plain(value), STORED_CELL_CHARS)
+                    used += cell_size(cell)
+                    if used > ANSWER_BUDGET_BYTES:
+                        if not rows:
+                            rows.append(row + ["…"] * (len(raw) - len(row)))
+                        return _rolled_back(conn, PgMemoryAnswer("select", columns, rows, "bytes"))
+                    row.append(cell)
+                rows.append(row)
+            if len(batch) < FETCH_BATCH:
+                return _rolled_back(conn, PgMemoryAnswer("select", columns, rows, ""))
+
+
+def _rolled_back(conn: psycopg.Connection[Any], answer: PgMemoryAnswer) -> PgMemoryAnswer:
+    conn.execute("ROLLBACK")
+    return answer
+
+
+def _plain(value: Any) -> Any:
+    """A PostgreSQL value as the JSON-safe cell SQLite would give: numbers, text, bytes, None."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return value
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() and abs(value) < 2**63 else float(value)
+    if isinstance(value, memoryview):
+        return bytes(value)
+    if isinstance(value, (datetime, date, clock_time)):
+        return value.isoformat()
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
+
+
+def _checked(conn: psycopg.Connection[Any], result: Any) -> Any:
+    """The libpq result, or its error raised as psycopg's exception class for its SQLSTATE."""
+    if result.status in (ExecStatus.COMMAND_OK, ExecStatus.TUPLES_OK):
+        return result
+    raise pg_errors.error_from_result(result, encoding=conn.info.encoding)
+
+
+# SQLSTATE -> (code, what to tell the model); `{pg}` is PostgreSQL's own message
+_BY_STATE: dict[str, tuple[ErrorCode, str]] = {
+    "42501": ("PERMISSION_DENIED", "{pg}. " + RULE),  # insufficient_privilege
+    "42P01": ("PERMISSION_DENIED", "{pg} or is not available. " + RULE),  # undefined_table: not in our schema
+    "42883": ("PERMISSION_DENIED", "{pg} or is not available. " + RULE),  # undefined_function
+    "25006": ("PERMISSION_DENIED", "{pg}. " + RULE),  # read_only_sql_transaction (a write inside a query)
+    "23514": ("VALIDATION_FAILED", "{pg}; nothing was changed."),  # check_violation (the UPDATE trigger)
+    "54000": (  # program_limit_exceeded (row_fits, arrays, strings)
+        "TOO_LARGE",
+        "PostgreSQL says: {pg}. Rows are at most " + str(ROW_BYTES // (1024 * 1024)) + " MB; "
+        "select fewer or shorter values.",
+    ),
+    "53400": (  # configuration_limit_exceeded: temp_file_limit
+        "TOO_LARGE",
+        "the query needs more memory than allowed ({pg}); add a LIMIT or select fewer or shorter values.",
+    ),
+    "53200": ("TOO_LARGE", "the query needs more memory than allowed; add a LIMIT or select fewer or shorter values."),
+    "55P03": ("UNAVAILABLE", "these memories are being changed by another request; try again."),  # lock_not_available
+}
+
+
+def explain_error(error: psycopg.Error, deadline_s: float) -> SqlError:
+    """Translate a PostgreSQL error into the model's message, in the SQLite path's words."""
+    state = error.sqlstate or ""
+    text = _first_line(error).rstrip(".")
+    if state == "57014":  # query_canceled: statement_timeout, or the watchdog at the deadline
+        return timeout_error(deadline_s)
+    if "cannot insert multiple commands" in text:
+        return SqlError("VALIDATION_FAILED", f"one statement only. {RULE}")
+    if state in _BY_STATE:
+        code, words = _BY_STATE[state]
+        return SqlError(code, words.format(pg=text))
+    if state.startswith(("08", "57")) or not state:
+        return SqlError("UNAVAILABLE", f"the SQL engine cannot run the query now ({text}); try again later.")
+    return SqlError("VALIDATION_FAILED", f"PostgreSQL says: {text}. {RULE}")
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
