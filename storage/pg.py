@@ -159,6 +159,15 @@ class PgConnection:
         except psycopg.Error as error:
             raise translated(error) from error
 
+    def commit(self) -> None:
+        """As `sqlite3.Connection.commit`: ends an open transaction, else does nothing."""
+        if self.in_transaction:
+            self.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.in_transaction:
+            self.execute("ROLLBACK")
+
     def close(self) -> None:
         self.raw.close()
 

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from api.services import services_of
+
+
+@pytest.fixture
+def base_settings(base_settings: dict[str, Any], backend_settings: dict[str, str]) -> dict[str, Any]:
+    """Every test here runs on both backends: SQLite and PostgreSQL (tests/pg_support.py)."""
+    return {**base_settings, **backend_settings}
 
 
 def test_login_sets_a_cookie_that_authenticates(client, token):

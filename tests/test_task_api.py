@@ -3,6 +3,8 @@ the instructor surface (`/help-requests`, `/task-reviews`), and task commands in
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from api.services import services_of
@@ -12,6 +14,12 @@ from storage.users import create_user
 from tests.conftest import new_token
 from tests.task_support import PROJECT
 from tools.learner import TASK_TOOLS
+
+
+@pytest.fixture
+def base_settings(base_settings: dict[str, Any], backend_settings: dict[str, str]) -> dict[str, Any]:
+    """Every test here runs on both backends: SQLite and PostgreSQL (tests/pg_support.py)."""
+    return {**base_settings, **backend_settings}
 
 
 @pytest.fixture
