@@ -29,7 +29,8 @@ from events.redis_turns import RemoteTurn
 from events.turns import TurnInProgress, TurnLease
 from ratelimit import RateLimiter
 from testing.waiting import HUNG_S, wait_until
-from tests.redis_support import RedisServer, redis_live, redis_log
+from tests.redis_support import RedisServer, free_port_in_range, redis_live, redis_log
+from tests.test_cli import clean_env, run_app
 
 
 @pytest.fixture
@@ -243,3 +244,13 @@ def test_rate_limits_are_shared_through_redis(redis_url):
     assert not refused.allowed and refused.limit == "turns" and refused.retry_after_s >= 1
     assert b.hit("turns", "8").allowed  # another user's budget is its own
     assert RateLimiter(rules).hit("turns", "7").allowed  # in-process storage shares nothing
+
+
+# start-up ----------------------------------------------------------------------------------
+
+
+def test_a_server_whose_redis_does_not_answer_stops_with_one_line(tmp_path, base_settings):
+    dead = free_port_in_range()  # nobody listens there
+    result = run_app(clean_env(tmp_path, base_settings, REDIS_URL=f"redis://127.0.0.1:{dead}/0"))
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("Error: REDIS_URL does not answer") and "Traceback" not in result.stderr
