@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.auth import current_user, require_user
 from api.bodies import MAX_BODY_BYTES, json_object, validated
-from api.database import get_db
+from api.database import get_db, release_db
 from api.errors import ApiError
 from api.live import SSE_HEADERS, live_response, stream_seat
 from api.openai_bodies import ChunkStreamBody, CompletionBody, json_answer
@@ -334,12 +334,15 @@ def chat_completions() -> ResponseReturnValue:
 
     live = runner().live
     if question is None:
+        release_db()  # the turn takes its own connection; this request holds none while it waits
         runner().start(lease, work)
     if chat.stream:
         database = services.database
 
         def load_tool(message_id: int) -> dict[str, Any] | None:
-            for message in recent_messages(database.thread_connection(), session.id, 20):
+            with database.connection() as conn:  # a stream's thread: held only for this read
+                recent = recent_messages(conn, session.id, 20)
+            for message in recent:
                 if message.id == message_id:
                     return message.public()
             return None

@@ -23,6 +23,7 @@ from typing import Any
 from flask import Response
 from pydantic import BaseModel, Field
 
+from api.database import release_db
 from api.errors import ApiError
 from api.live import EventStreamBody, TurnOutcomeBody, live_response, wants_event_stream
 from api.openapi_models import MessageOut, public_messages
@@ -126,6 +127,8 @@ class TurnRunner:
         except Exception as error:  # every failure ends the turn with a terminal event
             status, body = failure_outcome(error, session_id)
             outcome = status, {"turn_id": lease.turn_id, **body}
+        finally:
+            self.database.release_thread_connection()  # PostgreSQL: back to the pool
         status, body = outcome
         name, data = ("done", body) if status == 200 else ("error", {**body, "status": status})
         self.live.turns.finish(lease, lambda: bus.publish(session_id, name, data), outcome)
@@ -138,6 +141,7 @@ def runner() -> TurnRunner:
 def answer_turn(lease: TurnLease, work: TurnWork) -> Response:
     """Start the claimed turn and answer: its events as SSE, or its JSON when it ends."""
     turns = runner()
+    release_db()  # the turn takes its own connection; this request holds none while it waits
     turns.start(lease, work)
     if wants_event_stream():
         plan = FollowPlan(session_id=lease.session_id, after=lease.start_cursor, turn_id=lease.turn_id, only_turn=True)

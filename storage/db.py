@@ -149,6 +149,9 @@ class Database:
             conn.execute("ROLLBACK")
         return conn
 
+    def release_thread_connection(self) -> None:
+        """Kept: opening a SQLite connection (and closing the last one) costs milliseconds."""
+
     def connect(self) -> Connection:
         """Open a new autocommit connection; transactions are explicit (`transaction()`)."""
         if self.path != ":memory:":

@@ -2,8 +2,10 @@
 
 `PgDatabase` owns a psycopg_pool `ConnectionPool` (at most `DATABASE_POOL_SIZE` server
 connections). Like the SQLite `Database` it hands each thread its own connection
-(`thread_connection`), kept for the thread's next request, and private ones for jobs and CLI
-commands (`connection()`, returned to the pool after the block). A kept connection that broke
+(`thread_connection`), but only until the request or turn ends (`release_thread_connection`):
+then it goes back to the pool, so 64 turn workers and the web threads share a few server
+connections. Jobs and CLI commands take private ones (`connection()`, returned to the pool
+after the block). A kept connection that broke
 (the server restarted, the network dropped) is replaced at the next hand-out, as SQLite's
 stale read-only connection is: service resumes by itself.
 
@@ -191,7 +193,12 @@ def _configure(raw: psycopg.Connection[Any]) -> None:
 
 
 class PgDatabase:
-    """Factory of `PgConnection`s to one PostgreSQL database, through a bounded pool."""
+    """Factory of `PgConnection`s to one PostgreSQL database, through a bounded pool.
+
+    A thread holds its connection from its first use in a request or turn until
+    `release_thread_connection()` at the end of it (api/database.py's teardown, the turn
+    runner), and reuses it meanwhile; a thread that needs one while all are held waits up to
+    POOL_TIMEOUT_S, then gets a storage fault (503)."""
 
     dialect: Literal["postgresql"] = "postgresql"
     path = ""  # no local file: /health reports no free bytes for a server
@@ -248,6 +255,14 @@ class PgDatabase:
         elif holder.conn.in_transaction:
             holder.conn.execute("ROLLBACK")
         return holder.conn
+
+    def release_thread_connection(self) -> None:
+        """Back to the pool at the end of a request or turn (rolled back if left open), so a
+        pool smaller than the app's threads serves them all: only busy threads hold one."""
+        holder: _Held | None = getattr(self._local, "held", None)
+        if holder is not None:
+            self._local.held = None
+            holder.release()
 
     def connect(self) -> PgConnection:
         """A new connection outside the pool, the caller's to close (the health probe's "as the

@@ -402,3 +402,25 @@ def test_a_real_server_process_stores_and_replays_turns_in_postgresql(
     assert stored.split() == ["user", "memory_tools", "assistant", "user", "assistant"]
     assert pg_cluster.psql(database, "SELECT content FROM user_memories").strip() == "likes green tea"
     assert not Path(base_settings["database_path"]).exists()  # nothing went to the SQLite default
+
+
+def test_a_pool_of_one_serves_every_request_and_turn_thread(make_app: Any, fake_llm: Any, pg_url: str) -> None:
+    """Each request and each turn (on a worker thread of its own) hands its connection back
+    when it ends: with DATABASE_POOL_SIZE=1, turn after turn still gets one at once."""
+    app = make_app(llm_base_url=fake_llm.openai_base_url, database_url=pg_url, database_pool_size=1)
+    from tests.conftest import new_token
+
+    auth = {"Authorization": f"Bearer {new_token(app)}"}
+    client = app.test_client()
+    session_id = None
+    started = time.monotonic()
+    for number in range(6):
+        fake_llm.queue(f"answer {number}")
+        body = client.post(
+            "/chat", json={"message": f"q{number}", **({"session_id": session_id} if session_id else {})}, headers=auth
+        )
+        assert body.status_code == 200, body.get_json()
+        session_id = body.get_json()["session_id"]
+    assert time.monotonic() - started < 10  # no thread waited out the pool's timeout
+    listed = client.get(f"/sessions/{session_id}/messages", headers=auth).get_json()["messages"]
+    assert len(listed) == 12
