@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+import redis
 from flask import Flask, jsonify
 from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
@@ -76,6 +77,13 @@ def register_error_handlers(app: Flask) -> None:
         app.logger.warning("database refused: %s (%s)", error, getattr(error, "sqlite_errorname", ""))
         message = "the database refused a write (it is locked, full or read-only); retry later"
         return jsonify({"error": {"code": "storage_unavailable", "message": message}}), 503
+
+    @app.errorhandler(redis.RedisError)
+    def handle_live_state_fault(error: redis.RedisError) -> ResponseReturnValue:
+        """REDIS_URL's Redis (events, active turns) did not answer: 503, the request may be retried."""
+        app.logger.warning("Redis did not answer: %s", error)
+        message = "the shared live state (Redis) does not answer; retry later"
+        return jsonify({"error": {"code": "live_state_unavailable", "message": message}}), 503
 
     @app.errorhandler(Exception)
     def handle_unexpected(error: Exception) -> ResponseReturnValue:

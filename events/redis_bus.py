@@ -311,11 +311,6 @@ class RedisEventLog:
         for session_id in watched:
             self._notify(session_id, self.last_id(session_id))
 
-    @property
-    def buffered_bytes(self) -> int:
-        """Kept in Redis, bounded there (`max_events` per session, `idle_ttl_s`); none here."""
-        return 0
-
 
 def _fire_all(wakeups: list[Wakeup]) -> None:
     for wakeup in wakeups:

@@ -28,7 +28,7 @@ DEFAULT_PREFIX = "orchestrator:"
 POLL_S = 0.25  # how often the listener looks at its stop flag while idle
 MAX_BACKOFF_S = 5.0
 SUBSCRIBE_TIMEOUT_S = 10.0
-SOCKET_TIMEOUT_S = 10.0
+SOCKET_TIMEOUT_S = 5.0  # a Redis that stops answering holds a request (or the event loop) at most this long
 
 Handler = Callable[[str], None]
 

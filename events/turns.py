@@ -8,7 +8,8 @@ lease released under one lock (`finish`), so a client that has just received `do
 start the next turn at once, and a stream that finds no active turn finds the end (the
 bus keeps the latest end of each session).
 
-In-process today; the same small interface can be backed by Redis later.
+This is the in-process `TurnBoard` (events/interfaces.py); with REDIS_URL the board is
+`events.redis_turns.RedisTurnBoard`, shared by every server process, with the same rules.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from events.redis_turns import RemoteTurn
 from events.turns import TurnInProgress, TurnLease
 from ratelimit import RateLimiter
 from testing.waiting import HUNG_S, wait_until
+from tests.conftest import new_token
 from tests.redis_support import RedisServer, free_port_in_range, redis_live, redis_log
 from tests.test_cli import clean_env, run_app
 
@@ -254,3 +255,24 @@ def test_a_server_whose_redis_does_not_answer_stops_with_one_line(tmp_path, base
     result = run_app(clean_env(tmp_path, base_settings, REDIS_URL=f"redis://127.0.0.1:{dead}/0"))
     assert result.returncode == 2
     assert result.stderr.strip().startswith("Error: REDIS_URL does not answer") and "Traceback" not in result.stderr
+
+
+def test_requests_answer_503_while_redis_is_down_and_work_again_after(make_app, fake_llm, redis_url, redis_server):
+    app = make_app(llm_base_url=fake_llm.openai_base_url, redis_url=redis_url)
+    auth = {"Authorization": f"Bearer {new_token(app)}"}
+    client = app.test_client()
+    session_id = client.post("/sessions", json={}, headers=auth).get_json()["id"]
+    redis_server.stop()
+    try:
+        for response in (
+            client.post("/chat", json={"message": "hi", "session_id": session_id}, headers=auth),
+            client.get(f"/sessions/{session_id}", headers=auth),
+            client.post(f"/sessions/{session_id}/cancel", headers=auth),
+        ):
+            assert response.status_code == 503, response.get_data(as_text=True)
+            assert response.get_json()["error"]["code"] == "live_state_unavailable"
+    finally:
+        redis_server.start()  # empty: as after a crash of a Redis without persistence
+    fake_llm.queue("back again")
+    answer = client.post("/chat", json={"message": "hi", "session_id": session_id}, headers=auth)
+    assert answer.status_code == 200 and answer.get_json()["reply"] == "back again"
