@@ -5,7 +5,7 @@ writing; open streams and waiting JSON requests hold no thread (a server with 4 
 threads serves hundreds of them and still answers `/health`); a client that never
 finishes its request is cut at the deadline and costs others nothing; closing a stream
 never stops its turn; Stop works across connections. No test asserts a wall-time bound:
-speed lives in bench/.
+speed lives in bench/. Each test runs on both backends of live state (in-process, Redis).
 """
 
 from __future__ import annotations
@@ -59,10 +59,17 @@ class LiveServer:
         return turn
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+@pytest.fixture(scope="module", params=["memory", "redis"])
+def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """The real server, with its live state in the process, then in Redis (REDIS_URL on a
+    private redis-server, tests/redis_support.py): every test below runs on both."""
     tmp = tmp_path_factory.mktemp("live")
     settings = {"database_path": tmp / "app.db", "data_dir": tmp, "auth_token_file": tmp / "admin.token"}
+    backend: dict[str, str] = {}
+    if request.param == "redis":
+        redis_server = request.getfixturevalue("redis_server")
+        redis_server.flush()
+        backend["REDIS_URL"] = redis_server.url
     port = free_port()
     with FakeLLMServer(default_reply="plain answer") as llm:
         env = clean_env(
@@ -78,6 +85,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
             # one user holds hundreds of streams and sends many turns here (limits: test_limits.py)
             MAX_STREAMS_PER_USER="1000",
             RATE_LIMITS="turns=off,sessions=off",
+            **backend,
         )
         log = (tmp / "server.log").open("w")
         process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
