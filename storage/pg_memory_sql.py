@@ -241,7 +241,8 @@ def _create_objects(conn: DbConnection, login: Login) -> None:
             REVOKE ALL ON SCHEMA {SCHEMA} FROM PUBLIC;
             REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM PUBLIC;
             REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {SCHEMA} FROM PUBLIC;
-            GRANT USAGE ON SCHEMA {SCHEMA} TO {role};
+            GRANT USAGE ON SCHEMA {SCHEMA} TO {role}, {owners};
+            GRANT SELECT, INSERT, UPDATE, DELETE ON {SCHEMA}.login, {SCHEMA}.bindings TO {owners};
             GRANT SELECT ON {SCHEMA}.messages, {SCHEMA}.memories TO {role};
             GRANT UPDATE (content, importance) ON {SCHEMA}.memories TO {role};
             GRANT EXECUTE ON FUNCTION {SCHEMA}.bound_user(), {SCHEMA}.row_fits(INTEGER) TO {role};
