@@ -424,3 +424,51 @@ def test_a_pool_of_one_serves_every_request_and_turn_thread(make_app: Any, fake_
     assert time.monotonic() - started < 10  # no thread waited out the pool's timeout
     listed = client.get(f"/sessions/{session_id}/messages", headers=auth).get_json()["messages"]
     assert len(listed) == 12
+
+
+def test_activities_problems_and_submissions_round_trip_on_both_backends(store: Any) -> None:
+    from storage.problems import (
+        activity_problems,
+        add_problem,
+        add_submission,
+        create_activity,
+        get_problem,
+        list_activities,
+        set_activity_status,
+    )
+
+    with store.connection() as conn:
+        alice = create_user(conn, "alice")[0].id
+        session = create_session(conn, alice)
+        first = create_activity(
+            conn, user_id=alice, session_id=session.id, topic="loops", language="python", difficulty="easy", count=2
+        )
+        second = create_activity(
+            conn, user_id=alice, session_id=session.id, topic="maps", language="python", difficulty="easy", count=1
+        )
+        set_activity_status(conn, first.id, "ready")
+        problem = add_problem(
+            conn,
+            user_id=alice,
+            activity_id=first.id,
+            language="python",
+            difficulty="easy",
+            title="Sum",
+            statement="Add 100% of it",
+            starter_files={"main.py": "x = '?'\n"},
+            reference_files={"main.py": "print(1)\n"},
+            tests=[{"name": "t", "stdin": "", "expected": "1\n"}],
+        )
+        submission = add_submission(
+            conn,
+            user_id=alice,
+            problem_id=problem.id,
+            language="python",
+            files={"main.py": "print(1)\n"},
+            verdict={"status": "passed"},
+        )
+        assert submission.id > 0
+        assert [a.id for a in list_activities(conn, alice)] == [second.id, first.id]  # newest first, rowid on ties
+        assert get_problem(conn, alice, problem.id) == problem
+        assert activity_problems(conn, alice, first.id) == [problem]
+        assert get_problem(conn, alice + 1, problem.id) is None

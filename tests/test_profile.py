@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from storage.db import Database
+from storage.connection import DbConnection, Store
 from storage.profile import (
     MAX_FIELDS,
     FieldNotFound,
@@ -27,10 +26,9 @@ from tests.conftest import new_token
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[sqlite3.Connection]:
-    database = Database(tmp_path / "p.db")
-    database.migrate()
-    with database.connection() as conn:
+def db(store: Store) -> Iterator[DbConnection]:
+    """On both backends (`store`: SQLite, PostgreSQL; tests/pg_support.py)."""
+    with store.connection() as conn:
         yield conn
 
 
