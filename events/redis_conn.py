@@ -97,7 +97,11 @@ class RedisLink:
     @classmethod
     def connect(cls, url: str, prefix: str = DEFAULT_PREFIX) -> RedisLink:
         client = redis.Redis.from_url(
-            url, decode_responses=True, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=SOCKET_TIMEOUT_S
+            url,
+            decode_responses=True,
+            encoding_errors="surrogatepass",  # text is stored as Python has it, lone surrogates included
+            socket_timeout=SOCKET_TIMEOUT_S,
+            socket_connect_timeout=SOCKET_TIMEOUT_S,
         )
         try:
             client.ping()

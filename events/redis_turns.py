@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -46,38 +45,52 @@ LOST_MESSAGE = "the server process running this turn stopped; what it stored bef
 
 EndLostTurn = Callable[[str, str], object]  # (session id, turn id): publish its terminal event
 
-# KEYS: turn, meta, claims. ARGV: record json, lease ms, claims member, deadline ms
-_CLAIM = """
+# Deadlines are on Redis's clock (one clock for every host).
+_NOW_MS = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"""
+
+# KEYS: turn, meta, claims. ARGV: record json, lease ms, claims member
+_CLAIM = (
+    _NOW_MS
+    + """
 local current = redis.call('GET', KEYS[1])
 if current then
   local running = cjson.decode(current)['turn_id']
   if redis.call('HGET', KEYS[2], 'end_turn') ~= running then return current end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
+redis.call('ZADD', KEYS[3], now_ms() + tonumber(ARGV[2]), ARGV[3])
 return false
 """
+)
 
-# KEYS: claims. ARGV: now ms, batch, key prefix. Returns the members (`<session> <turn>`) of
-# claims past their time whose key is gone and whose end was never published; removes them.
-_REAP = """
+# KEYS: claims. ARGV: batch, key prefix. Returns the members (`<session> <turn>`) of claims
+# past their time whose key is gone and whose end was never published; removes them.
+_REAP = (
+    _NOW_MS
+    + """
 local lost = {}
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms(), 'LIMIT', 0, tonumber(ARGV[1]))
 for _, member in ipairs(due) do
   local space = string.find(member, ' ', 1, true)
   local session = string.sub(member, 1, space - 1)
   local turn = string.sub(member, space + 1)
-  local current = redis.call('GET', ARGV[3] .. 'turn:{' .. session .. '}')
+  local current = redis.call('GET', ARGV[2] .. 'turn:{' .. session .. '}')
   local renewed = current and cjson.decode(current)['turn_id'] == turn
   if not renewed then
     redis.call('ZREM', KEYS[1], member)
-    if redis.call('HGET', ARGV[3] .. 'meta:{' .. session .. '}', 'end_turn') ~= turn then
+    if redis.call('HGET', ARGV[2] .. 'meta:{' .. session .. '}', 'end_turn') ~= turn then
       table.insert(lost, member)
     end
   end
 end
 return lost
 """
+)
 
 # KEYS: turn, meta
 _ACTIVE = """
@@ -94,18 +107,21 @@ if current and cjson.decode(current)['turn_id'] == ARGV[1] then redis.call('DEL'
 return 0
 """
 
-# KEYS: turn, cancel flag, claims. ARGV: turn id, lease ms, claims member, deadline ms.
+# KEYS: turn, cancel flag, claims. ARGV: turn id, lease ms, claims member.
 # Returns {still ours, cancel asked}
-_RENEW = """
+_RENEW = (
+    _NOW_MS
+    + """
 local current = redis.call('GET', KEYS[1])
 local ours = 0
 if current and cjson.decode(current)['turn_id'] == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('ZADD', KEYS[3], 'XX', ARGV[4], ARGV[3])
+  redis.call('ZADD', KEYS[3], 'XX', now_ms() + tonumber(ARGV[2]), ARGV[3])
   ours = 1
 end
 return {ours, redis.call('EXISTS', KEYS[2])}
 """
+)
 
 
 @dataclass(frozen=True)
@@ -164,7 +180,7 @@ class RedisTurnBoard:
         keys = self.keys
         running = self._claim(
             keys=[keys.turn(session_id), keys.meta(session_id), keys.claims],
-            args=[_record(lease), self.lease_ms, _member(lease), self._deadline_ms()],
+            args=[_record(lease), self.lease_ms, _member(lease)],
         )
         if running:
             raise TurnInProgress(json.loads(running)["turn_id"])
@@ -210,9 +226,6 @@ class RedisTurnBoard:
 
     # ------------------------------------------------------------------ local leases
 
-    def _deadline_ms(self) -> int:
-        return int(time.time() * 1000) + self.lease_ms
-
     def _forget(self, lease: TurnLease) -> None:
         with self._lock:
             if self._local.get(lease.session_id) is lease:
@@ -241,7 +254,7 @@ class RedisTurnBoard:
         for lease in leases:
             ours, asked = self._renew(
                 keys=[self.keys.turn(lease.session_id), self.keys.cancel_flag(lease.turn_id), self.keys.claims],
-                args=[lease.turn_id, self.lease_ms, _member(lease), self._deadline_ms()],
+                args=[lease.turn_id, self.lease_ms, _member(lease)],
             )
             if asked:
                 lease.token.cancel(STOP_REASON)
@@ -250,7 +263,7 @@ class RedisTurnBoard:
 
     def _end_lost_turns(self) -> None:
         """End the turns whose process died (claimed by this call alone, atomically)."""
-        lost = self._reap(keys=[self.keys.claims], args=[int(time.time() * 1000), REAP_BATCH, self.keys.prefix])
+        lost = self._reap(keys=[self.keys.claims], args=[REAP_BATCH, self.keys.prefix])
         for member in lost:
             session_id, _, turn_id = str(member).partition(" ")
             log.warning("turn %s of session %s lost its process; ending it", turn_id, session_id)

@@ -247,3 +247,14 @@ def test_many_waiting_threads_all_wake(make_bus, tmp_path):
     for thread in threads:
         thread.join(HUNG_S)
     assert results == [True] * 20
+
+
+@pytest.mark.parametrize("text", ['héllo wörld / 🌍 \\ "quoted" \n new line', "lone \ud800 surrogate", ""])
+def test_text_comes_back_exactly_as_published(make_bus, text):
+    bus = make_bus()
+    start = bus.publish("s", "turn.started", {"turn_id": "t"}).id
+    bus.publish("s", "answer.delta", delta("t", text))
+    end = bus.publish("s", "done", {"turn_id": "t", "reply": text})
+    events = bus.read("s", start).events
+    assert [e.data.get("text") for e in events] == [text, None] and events[-1].data["reply"] == text
+    assert bus.last_terminal("s") == end
