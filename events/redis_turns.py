@@ -14,7 +14,7 @@ deleted, if it is still this turn's.
 
 Cancel from any process: the owner is this process (its `TurnLease` is local: set the token)
 or another. Then a flag key (for the owner's next renewal, in case the message is lost) and
-a pub/sub message (`<session> <turn>`, for now) reach the owner's listener thread, which sets
+a pub/sub message (`<session> <turn>`, at once) reach the owner's listener thread, which sets
 the local token; the turn ends as any stopped turn does (`done` with `stopped: true`).
 
 A turn whose process died never publishes its end, so streams following it from other
@@ -76,9 +76,7 @@ _REAP = (
 local lost = {}
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms(), 'LIMIT', 0, tonumber(ARGV[1]))
 for _, member in ipairs(due) do
-  local space = string.find(member, ' ', 1, true)
-  local session = string.sub(member, 1, space - 1)
-  local turn = string.sub(member, space + 1)
+  local session, turn = string.match(member, '^(.*) (%S+)$')  -- a turn id has no space
   local current = redis.call('GET', ARGV[2] .. 'turn:{' .. session .. '}')
   local renewed = current and cjson.decode(current)['turn_id'] == turn
   if not renewed then
@@ -233,7 +231,7 @@ class RedisTurnBoard:
         self._release(keys=[self.keys.turn(lease.session_id), self.keys.claims], args=[lease.turn_id, _member(lease)])
 
     def _on_cancel(self, message: str) -> None:
-        session_id, _, turn_id = message.partition(" ")
+        session_id, _, turn_id = message.rpartition(" ")  # a turn id has no space
         with self._lock:
             lease = self._local.get(session_id)
         if lease is not None and lease.turn_id == turn_id:
@@ -265,7 +263,7 @@ class RedisTurnBoard:
         """End the turns whose process died (claimed by this call alone, atomically)."""
         lost = self._reap(keys=[self.keys.claims], args=[REAP_BATCH, self.keys.prefix])
         for member in lost:
-            session_id, _, turn_id = str(member).partition(" ")
+            session_id, _, turn_id = str(member).rpartition(" ")
             log.warning("turn %s of session %s lost its process; ending it", turn_id, session_id)
             self.end_lost_turn(session_id, turn_id)
 

@@ -176,15 +176,16 @@ def test_finish_then_abandon_release_the_session(process):
     assert a.turns.active("s") is None and unstarted.outcome.cancelled()
 
 
-def test_cancel_from_another_process_stops_the_turn(process):
+@pytest.mark.parametrize("session", ["s", "a session {with} spaces"])
+def test_cancel_from_another_process_stops_the_turn(process, session):
     a, b = process(), process()
-    lease = a.turns.claim("s", "chat", a.bus.position())
-    assert b.turns.cancel("s", "turn_wrong") is None and not lease.token.cancelled
-    assert b.turns.cancel("s", lease.turn_id) == lease.turn_id
+    lease = a.turns.claim(session, "chat", a.bus.position())
+    assert b.turns.cancel(session, "turn_wrong") is None and not lease.token.cancelled
+    assert b.turns.cancel(session, lease.turn_id) == lease.turn_id
     wait_until(lambda: lease.token.cancelled, "the owner never got the cancel")
     assert lease.token.reason == "stopped by the user"
     end_turn(a, lease)
-    assert b.turns.cancel("s") is None  # nothing left to stop
+    assert b.turns.cancel(session) is None  # nothing left to stop
 
 
 def test_wakeups_and_cancels_survive_a_lost_listener_connection(process, redis_url):
@@ -204,25 +205,26 @@ def test_wakeups_and_cancels_survive_a_lost_listener_connection(process, redis_u
     assert a.bus.wait("s", after, HUNG_S) is True
 
 
-def test_a_vanished_owner_frees_the_session_and_its_turn_ends_with_an_error(process):
+@pytest.mark.parametrize("session", ["s", "a session {with} spaces"])
+def test_a_vanished_owner_frees_the_session_and_its_turn_ends_with_an_error(process, session):
     """The owner dies mid-turn: its renewals stop, so the session is free once the lease runs
     out, and another process ends the lost turn (`error`, `turn_lost`): streams following it
     anywhere end instead of waiting for ever."""
     a, b = process(lease_s=1.0), process(lease_s=1.0)
-    lease = a.turns.claim("s", "chat", a.bus.position())
-    a.bus.publish("s", "turn.started", {"turn_id": lease.turn_id})
-    follower = StreamFollower(b.bus, FollowPlan("s", lease.start_cursor, lease.turn_id))
+    lease = a.turns.claim(session, "chat", a.bus.position())
+    a.bus.publish(session, "turn.started", {"turn_id": lease.turn_id})
+    follower = StreamFollower(b.bus, FollowPlan(session, lease.start_cursor, lease.turn_id))
     assert [e.name for e in follower.step()[0]] == ["turn.started"]
     time.sleep(2.0)  # twice the lease: the owner's renewals keep it
     with pytest.raises(TurnInProgress):
-        b.turns.claim("s", "chat", 0)
+        b.turns.claim(session, "chat", 0)
     a.close()  # the owner process dies: no renewal, no `done`
-    wait_until(lambda: b.turns.active("s") is None, "the lease never expired", timeout_s=5)
-    wait_until(lambda: b.bus.last_terminal("s") is not None, "nobody ended the lost turn", timeout_s=5)
+    wait_until(lambda: b.turns.active(session) is None, "the lease never expired", timeout_s=5)
+    wait_until(lambda: b.bus.last_terminal(session) is not None, "nobody ended the lost turn", timeout_s=5)
     events, finished = follower.step()
     assert finished and events[-1].name == "error"
     assert events[-1].data["turn_id"] == lease.turn_id and events[-1].data["error"]["code"] == "turn_lost"
-    assert b.turns.claim("s", "chat", 0).turn_id != lease.turn_id
+    assert b.turns.claim(session, "chat", 0).turn_id != lease.turn_id
 
 
 def test_a_finished_turn_is_never_ended_twice(process):
