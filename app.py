@@ -295,7 +295,7 @@ def serve() -> None:
         settings = load_settings()
     except ConfigError as error:
         start_failed(error)
-    restrict(server_paths(settings.data_dir, settings.database_path, settings.auth_token_file))
+    restrict(server_paths(settings.data_dir, settings.database_target().sqlite_file, settings.auth_token_file))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from server import serve as serve_with_uvicorn
 

@@ -22,6 +22,11 @@ class DatabaseTarget:
     kind: Literal["sqlite", "postgresql"]
     location: str
 
+    @property
+    def sqlite_file(self) -> str | None:
+        """The SQLite file's path; None for a PostgreSQL server."""
+        return self.location if self.kind == "sqlite" else None
+
     def redacted(self) -> str:
         """For logs: the PostgreSQL URL without its password."""
         if self.kind == "sqlite":

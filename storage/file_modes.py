@@ -24,9 +24,11 @@ def owner_only_from_now() -> None:
     os.umask(OWNER_ONLY_UMASK)
 
 
-def server_paths(data_dir: str, database_path: str, token_file: str) -> list[Path]:
-    """DATA_DIR (a tree) and the files that may live outside it."""
-    database = [Path(database_path + suffix) for suffix in DATABASE_SIDE_FILES] if database_path != ":memory:" else []
+def server_paths(data_dir: str, database_path: str | None, token_file: str) -> list[Path]:
+    """DATA_DIR (a tree) and the files that may live outside it (`database_path` None: the
+    database is a server's, no local file)."""
+    local = database_path is not None and database_path != ":memory:"
+    database = [Path(database_path + suffix) for suffix in DATABASE_SIDE_FILES] if local and database_path else []
     return [Path(data_dir), *database, Path(token_file)]
 
 

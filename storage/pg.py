@@ -124,6 +124,8 @@ class PgConnection:
 
     @property
     def in_transaction(self) -> bool:
+        if self.released:  # the server connection is someone else's now
+            return False
         return self.raw.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
     @property

@@ -472,3 +472,13 @@ def test_activities_problems_and_submissions_round_trip_on_both_backends(store: 
         assert get_problem(conn, alice, problem.id) == problem
         assert activity_problems(conn, alice, first.id) == [problem]
         assert get_problem(conn, alice + 1, problem.id) is None
+
+
+def test_a_sqlite_database_url_names_the_file_used(tmp_path: Path, base_settings: dict[str, Any]) -> None:
+    """`DATABASE_URL=sqlite:///PATH` wins over DATABASE_PATH (and the file is made owner-only)."""
+    other = tmp_path / "elsewhere" / "chosen.db"
+    result = run_app(clean_env(tmp_path, base_settings, DATABASE_URL=f"sqlite:///{other}"), "create-user", "alice")
+    assert result.returncode == 0, result.stderr
+    assert other.exists() and not Path(base_settings["database_path"]).exists()
+    with Database(other).connection() as conn:
+        assert conn.execute("SELECT name FROM users").fetchall()[0][0] == "alice"
