@@ -193,16 +193,21 @@ def test_wakeups_and_cancels_survive_a_lost_listener_connection(process, redis_u
     listener, once back, makes the waiters re-read Redis and the owner re-check cancel flags."""
     a, b = process(), process()
     lease = a.turns.claim("s", "chat", a.bus.position())
-    after = b.bus.position()
+    after = a.bus.position()
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(a.bus.wait("s", after, HUNG_S)))
+    waiter.start()  # a waits on "s" (registered before anything is published)
+    wait_until(lambda: "s" in a.bus._watches, "the waiter never started")  # (no event can tell yet)
     admin = redis.Redis.from_url(redis_url)
     try:
         assert admin.client_kill_filter(_type="pubsub") >= 2
     finally:
         admin.close()
-    b.bus.publish("s", "tick", {"turn_id": lease.turn_id})  # b's own waiters are woken locally; a's are not
+    b.bus.publish("s", "tick", {"turn_id": lease.turn_id})  # sent while a's listener is away
     assert b.turns.cancel("s") == lease.turn_id
     wait_until(lambda: lease.token.cancelled, "the cancel was lost with the connection")
-    assert a.bus.wait("s", after, HUNG_S) is True
+    waiter.join(HUNG_S)
+    assert woke == [True]  # woken by the resync: a timeout would have answered False
 
 
 @pytest.mark.parametrize("session", ["s", "a session {with} spaces"])
