@@ -480,5 +480,6 @@ def test_a_sqlite_database_url_names_the_file_used(tmp_path: Path, base_settings
     result = run_app(clean_env(tmp_path, base_settings, DATABASE_URL=f"sqlite:///{other}"), "create-user", "alice")
     assert result.returncode == 0, result.stderr
     assert other.exists() and not Path(base_settings["database_path"]).exists()
+    assert other.stat().st_mode & 0o077 == 0  # readable by the server's user only
     with Database(other).connection() as conn:
         assert conn.execute("SELECT name FROM users").fetchall()[0][0] == "alice"
