@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 
 import docker
 
+from judge.cleanup import Cleanup
 from judge.models import Limits
 from judge.sandbox import Sandbox, SandboxError
 
@@ -49,9 +50,16 @@ class ContainerPool:
     """`size` ready sandboxes per image; `_WORKERS` threads refill and remove."""
 
     def __init__(
-        self, client: docker.DockerClient, images: Iterable[str], size: int, limits: Limits, owner: str = ""
+        self,
+        client: docker.DockerClient,
+        images: Iterable[str],
+        size: int,
+        limits: Limits,
+        owner: str = "",
+        cleanup: Cleanup | None = None,
     ) -> None:
         self.client = client
+        self.cleanup = cleanup  # kills and removals (see `Sandbox`)
         self.owner = owner
         self.size = size
         self.limits = limits
@@ -146,7 +154,9 @@ class ContainerPool:
                 target.destroy()
                 continue
             try:
-                box = Sandbox.start(self.client, target, self.limits, pooled=True, owner=self.owner)
+                box = Sandbox.start(
+                    self.client, target, self.limits, pooled=True, owner=self.owner, cleanup=self.cleanup
+                )
             except SandboxError as error:
                 log.warning("judge pool: %s", error)
                 with self._cond:

@@ -63,6 +63,8 @@ from typing import Any
 import docker
 from docker.types import Ulimit
 
+from judge.cleanup import Cleanup
+from judge.engine import ENGINE_ERRORS, short_error
 from judge.models import Limits
 from judge.step_stream import FrameReader, StepReader, raw_socket
 
@@ -85,6 +87,10 @@ class SandboxError(Exception):
 
 class UnpackError(SandboxError):
     """The files did not reach the sandbox, so none of the user's code ran (safe to retry elsewhere)."""
+
+
+class EngineGone(SandboxError):
+    """The engine stopped answering during a step (its host went away or hangs); the verdict is internal_error."""
 
 
 @dataclass(frozen=True)
@@ -147,10 +153,23 @@ def container_options(image: str, limits: Limits, pooled: bool = False, owner: s
 
 
 class Sandbox:
-    """A started single-use container with its attached launcher; always end with `destroy()`."""
+    """A started single-use container with its attached launcher; always end with `destroy()`.
 
-    def __init__(self, client: docker.DockerClient, container: Any, attached: Any, limits: Limits) -> None:
+    `cleanup` (default: one on `client`) carries the calls that must not wait long on an engine
+    that hangs: kill, inspect after a stop, remove (`judge/cleanup.py`). The judge gives every
+    sandbox its own, on a client with a short timeout, which also remembers removals owed.
+    """
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        container: Any,
+        attached: Any,
+        limits: Limits,
+        cleanup: Cleanup | None = None,
+    ) -> None:
         self.client = client
+        self.cleanup = cleanup or Cleanup(client)
         self.container = container
         self.limits = limits
         self.killed = False
@@ -161,18 +180,24 @@ class Sandbox:
 
     @classmethod
     def start(
-        cls, client: docker.DockerClient, image: str, limits: Limits, pooled: bool = False, owner: str = ""
+        cls,
+        client: docker.DockerClient,
+        image: str,
+        limits: Limits,
+        pooled: bool = False,
+        owner: str = "",
+        cleanup: Cleanup | None = None,
     ) -> Sandbox:
         container = None
         try:
             container = client.containers.create(**container_options(image, limits, pooled, owner))
             attached = client.api.attach_socket(container.id, params=_ATTACH)  # before start: nothing missed
             container.start()
-        except docker.errors.DockerException as error:
+        except ENGINE_ERRORS as error:
             if container is not None:
-                _remove(container)
-            raise SandboxError(f"could not start a sandbox from {image}: {error}") from error
-        return cls(client, container, attached, limits)
+                (cleanup or Cleanup(client)).remove(str(container.id))
+            raise SandboxError(f"could not start a sandbox from {image}: {short_error(error)}") from error
+        return cls(client, container, attached, limits, cleanup)
 
     @property
     def id(self) -> str:
@@ -201,7 +226,9 @@ class Sandbox:
         finished = reader.done.wait(timeout_s)
         duration_ms = int((time.monotonic() - started) * 1000)
         if not finished or reader.overflow:
-            self.kill()
+            if not self._kill():
+                reader.thread.join(_JOIN_S)
+                raise EngineGone("the judge's Docker engine did not answer when the step had to be stopped")
             reader.thread.join(_JOIN_S)
             if files is not None and not reader.unpacked:
                 raise UnpackError("the files were not unpacked before the deadline")
@@ -231,29 +258,30 @@ class Sandbox:
             cause = sender.error or reader.error or "the container stopped"
             raise UnpackError(f"could not copy the files into the sandbox: {cause}")
         try:
-            self.container.reload()
-            oom_killed = bool(self.container.attrs["State"].get("OOMKilled"))
-        except docker.errors.DockerException:
-            oom_killed = False
+            oom_killed = self.cleanup.oom_killed(self.id)
+        except ENGINE_ERRORS as error:
+            raise EngineGone(f"the judge's Docker engine went away during the step: {short_error(error)}") from error
         if oom_killed:
             return StepResult(137, bytes(reader.out), bytes(reader.err), duration_ms, oom_killed=True, killed=True)
         raise SandboxError("the sandbox stopped during the step (its launcher was killed, or the engine stopped it)")
 
     def kill(self) -> None:
         """Stop every process of the sandbox now; it can run no further step."""
+        self._kill()
+
+    def _kill(self) -> bool:
+        """`kill`, False when the engine could not be asked (it went away or hangs): the container
+        may still run there, and removing it is left to `destroy` or the judge's sweep."""
         self.killed = True
         _shut(self._socket)  # first: an unread stream would hold the kill up (~10 s)
-        try:
-            self.container.kill()
-        except docker.errors.DockerException:
-            pass  # already dead; `destroy` removes it
+        return self.cleanup.kill(self.id)
 
     def destroy(self) -> None:
         """Kill and remove the container; safe to call twice."""
         self.killed = True
         _shut(self._socket)
         self._attached.close()
-        _remove(self.container)
+        self.cleanup.remove(self.id)  # if the engine cannot be asked, the removal is owed (judge/cleanup.py)
 
 
 class _Sender:
@@ -288,12 +316,3 @@ def _shut(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
-
-
-def _remove(container: Any) -> None:
-    try:
-        container.remove(force=True)
-    except docker.errors.NotFound:
-        pass
-    except docker.errors.DockerException:
-        pass  # left for the reaper (judge/reaper.py), which removes every labelled container

@@ -3,7 +3,8 @@
 Each call uses one fresh sandbox (`judge/sandbox.py`), optionally taken from the pool
 (`judge/pool.py`): compile step once, then one run step per test, the files travelling with
 the first step (one request fewer), and the sandbox is destroyed in a `finally` whatever
-happens. Each test's input (stdin, or the SQL setup script) travels with its own step only,
+happens. The engine may be another machine's (`judge/engine.py`): nothing here reads or mounts
+a host path, so a remote engine runs the same hardened containers. Each test's input (stdin, or the SQL setup script) travels with its own step only,
 so no test can read another's; expected outputs stay here. A pooled sandbox that cannot take the files (it died meanwhile) is swapped for a
 fresh one; nothing of the user's ran in it. Verdicts:
 - `compile_error`: the compile step exited non-zero (its stderr is kept);
@@ -12,7 +13,11 @@ fresh one; nothing of the user's ran in it. Verdicts:
 - `output_limit`: stdout or stderr passed the cap (the partial output is kept);
 - `runtime_error`: a step exited non-zero or died of a signal (`exit_code` 128+N);
 - `wrong_answer`: a test step exited 0 but its stdout (or SQL result document) differs;
-- `internal_error`: the Docker engine failed (the message is in `stderr`).
+- `internal_error`: the Docker engine failed, or went away or hung during the run (the
+  message is in `stderr`); kills and removals use a client with a short timeout
+  (`CONTROL_TIMEOUT_S`), so a hung judge host costs a run its limits plus that, never a hang.
+  After such a failure the engine is asked again before the next run, and once it answers,
+  the removals the outage prevented are done (`judge/cleanup.py`).
 A timeout or output overflow kills the sandbox, so later tests are reported as not run.
 In `run_tests` the overall status is `ok` only when every test passed, else the status of
 the first failing test, whose stdout/stderr/exit code the verdict carries; `duration_ms` is
@@ -23,6 +28,7 @@ case type) raise `SubmissionError` before any container starts.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,7 +38,9 @@ from dataclasses import dataclass, field
 import docker
 
 from cancellation import NEVER, Callback, CancelToken
+from judge.cleanup import Cleanup
 from judge.compare import compare_sql, compare_stdout
+from judge.engine import ENGINE_ERRORS, EngineAddress, EngineUnavailable, connect, short_error
 from judge.files import MAX_JUDGE_BYTES, SubmissionError, build_archive, check_files
 from judge.languages import LANGUAGES, SQL_RUNNER, Language
 from judge.models import Limits, RunRequest, SqlCase, Status, TestCase, TestResult, Verdict
@@ -42,6 +50,7 @@ from judge.sandbox import Sandbox, SandboxError, StepResult, UnpackError
 MAX_TESTS = 100
 AVAILABLE_TTL_S = 5.0  # the default of `Judge(available_ttl_s=…)`
 POOL_WAIT_S = 1.0  # longest wait for a pooled sandbox being started (a fresh start takes ~0.2 s)
+CONTROL_TIMEOUT_S = 10.0  # kill, inspect and remove: longer only when the engine is in trouble
 
 
 class Judge:
@@ -55,27 +64,42 @@ class Judge:
         pool_size: int = 0,
         reason: str = "",
         available_ttl_s: float = AVAILABLE_TTL_S,
+        control: docker.DockerClient | None = None,
+        address: EngineAddress | None = None,
     ) -> None:
         self.client = client
+        control = control or client  # kills and removals: a short timeout, see CONTROL_TIMEOUT_S
+        self.cleanup = Cleanup(control) if control is not None else None
+        self.address = address or EngineAddress()
         self.limits = limits or Limits()
         self.available_ttl_s = available_ttl_s
         self.owner = uuid.uuid4().hex[:12]  # label of this judge's containers
         self._reason = reason or "no Docker client"
         self._pool: ContainerPool | None = None
         self._available_at = float("-inf")
+        self._outage = False  # an engine failure was seen; its leftovers are swept when it answers
         if client is not None and pool_size > 0:
             images = sorted({language.image for language in LANGUAGES.values()})
-            self._pool = ContainerPool(client, images, pool_size, self.limits, self.owner)
+            self._pool = ContainerPool(client, images, pool_size, self.limits, self.owner, cleanup=self.cleanup)
 
     @classmethod
-    def from_env(cls, *, limits: Limits | None = None, pool_size: int = 0, timeout_s: float = 30) -> Judge:
-        """A judge on the engine of DOCKER_HOST (or the local socket); never raises."""
+    def from_env(
+        cls,
+        *,
+        address: EngineAddress | None = None,
+        limits: Limits | None = None,
+        pool_size: int = 0,
+        timeout_s: float = 30,
+    ) -> Judge:
+        """A judge on the engine at `address` (default: this process's DOCKER_HOST, DOCKER_TLS_VERIFY,
+        DOCKER_CERT_PATH; none: the local socket); never raises."""
+        address = address or EngineAddress.from_environ(os.environ)
         try:
-            client = docker.from_env(timeout=int(timeout_s))
-            client.ping()
-        except docker.errors.DockerException as error:
-            return cls(None, reason=f"Docker engine unreachable: {error}")
-        return cls(client, limits=limits, pool_size=pool_size)
+            client = connect(address, timeout_s)
+            control = connect(address, min(timeout_s, CONTROL_TIMEOUT_S))
+        except EngineUnavailable as error:
+            return cls(None, reason=str(error), address=address)
+        return cls(client, limits=limits, pool_size=pool_size, control=control, address=address)
 
     @property
     def pool(self) -> ContainerPool | None:
@@ -94,15 +118,32 @@ class Judge:
             return True, ""
         ready, reason = self._ask_engine()
         self._available_at = time.monotonic() if ready else float("-inf")
+        if not ready:
+            self._outage = True
+        elif self._outage:
+            self._outage = False
+            self._sweep()
         return ready, reason
+
+    def _suspect(self) -> None:
+        """A run met an engine failure: ask the engine again before the next run, sweep once it answers."""
+        self._available_at = float("-inf")
+        self._outage = True
+
+    def _sweep(self) -> None:
+        """Do the removals the outage prevented (a container it could not kill may still run there)."""
+        if self.cleanup is not None:
+            self.cleanup.retry()
+            if self.cleanup.owed():
+                self._outage = True  # again at the next answer
 
     def _ask_engine(self) -> tuple[bool, str]:
         assert self.client is not None
         try:
             self.client.ping()
             present = {tag for image in self.client.images.list(name="orchestrator-judge-*") for tag in image.tags}
-        except docker.errors.DockerException as error:
-            return False, f"Docker engine unreachable: {error}"
+        except ENGINE_ERRORS as error:
+            return False, f"Docker engine {self.address.describe()} unreachable: {short_error(error)}"
         missing = sorted({language.image for language in LANGUAGES.values()} - present)
         if missing:
             return False, f"judge images missing (run `make judge-images`): {', '.join(missing)}"
@@ -112,6 +153,8 @@ class Judge:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        if self.cleanup is not None:
+            self.cleanup.retry()  # removals an outage left owed, if the engine answers now
 
     def run(self, request: RunRequest, cancel: CancelToken = NEVER) -> Verdict:
         """Run the files once with `request.stdin`; a cancel kills the container and raises `Cancelled`."""
@@ -130,6 +173,7 @@ class Judge:
                         return failed
                     step = box.run_step(argv, limits.wall_s, stdin)
         except SandboxError as error:
+            self._suspect()
             cancel.raise_if_cancelled()
             return _internal(error)
         cancel.raise_if_cancelled()
@@ -156,6 +200,7 @@ class Judge:
                 first_test = first if language.compile is None else None  # else the first step was the compile step
                 _run_cases(box, first_test, argv, cases, inputs, tally)
         except SandboxError as error:
+            self._suspect()
             cancel.raise_if_cancelled()
             return _internal(error).model_copy(update={"tests": tally.results or None})
         cancel.raise_if_cancelled()
@@ -187,7 +232,7 @@ class Judge:
         if pooled is not None:
             started = self._first_step(pooled, archive, first, cancel, pooled=True)
         if started is None:
-            fresh = Sandbox.start(self.client, language.image, limits, owner=self.owner)
+            fresh = Sandbox.start(self.client, language.image, limits, owner=self.owner, cleanup=self.cleanup)
             started = self._first_step(fresh, archive, first, cancel, pooled=False)
         assert started is not None  # a fresh sandbox's failure raises
         box, step, forget = started
