@@ -29,6 +29,7 @@ import asyncio
 import json
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,7 @@ from events.redis_conn import RedisLink
 
 MAX_EVENTS_PER_SESSION = 4096  # entries kept per session (one answer's deltas are one entry each)
 IDLE_SESSION_TTL_S = 24 * 3600.0
+SEEN_SESSIONS = 100_000  # sessions whose newest id the listener remembers (about 10 MB at most)
 MAX_ID = 2**62  # a client's cursor beyond any real id is clamped (stream ids are 64-bit)
 
 _CLOCK = """
@@ -170,6 +172,7 @@ class RedisEventLog:
         self._read = client.register_script(_READ)
         self._lock = threading.Lock()
         self._watches: dict[str, _Watch] = {}
+        self._seen: OrderedDict[str, int] = OrderedDict()  # newest id heard of, per session (least recent first)
         link.subscribe(self.keys.wake_channel, self._on_wake, self._resync)
 
     # ------------------------------------------------------------------ publishing
@@ -244,12 +247,26 @@ class RedisEventLog:
         if not watch.waiters and watch.sync_waiting == 0 and self._watches.get(session_id) is watch:
             del self._watches[session_id]
 
+    def _remember(self, session_id: str, event_id: int) -> int:
+        """Record the newest id known for the session; the newest known (lock held)."""
+        newest = max(self._seen.get(session_id, 0), event_id)
+        self._seen[session_id] = newest
+        self._seen.move_to_end(session_id)
+        if len(self._seen) > SEEN_SESSIONS:
+            self._seen.popitem(last=False)
+        return newest
+
     def _see(self, session_id: str, watch: _Watch) -> int:
-        """Bring the watch up to Redis's newest id of the session (called after registering,
-        so a publish between this read and the wait still wakes the waiter)."""
-        last = self.last_id(session_id)
+        """Bring the watch up to the newest id of the session (called after registering, so
+        a publish after this still wakes the waiter). The listener hears of every publish, so
+        what it remembers is enough; Redis is asked only about a session it has not heard of
+        (this keeps a round trip off the event loop for each wait of an asyncio stream)."""
         with self._lock:
-            watch.seen = max(watch.seen, last)
+            known = self._seen.get(session_id)
+        if known is None:
+            known = self.last_id(session_id)
+        with self._lock:
+            watch.seen = max(watch.seen, self._remember(session_id, known))
             return watch.seen
 
     def wait(self, session_id: str, after: int, timeout: float) -> bool:
@@ -286,6 +303,7 @@ class RedisEventLog:
     def _notify(self, session_id: str, event_id: int) -> None:
         """An event was published on the session (here or in another process): wake its waiters."""
         with self._lock:
+            self._remember(session_id, event_id)
             watch = self._watches.get(session_id)
             if watch is None or event_id <= watch.seen:
                 return
@@ -305,8 +323,10 @@ class RedisEventLog:
         self._notify(session_id, int(event_id))
 
     def _resync(self) -> None:
-        """After the listener reconnected: messages may have been lost, so ask Redis."""
+        """After the listener reconnected: messages may have been lost, so forget what it
+        heard and ask Redis."""
         with self._lock:
+            self._seen.clear()
             watched = list(self._watches)
         for session_id in watched:
             self._notify(session_id, self.last_id(session_id))
