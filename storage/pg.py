@@ -30,8 +30,9 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import RowMaker
 
 from storage.connection import Migration
+from storage.db import BUSY_TIMEOUT_MS
 from storage.pg_errors import translated
-from storage.pg_sql import pg_sql
+from storage.pg_sql import WRITE_LOCK, pg_sql, takes_write_lock
 
 POOL_TIMEOUT_S = 10.0  # waiting longer for a free connection is a 503 (SQLITE_BUSY), not a hang
 CONNECT_TIMEOUT_S = 5
@@ -142,6 +143,8 @@ class PgConnection:
         try:
             with self.raw.cursor() as cursor:
                 cursor.execute(pg_sql(sql), _params(parameters), prepare=False)
+                if takes_write_lock(sql):  # SQLite's one-writer-at-a-time, across every process
+                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
                 rows = cursor.fetchall() if cursor.description is not None else []
                 return PgCursor(rows, cursor.rowcount)
         except psycopg.Error as error:
@@ -192,6 +195,8 @@ def _configure(raw: psycopg.Connection[Any]) -> None:
     # server-side: SQLite's loosely typed `? IS NULL OR name = ?` has no type for a bare NULL
     # parameter in PostgreSQL's extended protocol, and the storage SQL is one copy for both.
     raw.cursor_factory = psycopg.ClientCursor
+    # as SQLite's busy timeout: a lock (a row, the write lock) not had in 5 s is SQLITE_BUSY, a 503
+    raw.execute(f"SET lock_timeout = {BUSY_TIMEOUT_MS}")
 
 
 class PgDatabase:

@@ -7,8 +7,10 @@ scanning it: outside string literals, quoted identifiers and comments `?` become
 of values); a `::` cast stays a cast. Inside literals and comments nothing else changes, so a `?` or `%` in a literal (a LIKE pattern,
 JSON path) stays text. Values are always sent as parameters, never spliced in.
 
-`BEGIN IMMEDIATE` / `DEFERRED` / `EXCLUSIVE` (SQLite's lock modes) become `BEGIN`: PostgreSQL
-locks rows as it writes them, so there is no lock to take up front.
+`BEGIN IMMEDIATE` / `DEFERRED` / `EXCLUSIVE` (SQLite's lock modes) become `BEGIN`. What
+IMMEDIATE and EXCLUSIVE promise (one writing transaction at a time, so a read-then-write such
+as "next attempt number" or a profile's read-modify-write cannot interleave with another) is
+kept by `PgConnection`, which takes `WRITE_LOCK` for the transaction (`takes_write_lock`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,13 @@ from functools import lru_cache
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BEGIN = re.compile(r"\s*BEGIN\s+(IMMEDIATE|DEFERRED|EXCLUSIVE)\s*(TRANSACTION)?\s*;?\s*", re.IGNORECASE)
+_WRITE_BEGIN = re.compile(r"\s*BEGIN\s+(IMMEDIATE|EXCLUSIVE)\s*(TRANSACTION)?\s*;?\s*", re.IGNORECASE)
+WRITE_LOCK = 7_461_626_002  # pg_advisory_xact_lock key: "a write transaction of this app"
+
+
+def takes_write_lock(sql: str) -> bool:
+    """SQLite's `BEGIN IMMEDIATE` / `BEGIN EXCLUSIVE`: a transaction that writes, serialised."""
+    return _WRITE_BEGIN.fullmatch(sql) is not None
 
 
 @lru_cache(maxsize=1024)

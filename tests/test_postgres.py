@@ -483,3 +483,34 @@ def test_a_sqlite_database_url_names_the_file_used(tmp_path: Path, base_settings
     assert other.stat().st_mode & 0o077 == 0  # readable by the server's user only
     with Database(other).connection() as conn:
         assert conn.execute("SELECT name FROM users").fetchall()[0][0] == "alice"
+
+
+def test_write_transactions_do_not_interleave_on_either_backend(store: Any) -> None:
+    """A profile write reads the JSON, changes it and writes it back in one `transaction()`:
+    on PostgreSQL, as on SQLite, two such transactions never interleave (no lost update)."""
+    import threading
+
+    from storage.profile import get_profile, set_field
+
+    with store.connection() as conn:
+        alice = create_user(conn, "alice")[0].id
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def writer(n: int) -> None:
+        try:
+            with store.connection() as own:
+                start.wait()
+                for i in range(8):
+                    set_field(own, alice, f"f{n}_{i}", i, source="api")
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with store.connection() as conn:
+        assert len(get_profile(conn, alice)) == 48
