@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import redis
 from redis.client import PubSub
@@ -82,17 +82,17 @@ class Subscription:
     on_resync: Callable[[], None]
 
 
-@dataclass(eq=False)
 class RedisLink:
     """A client (thread-safe pool) plus the process's single listener thread."""
 
-    client: redis.Redis
-    keys: RedisKeys
-    _handlers: dict[str, Subscription] = field(default_factory=dict)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-    _ready: threading.Event = field(default_factory=threading.Event)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
+        self.client = client
+        self.keys = keys
+        self._handlers: dict[str, Subscription] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
 
     @classmethod
     def connect(cls, url: str, prefix: str = DEFAULT_PREFIX) -> RedisLink:
