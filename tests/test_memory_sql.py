@@ -82,14 +82,16 @@ def seed(db: Store, *, alice_messages: int = 4, alice_memories: int = 3) -> dict
 
 
 PG_TABLES = ("users", "api_tokens", "sessions", "chat_messages", "user_memories", "_migrations", "memory_sql.bindings")
-PG_SCHEMA = {
-    "relations": "SELECT n.nspname, c.relname, c.relkind, c.relacl::text FROM pg_class c "
-    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname <> 'pg_toast' ORDER BY 1, 2",
-    "functions": "SELECT p.oid::regprocedure::text, p.proacl::text FROM pg_proc p ORDER BY 1",
+PG_SCHEMA = {  # digests computed by the server: the whole catalog compared in one row each
+    "relations": "SELECT count(*), md5(string_agg(n.nspname || '.' || c.relname || c.relkind::text || coalesce(c.relacl::text, ''), "
+    "',' ORDER BY c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname <> 'pg_toast'",
+    "functions": "SELECT count(*), md5(string_agg(p.oid::text || p.proname || coalesce(p.proacl::text, ''), ',' "
+    "ORDER BY p.oid)) FROM pg_proc p",
     "roles": "SELECT rolname, rolsuper, rolinherit, rolcanlogin FROM pg_roles ORDER BY 1",
     "settings": "SELECT setdatabase, setrole, setconfig::text FROM pg_db_role_setting ORDER BY 1, 2",
     "large_objects": "SELECT oid FROM pg_largeobject_metadata ORDER BY 1",
     "databases": "SELECT datname, datacl::text FROM pg_database ORDER BY 1",
+    "namespaces": "SELECT nspname, nspacl::text FROM pg_namespace ORDER BY 1",
 }
 
 
@@ -326,31 +328,43 @@ def test_runaway_queries_time_out(db: Database, ids: dict[str, list[int]], sql: 
     assert cpu.seconds < 3, cpu.seconds
 
 
-def test_default_deadline_is_one_second(db: Database, ids: dict[str, list[int]]) -> None:
+# A statement that runs for ever on each engine (PostgreSQL would stop TIMEOUTS[0], whose
+# worktable grows, at temp_file_limit before the second is up: tests/test_memory_sql_pg.py)
+RUNAWAY = {
+    "sqlite": TIMEOUTS[0],
+    "postgresql": "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b",
+}
+AGGREGATE = {"sqlite": "group_concat(content)", "postgresql": "string_agg(content, ',')"}
+
+
+def test_default_deadline_is_one_second(store: Store, store_ids: dict[str, list[int]]) -> None:
     started = time.monotonic()
-    failure = assert_refused(db, TIMEOUTS[0], {TIMEOUT})
+    failure = assert_refused(store, RUNAWAY[store.dialect], {TIMEOUT})
     assert time.monotonic() - started >= 0.9
     assert "1 s" in failure.message and "LIMIT" in failure.message  # the message names the deadline it enforced
 
 
-def test_views_show_only_this_users_rows(db: Database, ids: dict[str, list[int]]) -> None:
+def test_views_show_only_this_users_rows(store: Store, store_ids: dict[str, list[int]]) -> None:
+    db, ids = store, store_ids
     messages = run_memory_sql(db, ALICE, "SELECT * FROM messages ORDER BY id")
     assert messages.columns == ["id", "session_id", "role", "content", "created_at"]
     assert {row[1] for row in messages.rows} == {"s-alice"} and messages.row_count == 4
-    memories = run_memory_sql(db, ALICE, "SELECT * FROM temp.memories")
+    schema = "temp" if db.dialect == "sqlite" else "memory_sql"
+    memories = run_memory_sql(db, ALICE, f"SELECT * FROM {schema}.memories ORDER BY id")
     assert memories.columns == ["id", "content", "importance", "created_at", "updated_at"]
     assert [row[0] for row in memories.rows] == ids["alice_memories"]
     everything = run_memory_sql(
         db,
         ALICE,
-        "SELECT group_concat(content) FROM (SELECT content FROM messages UNION ALL SELECT content FROM memories)",
+        f"SELECT {AGGREGATE[db.dialect]} FROM (SELECT content FROM messages UNION ALL SELECT content FROM memories) s",
     ).render()
     assert "bob" not in everything
     assert run_memory_sql(db, ALICE, f"SELECT * FROM memories WHERE id = {ids['bob_memories'][0]}").rows == []
     assert run_memory_sql(db, BOB, "SELECT count(*) FROM memories").rows == [[2]]
 
 
-def test_update_of_another_users_memory_changes_nothing(db: Database, ids: dict[str, list[int]]) -> None:
+def test_update_of_another_users_memory_changes_nothing(store: Store, store_ids: dict[str, list[int]]) -> None:
+    db, ids = store, store_ids
     before = snapshot(db)
     bob_id = ids["bob_memories"][0]
     result = run_memory_sql(db, ALICE, f"UPDATE memories SET content = 'pwned', importance = 9 WHERE id = {bob_id}")
@@ -359,25 +373,19 @@ def test_update_of_another_users_memory_changes_nothing(db: Database, ids: dict[
     assert snapshot(db) == before
 
 
-SELECTS: list[tuple[str, list[list[Any]]]] = [
+SELECTS: list[tuple[str, list[list[Any]]]] = [  # the same text and answer on both engines
     (
         "WITH mine AS (SELECT role FROM messages) SELECT role, count(*) FROM mine GROUP BY role ORDER BY role",
         [["assistant", 2], ["user", 2]],
     ),
     ("SELECT count(*), max(importance), sum(importance), avg(importance) FROM memories", [[3, 3, 6, 2.0]]),
-    (
-        "SELECT json_object('n', count(*)), json_extract('{\"a\": [1, 2]}', '$.a[1]'), '{\"x\": 7}' ->> 'x' "
-        "FROM memories",
-        [['{"n":3}', 2, 7]],
-    ),
-    ("SELECT sum(value) FROM json_each('[1, 2, 3]')", [[6]]),
     ("SELECT content FROM messages WHERE content LIKE '%delete%'", [["please delete this draft"]]),
     (
         "SELECT 'DROP TABLE users; ATTACH ''x'' AS y; sqlite_master' AS s",
         [["DROP TABLE users; ATTACH 'x' AS y; sqlite_master"]],
     ),
     (
-        "SELECT content FROM messages WHERE content LIKE 'select%' -- a comment with DELETE",
+        "SELECT content FROM messages WHERE upper(content) LIKE 'SELECT%' -- a comment with DELETE",
         [["SELECT is my favourite word"]],
     ),
     (
@@ -385,24 +393,79 @@ SELECTS: list[tuple[str, list[list[Any]]]] = [
         [[1, 4, None], [2, 3, 1]],
     ),
     (
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT count(*), sum(n) FROM r",
+        [[5, 15]],
+    ),
+    (
+        "SELECT upper(substr('abc', 2)), lower('AB'), length('héllo'), abs(-3), round(2.567, 1)",
+        [["BC", "ab", 5, 3, 2.6]],
+    ),
+]
+SQLITE_SELECTS: list[tuple[str, list[list[Any]]]] = [  # SQLite's dialect
+    (
+        "SELECT json_object('n', count(*)), json_extract('{\"a\": [1, 2]}', '$.a[1]'), '{\"x\": 7}' ->> 'x' "
+        "FROM memories",
+        [['{"n":3}', 2, 7]],
+    ),
+    ("SELECT sum(value) FROM json_each('[1, 2, 3]')", [[6]]),
+    ("SELECT content FROM messages WHERE content LIKE 'select%'", [["SELECT is my favourite word"]]),
+    (
         "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r LIMIT 5) SELECT count(*), sum(n) FROM r",
         [[5, 15]],
     ),
     ("SELECT date('2024-01-31', '+1 day'), upper(substr('abc', 2)), typeof(1.5)", [["2024-02-01", "BC", "real"]]),
 ]
+PG_SELECTS: list[tuple[str, list[list[Any]]]] = [  # PostgreSQL's dialect: what the role may call
+    (
+        "SELECT json_build_object('n', count(*)), ('{\"a\": [1, 2]}'::jsonb -> 'a' ->> 1)::int, "
+        "'{\"x\": 7}'::jsonb ->> 'x' FROM memories",
+        [['{"n" : 3}', 2, "7"]],
+    ),
+    ("SELECT sum(value::int) FROM jsonb_array_elements_text('[1, 2, 3]')", [[6]]),
+    ("SELECT content FROM messages WHERE content ILIKE 'select%'", [["SELECT is my favourite word"]]),
+    (
+        "SELECT (date '2024-01-31' + 1)::text, to_char(12.5, 'FM99.0'), 7 / 2, 7.0 / 2",
+        [["2024-02-01", "12.5", 3, 3.5]],
+    ),
+    (
+        "SELECT string_agg(content, '|' ORDER BY id) FROM memories",
+        [["alice likes tea 0|alice likes tea 1|alice likes tea 2"]],
+    ),
+    (
+        "SELECT array_agg(importance ORDER BY id), regexp_replace('a1b22', '[0-9]+', '#', 'g') FROM memories",
+        [["[1, 2, 3]", "a#b#"]],
+    ),
+    ("SELECT count(*) FROM messages WHERE created_at::text < '9999' AND now() > now() - interval '1 day'", [[4]]),
+]
 
 
-@pytest.mark.parametrize(("sql", "rows"), SELECTS)
-def test_selects_work(db: Database, ids: dict[str, list[int]], sql: str, rows: list[list[Any]]) -> None:
+def _assert_select(db: Store, sql: str, rows: list[list[Any]]) -> None:
     before = snapshot(db)
     result = run_memory_sql(db, ALICE, sql)
     assert (result.kind, result.rows, result.truncated) == ("select", rows, False)
     assert snapshot(db) == before
 
 
-def test_rows_are_capped_at_200(db: Database) -> None:
-    seed(db, alice_messages=250)
-    result = run_memory_sql(db, ALICE, "SELECT id, content FROM messages ORDER BY id")
+@pytest.mark.parametrize(("sql", "rows"), SELECTS)
+def test_selects_work(store: Store, store_ids: dict[str, list[int]], sql: str, rows: list[list[Any]]) -> None:
+    _assert_select(store, sql, rows)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+@pytest.mark.parametrize(("sql", "rows"), SQLITE_SELECTS)
+def test_sqlite_selects_work(store: Store, store_ids: dict[str, list[int]], sql: str, rows: list[list[Any]]) -> None:
+    _assert_select(store, sql, rows)
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+@pytest.mark.parametrize(("sql", "rows"), PG_SELECTS)
+def test_postgres_selects_work(store: Store, store_ids: dict[str, list[int]], sql: str, rows: list[list[Any]]) -> None:
+    _assert_select(store, sql, rows)
+
+
+def test_rows_are_capped_at_200(store: Store) -> None:
+    seed(store, alice_messages=250)
+    result = run_memory_sql(store, ALICE, "SELECT id, content FROM messages ORDER BY id")
     assert (result.row_count, len(result.rows), result.truncated) == (200, 200, True)
     assert result.render().splitlines()[-1] == "(200 rows, truncated at 200)"
     assert len(result.render().splitlines()) == 202
@@ -442,7 +505,8 @@ def test_update_content_and_importance_reindexes_search(db: Database, ids: dict[
     }
 
 
-def test_update_may_use_ctes_and_read_the_views(db: Database, ids: dict[str, list[int]]) -> None:
+def test_update_may_use_ctes_and_read_the_views(store: Store, store_ids: dict[str, list[int]]) -> None:
+    db, ids = store, store_ids
     first = ids["alice_memories"][0]
     sql = (
         f"WITH best(n) AS (SELECT max(importance) + 4 FROM memories) UPDATE memories SET importance = "
@@ -455,7 +519,8 @@ def test_update_may_use_ctes_and_read_the_views(db: Database, ids: dict[str, lis
 
 
 @pytest.mark.parametrize(("count", "allowed"), [(50, True), (51, False)])
-def test_update_row_cap(db: Database, count: int, allowed: bool) -> None:
+def test_update_row_cap(store: Store, count: int, allowed: bool) -> None:
+    db = store
     seed(db, alice_memories=count)
     sql = "UPDATE memories SET importance = 10 WHERE content LIKE 'alice%'"
     if not allowed:
@@ -542,7 +607,8 @@ TOKENS = [
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.one_of(st.text(max_size=120), st.lists(st.sampled_from(TOKENS), max_size=14).map(" ".join)))
-def test_random_text_only_fails_as_a_tool_failure(db: Database, text: str) -> None:
+def test_random_text_only_fails_as_a_tool_failure(store: Store, text: str) -> None:
+    db = store
     if not snapshot(db)["users"]:
         seed(db)
     before = snapshot(db)

@@ -278,9 +278,18 @@ def _plain(value: Any) -> Any:
         return bytes(value)
     if isinstance(value, (datetime, date, clock_time)):
         return value.isoformat()
-    if isinstance(value, (list, tuple, dict)):
-        return json.dumps(value, ensure_ascii=False, default=str)
+    if isinstance(value, (list, tuple, dict)):  # arrays and records: JSON text, as SQLite's json functions give
+        return json.dumps(_jsonable(value), ensure_ascii=False)
     return str(value)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    plain = _plain(value)
+    return plain.hex() if isinstance(plain, bytes) else plain
 
 
 def _checked(conn: psycopg.Connection[Any], result: Any) -> Any:
