@@ -184,8 +184,16 @@ def _params(parameters: Any) -> Sequence[Any] | Mapping[str, Any]:
     if parameters is None:
         return ()
     if isinstance(parameters, Mapping):
-        return dict(parameters)
-    return tuple(parameters)
+        return {key: _value(value) for key, value in parameters.items()}
+    return tuple(_value(value) for value in parameters)
+
+
+def _value(value: Any) -> Any:
+    """PostgreSQL's text cannot hold NUL (SQLite's can): a NUL in a text value is stored as
+    U+FFFD, as a lone surrogate already is, instead of failing the whole write."""
+    if isinstance(value, str) and "\x00" in value:
+        return value.replace("\x00", "\ufffd")
+    return value
 
 
 def _configure(raw: psycopg.Connection[Any]) -> None:

@@ -19,9 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import psycopg
 import pytest
 import requests
+from hypothesis import strategies as st
 
 from config import ConfigError, load_settings
 from storage.db import Database, storage_fault
@@ -514,3 +516,33 @@ def test_write_transactions_do_not_interleave_on_either_backend(store: Any) -> N
     assert errors == []
     with store.connection() as conn:
         assert len(get_profile(conn, alice)) == 48
+
+
+@pytest.fixture
+def searched(pg: PgDatabase) -> tuple[Any, int]:
+    conn = pg.thread_connection()
+    alice = create_user(conn, "alice")[0].id
+    session = create_session(conn, alice)
+    for text in ("the quick brown fox", "Café Zürich at noon", "100% sure: a & b | !c"):
+        add_message(conn, session_id=session.id, user_id=alice, role="user", content=text)
+    return conn, alice
+
+
+@hypothesis.settings(
+    max_examples=150, deadline=None, suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture]
+)
+@hypothesis.given(st.text(max_size=120))
+def test_search_never_fails_on_any_text_on_postgresql(searched: tuple[Any, int], query: str) -> None:
+    conn, alice = searched
+    hits = search_user_history(conn, alice, query)
+    assert all(hit.snippet and hit.score <= 0 for hit in hits)
+    assert not conn.in_transaction
+
+
+def test_a_nul_in_a_message_is_stored_as_a_replacement_not_refused(pg: PgDatabase) -> None:
+    conn = pg.thread_connection()
+    alice = create_user(conn, "alice")[0].id
+    session = create_session(conn, alice)
+    stored = add_message(conn, session_id=session.id, user_id=alice, role="user", content="a\x00b", meta={"k": "c\x00"})
+    again = recent_messages(conn, session.id, 1)[0]
+    assert (again.id, again.content) == (stored.id, "a\ufffdb")
