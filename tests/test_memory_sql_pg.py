@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from flask import Flask
 
 from cancellation import Cancelled, CancelToken
 from storage.pg import PgDatabase
 from storage.pg_memory_sql import main as confine_main
 from storage.pg_memory_sql import read_login
+from testing.fake_llm import FakeLLMServer
+from tests.conftest import new_token
 from tests.pg_support import PgCluster
 from tests.test_memory_sql import ALICE, BOB, DENIED, INVALID, TIMEOUT, assert_refused, seed, snapshot
 from tools.base import ErrorCode, ToolFailure
@@ -296,3 +299,65 @@ def test_an_unconfined_database_answers_unavailable_until_confined(pg_cluster: P
             assert conn.execute("SELECT count(*) > 0 FROM pg_class").fetchone()[0] is True
     finally:
         app.close()
+
+
+def test_an_update_stamps_updated_at_and_reindexes_search(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    target, other = pg_ids["alice_memories"][:2]
+    before = snapshot(pg)
+    result = run_memory_sql(
+        pg, ALICE, f"UPDATE memories SET content = 'prefers zanzibarite now', importance = 9 WHERE id = {target}"
+    )
+    assert (result.updated, result.render()) == (1, "Updated 1 memory.")
+    with pg.connection() as conn:
+        row = conn.execute(
+            "SELECT content, importance, updated_at, user_id FROM user_memories WHERE id = ?", (target,)
+        ).fetchone()
+        old_stamp = next(r[5] for r in before["user_memories"] if r[0] == target)
+        assert (row[0], row[1], row[3]) == ("prefers zanzibarite now", 9, ALICE) and row[2] > old_stamp
+        hits = conn.execute(
+            "SELECT id FROM user_memories WHERE search_vector @@ to_tsquery('app_search', 'zanzibarite')"
+        )
+        assert [hit[0] for hit in hits] == [target]
+        tea = [
+            hit[0]
+            for hit in conn.execute(
+                "SELECT id FROM user_memories WHERE search_vector @@ to_tsquery('app_search', 'tea')"
+            )
+        ]
+        assert target not in tea and other in tea
+    after = snapshot(pg)
+    assert {k: v for k, v in after.items() if k != "user_memories"} == {
+        k: v for k, v in before.items() if k != "user_memories"
+    }
+
+
+def test_the_tool_endpoint_runs_on_postgresql(
+    make_app: Callable[..., Flask], fake_llm: FakeLLMServer, pg_url: str
+) -> None:
+    """`POST /tools/memory_sql` of an app whose DATABASE_URL is PostgreSQL: rows of the caller only,
+    refusals with the tool codes and HTTP statuses the SQLite path gives."""
+    app = make_app(database_url=pg_url)
+    client = app.test_client()
+    alice = {"Authorization": f"Bearer {new_token(app, 'alice')}"}
+    bob = {"Authorization": f"Bearer {new_token(app, 'bob')}"}
+    assert client.post("/tools/remember", json={"fact": "alice likes jazz"}, headers=alice).status_code == 200
+    rows = client.post("/tools/memory_sql", json={"sql": "SELECT content FROM memories"}, headers=alice).get_json()
+    assert rows["rows"] == [["alice likes jazz"]]
+    assert (
+        client.post("/tools/memory_sql", json={"sql": "SELECT content FROM memories"}, headers=bob).get_json()["rows"]
+        == []
+    )
+    for sql, status, code in [
+        ("SELECT * FROM pg_user", 403, "PERMISSION_DENIED"),
+        ("SELECT * FROM sqlite_master", 403, "PERMISSION_DENIED"),
+        ("SELEC 1", 400, "VALIDATION_FAILED"),
+        ("UPDATE memories SET importance = 11", 400, "VALIDATION_FAILED"),
+    ]:
+        response = client.post("/tools/memory_sql", json={"sql": sql}, headers=alice)
+        assert (response.status_code, response.get_json()["error"]["code"]) == (status, code), sql
+    updated = client.post(
+        "/tools/memory_sql", json={"sql": "UPDATE memories SET importance = 7"}, headers=alice
+    ).get_json()
+    assert updated["updated"] == 1
+    found = client.post("/tools/memory_sql", json={"sql": "SELECT importance FROM memories"}, headers=alice).get_json()
+    assert found["rows"] == [[7]]
