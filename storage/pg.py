@@ -256,9 +256,9 @@ class PgDatabase:
         self._pool.putconn(conn.raw)
 
     def thread_connection(self) -> PgConnection:
-        """This thread's own connection, kept for its next request; rolled back if a request
-        left a transaction open; replaced when broken. It goes back to the pool when the
-        thread ends."""
+        """This thread's connection, taken from the pool on first use and kept until
+        `release_thread_connection()` (or the thread's end); a transaction left open is rolled
+        back, a broken connection replaced."""
         holder: _Held | None = getattr(self._local, "held", None)
         if holder is not None and holder.conn.broken:
             self._local.held = None
