@@ -2,7 +2,8 @@
 real HTTP to each process's own port (no proxy in between: tests/test_multiprocess.py adds
 nginx in front).
 
-A stream opened on B follows a turn that runs on A; a cancel sent to B stops the turn on A;
+A stream opened on B follows a turn that runs on A (and a reconnect to A with an id B had
+sent replays what came after it); a cancel sent to B stops the turn on A;
 a second turn sent to B while A runs one in the same session answers 409 `turn_in_progress`.
 The model is a loopback fake (`testing/fake_llm.py`) that the tests hold (`released`) so
 that nothing races a clock.
@@ -61,12 +62,15 @@ def model_released(llm: FakeLLMServer) -> Iterator[None]:
 
 
 def frames(response: requests.Response) -> Iterator[tuple[str, dict[str, Any]]]:
-    name = None
+    """(name, data) of each SSE frame; the frame's id is in data["_id"]."""
+    name, ident = None, 0
     for line in response.iter_lines(chunk_size=None, decode_unicode=True):
-        if line.startswith("event: "):
+        if line.startswith("id: "):
+            ident = int(line[4:])
+        elif line.startswith("event: "):
             name = line[7:]
         elif line.startswith("data: ") and name:
-            yield name, json.loads(line[6:])
+            yield name, {**json.loads(line[6:]), "_id": ident}
             name = None
 
 
@@ -105,8 +109,10 @@ def post_in_background(server: ServerProcess, session_id: str, message: str) -> 
     return thread, answers
 
 
-def open_stream(server: ServerProcess, session_id: str) -> requests.Response:
+def open_stream(server: ServerProcess, session_id: str, last_event_id: int | None = None) -> requests.Response:
     headers = {**server.auth, "Accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = str(last_event_id)
     url = f"{server.base}/sessions/{session_id}/generate/stream"
     response = requests.get(url, headers=headers, stream=True, timeout=READ_S)
     assert response.status_code == 200, response.text
@@ -127,6 +133,11 @@ def test_a_stream_on_b_follows_a_turn_running_on_a(pair, llm: FakeLLMServer):
     assert seen[0][0] == "turn.started" and seen[-1][0] == "done"
     assert {data["turn_id"] for _, data in seen} == {running["turn_id"]}
     assert shown(seen) == "Hello from A." == seen[-1][1]["reply"] == answers[0].json()["reply"]
+    ids = [data["_id"] for _, data in seen]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    replay = until_end(open_stream(a, session_id, last_event_id=seen[0][1]["_id"]))  # the tab reconnects to A
+    assert [data["_id"] for _, data in replay][-1] == ids[-1] and all(data["_id"] > ids[0] for _, data in replay)
+    assert shown(replay) == "Hello from A." and replay[-1][0] == "done"
 
 
 def test_a_cancel_sent_to_b_stops_the_turn_on_a(pair, llm: FakeLLMServer):
