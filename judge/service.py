@@ -29,9 +29,10 @@ case type) raise `SubmissionError` before any container starts.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -45,16 +46,19 @@ from judge.files import MAX_JUDGE_BYTES, SubmissionError, build_archive, check_f
 from judge.languages import LANGUAGES, SQL_RUNNER, Language
 from judge.models import Limits, RunRequest, SqlCase, Status, TestCase, TestResult, Verdict
 from judge.pool import ContainerPool
+from judge.reaper import reap
 from judge.sandbox import Sandbox, SandboxError, StepResult, UnpackError
 
 MAX_TESTS = 100
 AVAILABLE_TTL_S = 5.0  # the default of `Judge(available_ttl_s=…)`
 POOL_WAIT_S = 1.0  # longest wait for a pooled sandbox being started (a fresh start takes ~0.2 s)
 CONTROL_TIMEOUT_S = 10.0  # kill, inspect and remove: longer only when the engine is in trouble
+RECONNECT_EVERY_S = 5.0  # a judge whose engine was down at start tries again at most this often
 
 
 class Judge:
-    """The code judge; `client` None means Docker is unavailable for `reason`."""
+    """The code judge; `client` None means Docker is unavailable for `reason` (a judge made by
+    `from_env` keeps trying to connect, see `_try_reconnect`)."""
 
     def __init__(
         self,
@@ -78,9 +82,17 @@ class Judge:
         self._pool: ContainerPool | None = None
         self._available_at = float("-inf")
         self._outage = False  # an engine failure was seen; its leftovers are swept when it answers
-        if client is not None and pool_size > 0:
+        self._pool_size = pool_size
+        self._reconnect: Callable[[], tuple[docker.DockerClient, docker.DockerClient]] | None = None
+        self._tried_at = time.monotonic()
+        self._connecting = threading.Lock()
+        if client is not None:
+            self._start_pool(client)
+
+    def _start_pool(self, client: docker.DockerClient) -> None:
+        if self._pool_size > 0:
             images = sorted({language.image for language in LANGUAGES.values()})
-            self._pool = ContainerPool(client, images, pool_size, self.limits, self.owner, cleanup=self.cleanup)
+            self._pool = ContainerPool(client, images, self._pool_size, self.limits, self.owner, cleanup=self.cleanup)
 
     @classmethod
     def from_env(
@@ -93,13 +105,19 @@ class Judge:
     ) -> Judge:
         """A judge on the engine at `address` (default: this process's DOCKER_HOST, DOCKER_TLS_VERIFY,
         DOCKER_CERT_PATH; none: the local socket); never raises."""
-        address = address or EngineAddress.from_environ(os.environ)
+        engine = address or EngineAddress.from_environ(os.environ)
+
+        def clients() -> tuple[docker.DockerClient, docker.DockerClient]:
+            control = connect(engine, min(timeout_s, CONTROL_TIMEOUT_S))  # first: fails sooner on a dead host
+            return connect(engine, timeout_s), control
+
         try:
-            client = connect(address, timeout_s)
-            control = connect(address, min(timeout_s, CONTROL_TIMEOUT_S))
+            client, control = clients()
         except EngineUnavailable as error:
-            return cls(None, reason=str(error), address=address)
-        return cls(client, limits=limits, pool_size=pool_size, control=control, address=address)
+            judge = cls(None, reason=str(error), address=engine, limits=limits, pool_size=pool_size)
+            judge._reconnect = clients  # the engine may come up later (a judge host booting)
+            return judge
+        return cls(client, limits=limits, pool_size=pool_size, control=control, address=engine)
 
     @property
     def pool(self) -> ContainerPool | None:
@@ -113,6 +131,8 @@ class Judge:
         once, and a run on an engine that went away still fails cleanly as internal_error.
         """
         if self.client is None:
+            self._try_reconnect()
+        if self.client is None:
             return False, self._reason
         if time.monotonic() - self._available_at < self.available_ttl_s:
             return True, ""
@@ -124,6 +144,28 @@ class Judge:
             self._outage = False
             self._sweep()
         return ready, reason
+
+    def _try_reconnect(self) -> None:
+        """A judge made by `from_env` whose engine did not answer connects once it does: one attempt
+        at a time, at most every `RECONNECT_EVERY_S` (callers meanwhile get the last reason). What
+        dead processes left on that engine is reaped first, as at a start."""
+        if self._reconnect is None or time.monotonic() - self._tried_at < RECONNECT_EVERY_S:
+            return
+        if not self._connecting.acquire(blocking=False):
+            return
+        try:
+            self._tried_at = time.monotonic()
+            try:
+                client, control = self._reconnect()
+            except EngineUnavailable as error:
+                self._reason = str(error)
+                return
+            self.cleanup = Cleanup(control)
+            reap(client)
+            self._start_pool(client)
+            self.client = client
+        finally:
+            self._connecting.release()
 
     def _suspect(self) -> None:
         """A run met an engine failure: ask the engine again before the next run, sweep once it answers."""

@@ -25,6 +25,7 @@ import docker
 import pytest
 import requests
 
+from api.services import services_of
 from judge.engine import EngineAddress
 from judge.languages import LANGUAGES
 from judge.models import Limits, RunRequest, TestCase, Verdict
@@ -193,6 +194,7 @@ def test_the_app_reports_a_refused_remote_engine_in_health(make_app: Callable[..
     )
     judge = app.test_client().get("/health").get_json()["judge"]
     assert judge["available"] is False and remote.url in judge["reason"]
+    assert services_of(app).judge is not None  # a remote judge is kept: it connects once the host answers
 
 
 def start_run(judge: Judge, source: str, limits: Limits) -> tuple[threading.Thread, list[Verdict]]:
@@ -260,6 +262,29 @@ def test_a_hung_judge_host_ends_the_run_at_its_deadline_plus_the_control_timeout
     assert judge.cleanup is not None and len(judge.cleanup.owed()) == 1  # it may still run the program
     assert judge.available() == (True, "")  # the engine answers again: the owed removal is done
     assert judge.cleanup.owed() == [] and leftover_containers(judge) == []
+
+
+def test_a_judge_host_down_at_start_is_used_once_it_answers(remote: RemoteEngine) -> None:
+    remote.kill()
+    try:
+        judge = Judge.from_env(address=address(remote), pool_size=1)
+        assert judge.client is None and judge.pool is None
+        ready, reason = judge.available()
+        assert not ready and f"Docker engine {remote.url} unreachable" in reason
+    finally:
+        remote.start()
+    try:
+        deadline = time.monotonic() + 60  # it tries again every RECONNECT_EVERY_S
+        while not judge.available()[0]:
+            if time.monotonic() > deadline:
+                pytest.fail(f"the judge never connected: {judge.available()[1]}")
+            time.sleep(0.5)
+        assert judge.client is not None and judge.pool is not None  # the pool starts with the connection
+        verdict = judge.run(RunRequest(language="python", files={"main.py": "print('up')"}))
+        assert (verdict.status, verdict.stdout) == ("ok", "up\n")
+    finally:
+        judge.close()
+    assert leftover_containers(judge) == []
 
 
 def containers_of(engine: docker.DockerClient, pid: int) -> list[Any]:
