@@ -546,3 +546,19 @@ def test_a_nul_in_a_message_is_stored_as_a_replacement_not_refused(pg: PgDatabas
     stored = add_message(conn, session_id=session.id, user_id=alice, role="user", content="a\x00b", meta={"k": "c\x00"})
     again = recent_messages(conn, session.id, 1)[0]
     assert (again.id, again.content) == (stored.id, "a\ufffdb")
+
+
+def test_a_database_that_went_away_answers_503_not_500(
+    make_app: Any, fake_llm: Any, pg_url: str, pg_cluster: PgCluster
+) -> None:
+    app = make_app(llm_base_url=fake_llm.openai_base_url, database_url=pg_url, database_pool_size=2)
+    from tests.conftest import new_token
+
+    auth = {"Authorization": f"Bearer {new_token(app)}"}
+    client = app.test_client()
+    assert client.get("/sessions", headers=auth).status_code == 200
+    pg_cluster.drop_database(pg_url.rsplit("/", 1)[1])  # every connection cut, and none possible
+    gone = client.get("/sessions", headers=auth)
+    assert gone.status_code == 503 and gone.get_json()["error"]["code"] == "storage_unavailable"
+    health = client.get("/health")
+    assert health.status_code == 503 and health.get_json()["database"]["state"] == "unavailable"
