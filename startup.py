@@ -78,6 +78,16 @@ def judge_line(status: dict[str, Any]) -> ReportLine:
     )
 
 
+def database_line(settings: Settings) -> ReportLine:
+    """Which database this process uses (`DATABASE_URL`; a PostgreSQL password is never shown)."""
+    target = settings.database_target()
+    if target.kind == "postgresql":
+        return ReportLine(
+            text=f"database: PostgreSQL {target.redacted()} (at most {settings.database_pool_size} connections)"
+        )
+    return ReportLine(text=f"database: SQLite file {Path(target.location).resolve()}")
+
+
 def startup_report(app: Flask, settings: Settings) -> list[ReportLine]:
     """The report's lines, in the order a newcomer needs them."""
     return [
@@ -85,6 +95,7 @@ def startup_report(app: Flask, settings: Settings) -> list[ReportLine]:
         token_line(settings.auth_token_file),
         *provider_lines(services_of(app).provider_probe.report()),
         judge_line(services_of(app).judge_status),
+        database_line(settings),
     ]
 
 

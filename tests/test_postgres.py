@@ -562,3 +562,13 @@ def test_a_database_that_went_away_answers_503_not_500(
     assert gone.status_code == 503 and gone.get_json()["error"]["code"] == "storage_unavailable"
     health = client.get("/health")
     assert health.status_code == 503 and health.get_json()["database"]["state"] == "unavailable"
+
+
+def test_the_start_up_report_names_the_database_without_its_password(tmp_path: Path) -> None:
+    from config import Settings
+    from startup import database_line
+
+    pg_line = database_line(Settings(database_url="postgresql://app:s3cret@db.example:5432/chat", database_pool_size=7))
+    assert pg_line.text == "database: PostgreSQL postgresql://app:***@db.example:5432/chat (at most 7 connections)"
+    sqlite_line = database_line(Settings(database_path=str(tmp_path / "app.db")))
+    assert sqlite_line.text == f"database: SQLite file {(tmp_path / 'app.db').resolve()}"
