@@ -263,8 +263,9 @@ class Settings(BaseModel):
         default=None,
         description="The judge's Docker engine, as for the Docker CLI: `unix:///var/run/docker.sock`, "
         "`tcp://judge-host:2376` (TLS required: set `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH`; plain tcp is "
-        "refused) or `ssh://user@judge-host` (needs the `paramiko` package); the judge images must be loaded "
-        "there (see Running on several machines). Unset: the local engine.",
+        "refused) or `ssh://user@judge-host` (key and `known_hosts` in the server user's `~/.ssh`; the judge host "
+        "needs the docker CLI); the judge images must be loaded there (see Running on several machines). "
+        "Unset: the local engine.",
     )
     docker_tls_verify: str | None = Field(
         default=None,

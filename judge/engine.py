@@ -17,7 +17,12 @@ Decisions:
   `trust_env` could be turned off).
 - Every engine failure the judge catches is `ENGINE_ERRORS`: the SDK raises `DockerException`
   for answers it understood, but a refused, reset or timed-out connection (the judge host went
-  away) surfaces as `requests`' `ConnectionError`/`Timeout`, which are `OSError`s.
+  away) surfaces as `requests`' `ConnectionError`/`Timeout`, which are `OSError`s, and an
+  `ssh://` host that refuses the key or is not in `~/.ssh/known_hosts` as paramiko's
+  `SSHException`.
+- `ssh://user@host[:port]` goes through paramiko (the SDK's own transport): the server's user
+  needs a key the judge host accepts and the host in `~/.ssh/known_hosts` (unknown hosts are
+  refused); on the judge host, `docker system dial-stdio` reaches its engine.
 """
 
 from __future__ import annotations
@@ -30,7 +35,17 @@ import docker
 from docker.constants import DEFAULT_DOCKER_API_VERSION, MINIMUM_DOCKER_API_VERSION
 from docker.utils import kwargs_from_env
 
-ENGINE_ERRORS: tuple[type[Exception], ...] = (docker.errors.DockerException, OSError)
+
+def _engine_errors() -> tuple[type[Exception], ...]:
+    """The SDK's errors, `requests`' (`OSError`s), and paramiko's for `ssh://` (not `OSError`s)."""
+    try:
+        from paramiko import SSHException
+    except ImportError:  # without paramiko the SDK refuses ssh:// with a DockerException
+        return (docker.errors.DockerException, OSError)
+    return (docker.errors.DockerException, OSError, SSHException)
+
+
+ENGINE_ERRORS: tuple[type[Exception], ...] = _engine_errors()
 
 
 class EngineUnavailable(Exception):

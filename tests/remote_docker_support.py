@@ -284,3 +284,91 @@ def load_images(engine: RemoteEngine, tags: list[str]) -> None:
         loaded = subprocess.run(["docker", "load", "--quiet"], stdin=save.stdout, env=env, capture_output=True)
     if save.returncode != 0 or loaded.returncode != 0:
         raise RuntimeError(f"loading {tags} into the second engine failed: {loaded.stderr.decode(errors='replace')}")
+
+
+@dataclass
+class SshGateway:
+    """A private `sshd` on loopback whose sessions reach `engine`: the judge host as `ssh://` sees it.
+
+    Keys are made with ssh-keygen in `root`; `home` is a HOME for the client side (its
+    `.ssh/id_ed25519` is authorized, its `.ssh/known_hosts` knows this server), since the Docker
+    SDK's paramiko transport reads both from `~/.ssh`. `SetEnv` points the session's
+    `docker system dial-stdio` at the second engine over TLS, so what runs through ssh runs there.
+    """
+
+    root: Path
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"ssh://root@127.0.0.1:{self.port}"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=_STOP_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def sshd_missing() -> list[str]:
+    """What this machine lacks for `start_ssh_gateway` (empty when it can)."""
+    missing = [tool for tool in ("ssh-keygen",) if shutil.which(tool) is None]
+    if not Path("/usr/sbin/sshd").is_file():
+        missing.append("sshd (openssh-server)")
+    try:
+        import paramiko  # noqa: F401  # the SDK's ssh transport
+    except ImportError:
+        missing.append("paramiko")
+    return missing
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True, capture_output=True)
+
+
+def start_ssh_gateway(directory: Path, engine: RemoteEngine) -> SshGateway:
+    """sshd on a free loopback port, key-only root login, sessions pointed at `engine`."""
+    ssh = directory / "home" / ".ssh"
+    ssh.mkdir(parents=True)
+    _keygen(directory / "host_key")
+    _keygen(ssh / "id_ed25519")
+    shutil.copy(ssh / "id_ed25519.pub", directory / "authorized_keys")
+    port = free_port()
+    host_key = " ".join((directory / "host_key.pub").read_text().split()[:2])
+    (ssh / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key}\n", encoding="utf-8")
+    environment = " ".join(f"{key}={value}" for key, value in engine.env().items())
+    (directory / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {directory / 'host_key'}\n"
+        f"PidFile {directory / 'sshd.pid'}\nAuthorizedKeysFile {directory / 'authorized_keys'}\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+        f"UsePAM no\nStrictModes no\nSetEnv {environment}\n",
+        encoding="utf-8",
+    )
+    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
+    log = (directory / "sshd.log").open("ab")
+    process = subprocess.Popen(
+        ["/usr/sbin/sshd", "-D", "-e", "-f", str(directory / "sshd_config")],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    gateway = SshGateway(directory, port, process)
+    deadline = time.monotonic() + _START_S
+    while time.monotonic() < deadline and process.poll() is None:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return gateway
+        time.sleep(0.1)
+    tail = (directory / "sshd.log").read_text(errors="replace")[-2000:]
+    gateway.stop()
+    raise RuntimeError(f"sshd did not listen on 127.0.0.1:{port}:\n{tail}")

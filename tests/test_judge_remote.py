@@ -12,6 +12,7 @@ it by finishing before the program it ran would have ended on its own.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,7 +35,17 @@ from judge.service import CONTROL_TIMEOUT_S, Judge
 from testing.hostile import ROOT, server_env
 from tests.judge_support import leftover_containers, require_judge
 from tests.process_support import stop_process, wait_until_serving
-from tests.remote_docker_support import RemoteEngine, free_port, load_images, missing_tools, require, start_engine
+from tests.remote_docker_support import (
+    RemoteEngine,
+    SshGateway,
+    free_port,
+    load_images,
+    missing_tools,
+    require,
+    sshd_missing,
+    start_engine,
+    start_ssh_gateway,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -195,6 +206,48 @@ def test_the_app_reports_a_refused_remote_engine_in_health(make_app: Callable[..
     judge = app.test_client().get("/health").get_json()["judge"]
     assert judge["available"] is False and remote.url in judge["reason"]
     assert services_of(app).judge is not None  # a remote judge is kept: it connects once the host answers
+
+
+@pytest.fixture(scope="module")
+def gateway(remote: RemoteEngine) -> Iterator[SshGateway]:
+    """`ssh://root@127.0.0.1:PORT`: a private sshd whose sessions reach the second engine."""
+    missing = sshd_missing()
+    require(not missing, f"missing {', '.join(missing)} (scripts/services/remote_docker.sh, requirements.txt)")
+    gateway = start_ssh_gateway(Path(tempfile.mkdtemp(prefix="rs-", dir="/tmp")), remote)
+    yield gateway
+    gateway.stop()
+
+
+def test_an_ssh_docker_host_runs_the_judge_on_the_remote_engine(
+    gateway: SshGateway, remote: RemoteEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(gateway.home))  # paramiko reads the key and known_hosts from ~/.ssh
+    judge = Judge.from_env(address=EngineAddress(gateway.url))
+    engine = remote.client()
+    try:
+        assert judge.available() == (True, "")
+        failing = python_tests(judge, "print(abs(int(input())) * 2)\n")
+        assert failing.status == "wrong_answer" and [t.passed for t in failing.tests or []] == [True, False]
+        assert judge.client is not None
+        box = Sandbox.start(judge.client, PYTHON, Limits(), owner=judge.owner, cleanup=judge.cleanup)
+        try:
+            assert engine.containers.get(box.id).labels[OWNER_LABEL] == judge.owner  # on the second engine
+        finally:
+            box.destroy()
+    finally:
+        judge.close()
+    assert engine.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={judge.owner}"}) == []
+    engine.close()
+
+
+def test_an_ssh_host_missing_from_known_hosts_is_refused_with_a_clear_reason(
+    gateway: SshGateway, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / ".ssh").mkdir()
+    shutil.copy(gateway.home / ".ssh" / "id_ed25519", tmp_path / ".ssh" / "id_ed25519")  # the key, no known_hosts
+    monkeypatch.setenv("HOME", str(tmp_path))
+    reason = refused(Judge.from_env(address=EngineAddress(gateway.url)))
+    assert gateway.url in reason and "known_hosts" in reason
 
 
 def start_run(judge: Judge, source: str, limits: Limits) -> tuple[threading.Thread, list[Verdict]]:

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # A second Docker engine for the remote-judge tests (SPEC 13, tests/test_judge_remote.py): the
 # tests start their own private dockerd on tcp://127.0.0.1 with --tlsverify (own data root, exec
-# root and containerd, certificates made with openssl; tests/remote_docker_support.py) and copy
-# the judge images into it from the local engine, which scripts/judge_images.sh prepares (it runs
-# before this script in scripts/test.sh). This only makes sure the binaries are there: docker.io
-# (dockerd, containerd, the docker CLI) and openssl. Idempotent: a no-op when installed.
+# root and containerd, certificates made with openssl; tests/remote_docker_support.py), copy the
+# judge images into it from the local engine (which scripts/judge_images.sh, run before this in
+# scripts/test.sh, prepares), and a private sshd on loopback for DOCKER_HOST=ssh://. This only
+# makes sure the binaries are there: docker.io (dockerd, containerd, the docker CLI), openssl and
+# openssh-server (its own service is not started: a machine without a policy-rc.d gets one for
+# the length of the install). Idempotent: a no-op when installed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LOG_TAG=remote-docker
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 if command -v dockerd >/dev/null && command -v containerd >/dev/null && command -v docker >/dev/null \
-    && command -v openssl >/dev/null; then
+    && command -v openssl >/dev/null && command -v ssh-keygen >/dev/null && [ -x /usr/sbin/sshd ]; then
   exit 0
 fi
-apt_install docker.io openssl
+if [ ! -e /usr/sbin/policy-rc.d ] && [ "$(id -u)" = 0 ]; then
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+  chmod +x /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+apt_install docker.io openssl openssh-client openssh-server
