@@ -22,263 +22,37 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
 
 import pytest
 import requests
 
 from testing.fake_llm import FakeLLMServer, StreamReply
-from testing.waiting import HUNG_S, wait_until
-from tests.nginx_support import Nginx, free_port, running_nginx
-from tests.process_support import stop_process, wait_until_serving
+from testing.waiting import wait_until
+from tests.cluster_support import Cluster, Server, cluster, start_server
+from tests.live_client import (
+    READ_S,
+    Background,
+    Frame,
+    active_turn,
+    cancel,
+    chat,
+    new_session,
+    open_stream,
+    shown_text,
+    stored_messages,
+    streamed_chat,
+    wait_active,
+)
+from tests.nginx_support import free_port
+from tests.process_support import stop_process
 from tests.redis_support import RedisServer, redis_required
-from tests.test_cli import ROOT, clean_env, run_app
 
 pytestmark = pytest.mark.slow
 
 LEASE_S = 3  # REDIS_TURN_LEASE_S of these processes: how long a killed process's turn holds its session
-READ_S = 30  # a read that waits longer than this is a hung test, not a slow machine
-
-
-# --- the processes ----------------------------------------------------------------------------
-
-
-@dataclass
-class Server:
-    process: subprocess.Popen[bytes]
-    port: int
-    log: IO[str]
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-
-def start_server(folder: Path, name: str, env: dict[str, str]) -> Server:
-    port = free_port()
-    log_path = folder / f"{name}.log"
-    log = log_path.open("w")
-    process = subprocess.Popen(
-        [sys.executable, "app.py"], cwd=ROOT, env={**env, "PORT": str(port)}, stdout=log, stderr=subprocess.STDOUT
-    )
-    wait_until_serving(process, f"http://127.0.0.1:{port}/health", log_path)
-    return Server(process, port, log)
-
-
-@dataclass
-class Cluster:
-    """Server processes sharing one database (and one Redis, when `env` names it), nginx in front."""
-
-    folder: Path
-    env: dict[str, str]
-    llm: FakeLLMServer
-    servers: list[Server] = field(default_factory=list)
-    nginx: Nginx | None = None
-
-    @property
-    def proxy(self) -> str:
-        assert self.nginx is not None
-        return self.nginx.base
-
-    def start(self, name: str) -> Server:
-        """One more process; the first one alone creates the database, the admin and the cookie key."""
-        server = start_server(self.folder, name, self.env)
-        self.servers.append(server)
-        return server
-
-    def token(self, name: str) -> str:
-        """The API token of a new user (each test its own: budgets and sessions are per user)."""
-        made = run_app(self.env, "create-user", name)
-        assert made.returncode == 0, made.stderr
-        return made.stdout.strip().splitlines()[-1].strip()
-
-    def user(self, name: str) -> dict[str, str]:
-        """Bearer headers of a new user."""
-        return {"Authorization": f"Bearer {self.token(name)}"}
-
-    def aim(self, server: Server) -> None:
-        """Make nginx's next proxied request land on `server` (of two): round robin, so ask
-        /health until the other process answered it. The aimed request checks `X-Upstream`."""
-        assert len(self.servers) == 2
-        for _ in range(4):
-            if requests.get(f"{self.proxy}/health", timeout=READ_S).headers["X-Upstream"] != server.addr:
-                return
-        raise AssertionError(f"nginx answers only from {server.addr}")
-
-    def other(self, server: Server) -> Server:
-        return next(s for s in self.servers if s is not server)
-
-
-@contextmanager
-def cluster(folder: Path, llm: FakeLLMServer, processes: int, **settings: str) -> Iterator[Cluster]:
-    env = clean_env(
-        folder,
-        {"database_path": folder / "app.db", "data_dir": folder, "auth_token_file": folder / "admin.token"},
-        LLM_PROVIDER="openai",
-        LLM_BASE_URL=llm.openai_base_url,
-        LLM_MODEL="m",
-        SSE_HEARTBEAT_S="1",
-        **settings,
-    )
-    group = Cluster(folder, env, llm)
-    with ExitStack() as stack:
-        stack.callback(lambda: [stop_process(s.process, s.log) for s in group.servers if s.process.poll() is None])
-        for index in range(processes):
-            group.start(f"server{index}")
-        group.nginx = stack.enter_context(running_nginx(folder / "nginx", [s.addr for s in group.servers]))
-        yield group
-
-
-# --- talking to them --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Frame:
-    id: int
-    name: str
-    data: dict[str, Any]
-
-
-class Stream:
-    """An open event stream: its frames in order (heartbeats left out) and which process serves it."""
-
-    def __init__(self, response: requests.Response) -> None:
-        assert response.status_code == 200, response.text
-        self.response = response
-        self.upstream = response.headers.get("X-Upstream")
-        self._frames = self._read()
-
-    def _read(self) -> Iterator[Frame]:
-        ident, name = 0, None
-        for line in self.response.iter_lines(chunk_size=None, decode_unicode=True):
-            if line.startswith("id: "):
-                ident = int(line[4:])
-            elif line.startswith("event: "):
-                name = line[7:]
-            elif line.startswith("data: ") and name is not None:
-                yield Frame(ident, name, json.loads(line[6:]))
-                name = None
-
-    def until(self, *names: str, quiet_s: float | None = None) -> list[Frame]:
-        """The frames up to and including the first one named one of `names` (heartbeats left
-        out). With `quiet_s`: [] when only heartbeats came for that long (a follower that would
-        wait forever)."""
-        read: list[Frame] = []
-        deadline = None if quiet_s is None else time.monotonic() + quiet_s
-        for frame in self._frames:
-            if frame.name == "heartbeat":
-                if deadline is not None and time.monotonic() > deadline:
-                    return []
-                continue
-            read.append(frame)
-            if frame.name in names:
-                return read
-        raise AssertionError(f"the stream ended without {names}: {[f.name for f in read]}")
-
-    def close(self) -> None:
-        self.response.close()
-
-
-def open_stream(base: str, user: dict[str, str], session_id: str, last_event_id: int | None = None) -> Stream:
-    headers = {**user, "Accept": "text/event-stream"}
-    if last_event_id is not None:
-        headers["Last-Event-ID"] = str(last_event_id)
-    url = f"{base}/sessions/{session_id}/generate/stream"
-    return Stream(requests.get(url, headers=headers, stream=True, timeout=READ_S))
-
-
-def streamed_chat(base: str, user: dict[str, str], session_id: str, message: str) -> Stream:
-    body = {"message": message, "session_id": session_id}
-    headers = {**user, "Accept": "text/event-stream"}
-    return Stream(requests.post(f"{base}/chat", json=body, headers=headers, stream=True, timeout=READ_S))
-
-
-def chat(base: str, user: dict[str, str], session_id: str, message: str) -> requests.Response:
-    body = {"message": message, "session_id": session_id}
-    return requests.post(f"{base}/chat", json=body, headers=user, timeout=READ_S)
-
-
-class Background:
-    """A JSON `POST /chat` waiting in a thread for its turn's end (or for its process to die)."""
-
-    def __init__(self, base: str, user: dict[str, str], session_id: str, message: str) -> None:
-        self.response: requests.Response | None = None
-        self.failure: Exception | None = None
-        self._thread = threading.Thread(target=self._run, args=(base, user, session_id, message), daemon=True)
-        self._thread.start()
-
-    def _run(self, base: str, user: dict[str, str], session_id: str, message: str) -> None:
-        try:
-            self.response = requests.post(
-                f"{base}/chat", json={"message": message, "session_id": session_id}, headers=user, timeout=HUNG_S
-            )
-        except requests.RequestException as error:
-            self.failure = error
-
-    def ended(self) -> requests.Response | Exception | None:
-        """The answer, or why there is none, once the request is over."""
-        self._thread.join(HUNG_S)
-        return self.response if self.response is not None else self.failure
-
-    def result(self) -> requests.Response:
-        self._thread.join(HUNG_S)
-        assert self.response is not None, f"the turn's request failed: {self.failure!r}"
-        return self.response
-
-
-def new_session(base: str, user: dict[str, str]) -> str:
-    made = requests.post(f"{base}/sessions", json={}, headers=user, timeout=READ_S)
-    assert made.status_code == 201, made.text
-    return str(made.json()["id"])
-
-
-def active_turn(base: str, user: dict[str, str], session_id: str) -> dict[str, Any] | None:
-    found = requests.get(f"{base}/sessions/{session_id}", headers=user, timeout=READ_S)
-    assert found.status_code == 200, found.text
-    turn: dict[str, Any] | None = found.json()["active_turn"]
-    return turn
-
-
-def wait_active(base: str, user: dict[str, str], session_id: str) -> dict[str, Any]:
-    wait_until(lambda: active_turn(base, user, session_id) is not None, "the turn never started")
-    turn = active_turn(base, user, session_id)
-    assert turn is not None
-    return turn
-
-
-def shown_text(frames: list[Frame]) -> str:
-    """What the user sees: the deltas after the last `answer.reset`."""
-    text = ""
-    for frame in frames:
-        if frame.name == "answer.reset":
-            text = ""
-        elif frame.name == "answer.delta":
-            text += frame.data["text"]
-    return text
-
-
-def stored_messages(base: str, user: dict[str, str], session_id: str) -> list[dict[str, Any]]:
-    found = requests.get(f"{base}/sessions/{session_id}/messages", headers=user, timeout=READ_S)
-    assert found.status_code == 200, found.text
-    messages: list[dict[str, Any]] = found.json()["messages"]
-    return messages
-
-
-def cancel(base: str, user: dict[str, str], session_id: str) -> requests.Response:
-    return requests.post(f"{base}/sessions/{session_id}/cancel", json={}, headers=user, timeout=READ_S)
-
 
 # --- fixtures ---------------------------------------------------------------------------------
 
@@ -492,51 +266,37 @@ def kill_9(server: Server) -> None:
     server.process.wait(timeout=READ_S)
 
 
-def test_a_process_killed_mid_turn_leaves_its_session_usable(two: Cluster):
+def test_a_process_killed_mid_turn_ends_its_turn_for_everyone_and_leaves_the_session_usable(two: Cluster):
     user = two.user("survivor")
     session_id = new_session(two.proxy, user)
     with doomed_process(two) as doomed:
         two.llm.released.clear()  # the turn is running (claimed, waiting on the model) when its process dies
         orphan = Background(doomed.base, user, session_id, "lost")
         running = wait_active(two.proxy, user, session_id)["turn_id"]
-        watcher = open_stream(doomed.base, user, session_id)  # a tab connected to the doomed process
-        started = watcher.until("turn.started")
+        on_doomed = open_stream(doomed.base, user, session_id)  # a tab connected to the doomed process
+        on_live = open_stream(two.servers[0].base, user, session_id)  # a tab connected to a live one
+        started = on_doomed.until("turn.started")
+        on_live.until("turn.started")
         kill_9(doomed)
 
+        assert isinstance(orphan.ended(), requests.ConnectionError)  # its client learns that the process died
         with pytest.raises(requests.RequestException):
-            watcher.until("done", "error")  # its connection is cut, without an end: the client reconnects
-        wait_until(lambda: active_turn(two.proxy, user, session_id) is None, "the dead process's turn never expired")
-        two.llm.released.set()
+            on_doomed.until("done", "error")  # cut without an end: the client reconnects
+        lost = on_live.until("done", "error")[-1]  # once the lease has expired, the turn is ended for it
+        assert lost.name == "error" and lost.data["turn_id"] == running
+        assert lost.data["error"]["code"] == "turn_lost"
+        wait_until(lambda: active_turn(two.proxy, user, session_id) is None, "the dead process's claim never expired")
 
+        two.llm.released.set()
         again = chat(two.proxy, user, session_id, "again")
         assert again.status_code == 200, again.text
         assert again.json()["reply"] == "plain answer"
         reconnect = open_stream(two.proxy, user, session_id, last_event_id=started[-1].id)
-        frames = reconnect.until("done", "error")  # the client goes on: the stream ends, it does not hang
-        assert running not in {frame.data.get("turn_id") for frame in frames if frame.name in ("done", "error")}
-        assert isinstance(orphan.ended(), requests.ConnectionError)  # its client learnt that the process died
+        replayed = reconnect.until("done")  # the reconnecting tab goes on: the lost end, then the next turn
+        assert [(f.name, f.data["turn_id"]) for f in replayed if f.name == "error"] == [("error", running)]
+        assert replayed[-1].data["reply"] == "plain answer"
     messages = stored_messages(two.proxy, user, session_id)
     assert [m["role"] for m in messages][-2:] == ["user", "assistant"] and messages[-1]["content"] == "plain answer"
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="events/redis_turns.py frees a dead process's session when its lease expires, but nothing publishes "
-    "an end for its turn: a stream following it on a live process gets heartbeats forever (issue 14 item 2)",
-)
-def test_a_stream_on_a_live_process_ends_when_the_turn_s_process_dies(two: Cluster):
-    user = two.user("watcher")
-    session_id = new_session(two.proxy, user)
-    with doomed_process(two) as doomed:
-        two.llm.released.clear()
-        Background(doomed.base, user, session_id, "lost")
-        running = wait_active(two.proxy, user, session_id)["turn_id"]
-        watcher = open_stream(two.servers[0].base, user, session_id)
-        watcher.until("turn.started")
-        kill_9(doomed)
-        two.llm.released.set()
-        ends = watcher.until("done", "error", quiet_s=HUNG_S)
-        assert ends and ends[-1].name == "error" and ends[-1].data["turn_id"] == running
 
 
 # --- budgets ----------------------------------------------------------------------------------
