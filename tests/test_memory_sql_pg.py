@@ -361,3 +361,18 @@ def test_the_tool_endpoint_runs_on_postgresql(
     assert updated["updated"] == 1
     found = client.post("/tools/memory_sql", json={"sql": "SELECT importance FROM memories"}, headers=alice).get_json()
     assert found["rows"] == [[7]]
+
+
+def test_a_role_that_cannot_log_in_answers_unavailable(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    with pg.connection() as conn:
+        login = read_login(conn)
+        assert login is not None
+        conn.execute(f"ALTER ROLE {login.role} NOLOGIN")
+    try:
+        with pytest.raises(ToolFailure) as caught:
+            run_memory_sql(pg, ALICE, "SELECT count(*) FROM memories")
+        assert caught.value.code == UNAVAILABLE and "cannot run the query now" in caught.value.message
+    finally:
+        with pg.connection() as conn:
+            conn.execute(f"ALTER ROLE {login.role} LOGIN")
+    assert run_memory_sql(pg, ALICE, "SELECT count(*) FROM memories").rows == [[3]]

@@ -27,6 +27,8 @@ the SQLite path's wording and codes (`bounded/sql_values.py`, `bounded/sql_memor
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 import threading
 import time
 from contextlib import AbstractContextManager
@@ -49,6 +51,8 @@ from cancellation import NEVER, Cancelled, CancelToken
 from storage.connection import DbConnection
 from storage.pg_memory_sql import ROW_BYTES, SCHEMA, Login, bind, read_login, unbind
 from tools.memory_sql import MemorySqlLimits, MemorySqlOutput, failure_of
+
+log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 5
 FETCH_BATCH = 16  # rows per FETCH: at most 16 MB held at once (rows are at most 1 MB)
@@ -131,16 +135,17 @@ def run_pg_memory(
     if "\x00" in sql or not sql.strip():
         return SqlError("VALIDATION_FAILED", f"give one SQL statement (no NUL characters). {RULE}")
     cancel.raise_if_cancelled()
-    with store.connection() as app:
-        login = read_login(app)
+    try:
+        with store.connection() as app:
+            login = read_login(app)
+    except sqlite3.Error as error:  # the app's own database is down or busy (storage.pg_errors)
+        return _unavailable(error)
     if login is None:
         return NOT_SET_UP
     try:
         conn = _connect(store.url, login)
     except psycopg.Error as error:
-        return SqlError(
-            "UNAVAILABLE", f"the SQL engine cannot run the query now ({_first_line(error)}); try again later."
-        )
+        return _unavailable(error)
     pid = conn.info.backend_pid
     stop_at = time.monotonic() + deadline_s
     watchdog = threading.Timer(deadline_s + WATCHDOG_GRACE_S, _cancel_backend, (conn,))
@@ -156,12 +161,27 @@ def run_pg_memory(
         if cancel.cancelled:
             raise Cancelled(cancel.reason or "cancelled") from None
         return explain_error(error, deadline_s)
+    except sqlite3.Error as error:  # binding failed: nothing ran
+        return _unavailable(error)
     finally:
         watchdog.cancel()
         remove()
         conn.close()
+        _unbind_quietly(store, pid)
+
+
+def _unbind_quietly(store: PgStore, pid: int) -> None:
+    """Drop the binding of the closed backend. If that fails it is harmless: no backend of the
+    role runs a statement before its own binding replaces whatever its pid had."""
+    try:
         with store.connection() as app:
             unbind(app, pid)
+    except sqlite3.Error:
+        log.warning("memory_sql: could not drop the binding of backend %s", pid, exc_info=True)
+
+
+def _unavailable(error: BaseException) -> SqlError:
+    return SqlError("UNAVAILABLE", f"the SQL engine cannot run the query now ({_first_line(error)}); try again later.")
 
 
 def _connect(url: str, login: Login) -> psycopg.Connection[tuple[Any, ...]]:
