@@ -30,6 +30,10 @@ per database by the PG-only migration `m101_memory_sql_confinement` (a superuser
   are refused by PostgreSQL for the role. The app's own role (and the database owner) keep
   everything: each revocation is granted back to them.
 
+The TEMP revocation is the database's own ACL, which `CREATE DATABASE … TEMPLATE` and a dump
+restored without `--create` do not carry over; there the role could still not create a temp
+table: only a query or an UPDATE of `memories` ever runs, queries in a READ ONLY transaction.
+
 Catalog privileges belong to the bootstrap superuser, so this step needs a superuser. When
 `DATABASE_URL` connects as an ordinary role, the migration leaves the database unconfined
 (logged) and `/memory_sql` answers UNAVAILABLE there; `python -m storage.pg_memory_sql <superuser

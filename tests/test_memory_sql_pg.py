@@ -22,8 +22,8 @@ from flask import Flask
 
 from cancellation import Cancelled, CancelToken
 from storage.pg import PgDatabase
+from storage.pg_memory_sql import EXTRA_FUNCTIONS, confine, read_login
 from storage.pg_memory_sql import main as confine_main
-from storage.pg_memory_sql import read_login
 from testing.fake_llm import FakeLLMServer
 from tests.conftest import new_token
 from tests.pg_support import PgCluster
@@ -375,4 +375,27 @@ def test_a_role_that_cannot_log_in_answers_unavailable(pg: PgDatabase, pg_ids: d
     finally:
         with pg.connection() as conn:
             conn.execute(f"ALTER ROLE {login.role} LOGIN")
+    assert run_memory_sql(pg, ALICE, "SELECT count(*) FROM memories").rows == [[3]]
+
+
+def test_confining_again_changes_nothing(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    """The step is idempotent: the same login, the same rights, nothing left for PUBLIC to lose."""
+    before = snapshot(pg)
+    with pg.connection() as conn:
+        first = read_login(conn)
+        conn.execute("BEGIN")
+        again = confine(conn)
+        conn.execute("COMMIT")
+        left = conn.execute(
+            """SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace
+            AND p.provolatile <> 'i' AND NOT (p.proname = ANY(?)) AND has_function_privilege(?, p.oid, 'EXECUTE')""",
+            (list(EXTRA_FUNCTIONS), again.role),
+        ).fetchone()
+    assert again == first and left[0] == 0
+    # a database copied from a template does not copy its own ACL (pg_database is shared): confining
+    # the copy again revokes TEMP there too; nothing else differs
+    after = snapshot(pg)
+    same = set(after) - {"databases"}
+    assert {k: after[k] for k in same} == {k: before[k] for k in same}
+    assert_refused(pg, "SELECT set_config('search_path', 'public', false)", {DENIED})
     assert run_memory_sql(pg, ALICE, "SELECT count(*) FROM memories").rows == [[3]]
