@@ -51,15 +51,14 @@ class Stream:
 
     def until(self, *names: str) -> list[Frame]:
         """The frames up to and including the first one named one of `names`, heartbeats left
-        out. A stream that sends only heartbeats for `HUNG_S` fails the test (a follower that
-        would wait for ever), as one that ends without such a frame does."""
+        out. No such frame within `HUNG_S` (heartbeats come every `SSE_HEARTBEAT_S`, so the
+        check runs) fails the test instead of hanging it, as a stream that ends without one does."""
         read: list[Frame] = []
         deadline = time.monotonic() + HUNG_S
         for frame in self._frames:
+            assert time.monotonic() < deadline, f"no {names} within {HUNG_S:g} s: {[f.name for f in read]}"
             if frame.name == "heartbeat":
-                assert time.monotonic() < deadline, f"only heartbeats for {HUNG_S:g} s after {[f.name for f in read]}"
                 continue
-            deadline = time.monotonic() + HUNG_S
             read.append(frame)
             if frame.name in names:
                 return read
