@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cancellation import CancelToken, Watchdog
-from provider_transport import CallHandle
+from provider_transport import READ_SIZE, CallHandle
 from provider_wire import LineSplitter, NdjsonDecoder, SseDecoder
 from providers import (
     ChatMessage,
@@ -519,20 +519,36 @@ def sse_body(*pieces: str) -> str:
     return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
 
 
+def sse_body_read_apart(*pieces: str) -> str:
+    """`sse_body`, each piece in a read of its own: SSE comment lines (ignored) fill the
+    transport's read size between them, the way time does between a real model's tokens."""
+    filler = ": keep-alive\n" * (READ_SIZE // 13 + 1)
+    events = sse_body(*pieces).split("\n\n")
+    return "".join(event + "\n\n" + (filler if index < len(pieces) else "") for index, event in enumerate(events[:-1]))
+
+
 def mocked(timeout_s: float = 5.0) -> Provider:
     return build_provider(ProviderConfig(provider="openai", base_url="http://127.0.0.1:9/v1", timeout_s=timeout_s))
 
 
 @responses.activate
 def test_mocked_sse_stream() -> None:
-    responses.post(URL, body=sse_body("a", "b", "c"), content_type="text/event-stream")
+    responses.post(URL, body=sse_body_read_apart("a", "b", "c"), content_type="text/event-stream")
     result = mocked().stream(MESSAGES, sink := Recorder())
     assert (result.text, sink.pieces, result.usage["total_tokens"]) == ("abc", ["a", "b", "c"], 6)  # type: ignore[index]
 
 
 @responses.activate
-def test_mocked_cancel_between_pieces() -> None:
+def test_pieces_that_arrive_in_one_read_are_handed_on_as_one() -> None:
+    """A burst (here the whole body in one read) is one piece: one `answer.delta`, not one per chunk."""
     responses.post(URL, body=sse_body("a", "b", "c"), content_type="text/event-stream")
+    result = mocked().stream(MESSAGES, sink := Recorder())
+    assert (result.text, sink.pieces, result.finish_reason) == ("abc", ["abc"], "stop")
+
+
+@responses.activate
+def test_mocked_cancel_between_pieces() -> None:
+    responses.post(URL, body=sse_body_read_apart("a", "b", "c"), content_type="text/event-stream")
     token = CancelToken()
     sink = Recorder(on_piece=lambda piece: token.cancel())
     result = mocked().stream(MESSAGES, sink, cancel=token)
@@ -541,7 +557,7 @@ def test_mocked_cancel_between_pieces() -> None:
 
 @responses.activate
 def test_mocked_deadline_between_pieces() -> None:
-    responses.post(URL, body=sse_body("a", "b", "c"), content_type="text/event-stream")
+    responses.post(URL, body=sse_body_read_apart("a", "b", "c"), content_type="text/event-stream")
     sink = Recorder(on_piece=lambda piece: time.sleep(0.3))
     result = mocked(timeout_s=0.2).stream(MESSAGES, sink)
     assert result.failure is FailureKind.TIMEOUT and sink.pieces == ["a"]
