@@ -7,7 +7,9 @@ cd "$(dirname "$0")/../.."
 LOG_TAG=postgres
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
-if compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+# the server binaries and `unaccent` (the search configuration's accent folding, contrib)
+if compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null \
+  && compgen -G "/usr/share/postgresql/*/extension/unaccent.control" >/dev/null; then
   exit 0
 fi
 apt_install postgresql postgresql-contrib
