@@ -296,6 +296,24 @@ def test_the_judge_host_going_away_mid_run_ends_the_run_with_a_clear_verdict(
     assert (again.status, again.stdout) == ("ok", "back\n")
 
 
+def test_a_pooled_judge_runs_again_after_the_host_reboots(remote: RemoteEngine) -> None:
+    judge = Judge.from_env(address=address(remote), pool_size=1)
+    try:
+        assert judge.pool is not None and judge.pool.wait_full(60)
+        remote.kill()  # every pooled sandbox dies with the host
+        remote.start()
+        deadline = time.monotonic() + 60
+        while not judge.available()[0]:
+            if time.monotonic() > deadline:
+                pytest.fail(f"the engine never answered again: {judge.available()[1]}")
+            time.sleep(0.5)
+        verdict = judge.run(RunRequest(language="python", files={"main.py": "print('again')"}))
+        assert (verdict.status, verdict.stdout) == ("ok", "again\n")  # a dead pooled sandbox is swapped
+    finally:
+        judge.close()
+    assert leftover_containers(judge) == []
+
+
 def test_a_hung_judge_host_ends_the_run_at_its_deadline_plus_the_control_timeout(
     judge: Judge, remote: RemoteEngine
 ) -> None:
