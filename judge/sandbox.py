@@ -271,7 +271,7 @@ class Sandbox:
 
     def _kill(self) -> bool:
         """`kill`, False when the engine could not be asked (it went away or hangs): the container
-        may still run there, and removing it is left to `destroy` or the judge's sweep."""
+        may still run there; `destroy` removes it, or owes the removal (judge/cleanup.py)."""
         self.killed = True
         _shut(self._socket)  # first: an unread stream would hold the kill up (~10 s)
         return self.cleanup.kill(self.id)

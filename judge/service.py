@@ -4,9 +4,10 @@ Each call uses one fresh sandbox (`judge/sandbox.py`), optionally taken from the
 (`judge/pool.py`): compile step once, then one run step per test, the files travelling with
 the first step (one request fewer), and the sandbox is destroyed in a `finally` whatever
 happens. The engine may be another machine's (`judge/engine.py`): nothing here reads or mounts
-a host path, so a remote engine runs the same hardened containers. Each test's input (stdin, or the SQL setup script) travels with its own step only,
-so no test can read another's; expected outputs stay here. A pooled sandbox that cannot take the files (it died meanwhile) is swapped for a
-fresh one; nothing of the user's ran in it. Verdicts:
+a host path, so a remote engine runs the same hardened containers. Each test's input (stdin,
+or the SQL setup script) travels with its own step only, so no test can read another's;
+expected outputs stay here. A pooled sandbox that cannot take the files (it died meanwhile)
+is swapped for a fresh one; nothing of the user's ran in it. Verdicts:
 - `compile_error`: the compile step exited non-zero (its stderr is kept);
 - `memory_limit`: a step died of SIGKILL and the cgroup OOM counter went up;
 - `timeout`: a step passed its wall-clock deadline (the container was killed);
