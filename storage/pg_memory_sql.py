@@ -13,9 +13,12 @@ per database by the PG-only migration `m101_memory_sql_confinement` (a superuser
   in `memory_sql.bindings`, a table the role cannot read or write. The binding is not a
   setting, so neither `SET` nor `set_config()` can change whose rows the views show; with no
   binding the views are empty. `UPDATE memories` goes through an INSTEAD OF trigger (owner's
-  rights) that checks the values as `/remember` does and writes the base row of that user
+  rights) that checks the values as `/remember` does and only records each change (the first
+  `memory_sql.cap` of them, and how many rows matched) in transaction-local settings: as on
+  SQLite, the statement's WHERE runs with no lock on any row, and the app writes the changes
+  afterwards in one short transaction of its own (`tools.memory_sql.apply_changes`).
   (`memories.importance` is shown as numeric so that the trigger sees `2.5` and refuses it,
-  as SQLite does, instead of an integer cast of it).
+  as SQLite does, instead of an integer cast of it.)
 - The role may only: USAGE on `memory_sql`; SELECT on the two views; UPDATE (content,
   importance) on `memories`; EXECUTE on the two helper functions. `search_path` is
   `memory_sql`; `default_transaction_read_only`, `statement_timeout`, `lock_timeout`,
@@ -56,6 +59,10 @@ SCHEMA = "memory_sql"
 MAX_MEMORY_CHARS = 2000  # same bound as /remember and the SQLite trigger (bounded/sql_memory.py)
 IMPORTANCE_RANGE = (1, 10)
 ROW_BYTES = 1024 * 1024  # one result row at most (SQLite: a value at most 1 MB)
+# transaction-local settings of the UPDATE trigger: rows matched, the cap on rows recorded (set by
+# the runner), the recorded changes (one JSON object a line). Only the trigger (owner's rights)
+# can write them: the role may not call set_config, and runs no SET.
+MATCHED, CAP, CHANGES = "memory_sql.matched", "memory_sql.cap", "memory_sql.changes"
 ROLE_SETTINGS = {
     "search_path": SCHEMA,
     "default_transaction_read_only": "on",
@@ -221,6 +228,8 @@ def _create_objects(conn: DbConnection, login: Login) -> None:
                 WHERE user_id = (SELECT {SCHEMA}.bound_user());
             CREATE OR REPLACE FUNCTION {SCHEMA}.update_memory() RETURNS trigger
                 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+            DECLARE
+                matched INTEGER := coalesce(nullif(current_setting('{MATCHED}', true), ''), '0')::INTEGER + 1;
             BEGIN
                 IF NEW.content IS DISTINCT FROM OLD.content AND (NEW.content IS NULL OR btrim(NEW.content) = ''
                         OR char_length(NEW.content) > {MAX_MEMORY_CHARS}) THEN
@@ -232,10 +241,12 @@ def _create_objects(conn: DbConnection, login: Login) -> None:
                     RAISE EXCEPTION 'importance must be an integer from {low} to {high}'
                         USING ERRCODE = 'check_violation';
                 END IF;
-                IF (NEW.content, NEW.importance) IS DISTINCT FROM (OLD.content, OLD.importance) THEN
-                    UPDATE public.user_memories SET content = NEW.content, importance = NEW.importance,
-                        updated_at = to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-                    WHERE id = OLD.id AND user_id = {SCHEMA}.bound_user();
+                PERFORM set_config('{MATCHED}', matched::TEXT, true);
+                IF matched <= coalesce(nullif(current_setting('{CAP}', true), ''), '0')::INTEGER THEN
+                    PERFORM set_config('{CHANGES}', coalesce(current_setting('{CHANGES}', true), '')
+                        || json_build_object('id', OLD.id, 'old_content', OLD.content, 'old_importance', OLD.importance,
+                                             'content', NEW.content, 'importance', NEW.importance)::TEXT
+                        || E'\\n', true);
                 END IF;
                 RETURN NEW;
             END $$;

@@ -724,13 +724,14 @@ def test_an_update_is_written_in_one_short_transaction(db: Database) -> None:
     ]
     ours = [text for index, text in enumerate(ours) if index == 0 or text != ours[index - 1]]
     assert ours[0] == "BEGIN IMMEDIATE" and ours[-1] == "COMMIT" and len(ours) == 52, ours
-    assert all(text.lstrip().startswith("UPDATE main.user_memories") for text in ours[1:-1]), ours
+    assert all(text.lstrip().startswith("UPDATE user_memories") for text in ours[1:-1]), ours
     assert run_memory_sql(
         db, ALICE, "SELECT count(*) FROM memories WHERE content LIKE '%(checked)!' AND importance = 9"
     ).rows == [[50]]
 
 
-def test_a_memory_changed_meanwhile_is_not_overwritten(db: Database, ids: dict[str, list[int]]) -> None:
+def test_a_memory_changed_meanwhile_is_not_overwritten(store: Store, store_ids: dict[str, list[int]]) -> None:
+    db, ids = store, store_ids
     first, second = ids["alice_memories"][:2]
     changes = [
         Change(id=first, old_content="alice likes tea 0", old_importance=1, content="new", importance=1),

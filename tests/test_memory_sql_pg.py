@@ -399,3 +399,37 @@ def test_confining_again_changes_nothing(pg: PgDatabase, pg_ids: dict[str, list[
     assert {k: after[k] for k in same} == {k: before[k] for k in same}
     assert_refused(pg, "SELECT set_config('search_path', 'public', false)", {DENIED})
     assert run_memory_sql(pg, ALICE, "SELECT count(*) FROM memories").rows == [[3]]
+
+
+def test_an_update_locks_no_row_while_its_where_runs(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    """The first memory matches at once, the next one's WHERE runs past the deadline. Meanwhile a
+    writer that waits for no lock (lock_timeout 10 ms) keeps updating that first memory: the
+    statement's trigger only recorded it. At the deadline nothing was written."""
+    first = pg_ids["alice_memories"][0]
+    sql = (
+        f"UPDATE memories SET importance = 9 WHERE CASE WHEN id = {first} THEN true ELSE "
+        "(SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b) > 0 END"
+    )
+    failures: list[ToolFailure] = []
+
+    def attack() -> None:
+        try:
+            run_memory_sql(pg, ALICE, sql, deadline_s=1.0)
+        except ToolFailure as failure:
+            failures.append(failure)
+
+    attacker = threading.Thread(target=attack)
+    attacker.start()
+    writes = 0
+    with pg.connection() as conn:
+        conn.execute("SET lock_timeout = '10ms'")
+        while attacker.is_alive():
+            conn.execute("BEGIN")
+            conn.execute("UPDATE user_memories SET importance = importance WHERE id = ?", (first,))
+            conn.execute("COMMIT")
+            writes += 1
+            time.sleep(0.02)
+        conn.execute("RESET lock_timeout")
+    attacker.join()
+    assert [failure.code for failure in failures] == [TIMEOUT] and writes > 10
+    assert run_memory_sql(pg, ALICE, f"SELECT importance FROM memories WHERE id = {first}").rows == [[1]]

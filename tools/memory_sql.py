@@ -14,7 +14,8 @@ statement succeeded.
 
 On PostgreSQL (`DATABASE_URL=postgresql://…`) the same rule is PostgreSQL's to enforce: the
 statement runs as a restricted login role over per-user views (`tools/memory_sql_pg.py`,
-`storage/pg_memory_sql.py`). `engine_for` is the one place that picks the path.
+`storage/pg_memory_sql.py`), and an UPDATE's changes come back the same way and are written by
+`apply_changes` here. `engine_for` is the one place that picks the path.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def engine_for(database: Store, pool: WorkerPool | None, conn: DbConnection | No
 
         if not isinstance(database, PgDatabase):
             raise TypeError(f"a PostgreSQL store must be a PgDatabase, got {type(database).__name__}")
-        return PgMemorySql(database)
+        return PgMemorySql(database, conn)
     return SqliteMemorySql(database, pool, conn)
 
 
@@ -186,7 +187,8 @@ def apply_changes(conn: DbConnection, user_id: int, changes: list[Change]) -> No
     """Write an UPDATE's changes in one short transaction, or none of them.
 
     Each row is written only if it still holds the values the statement saw (another turn
-    may have changed it meanwhile); unchanged rows are not rewritten.
+    may have changed it meanwhile); unchanged rows are not rewritten. The same SQL on both
+    engines (both columns are NOT NULL, so `=` compares them exactly).
     """
     changed = [c for c in changes if (c.content, c.importance) != (c.old_content, c.old_importance)]
     if not changed:
@@ -195,8 +197,8 @@ def apply_changes(conn: DbConnection, user_id: int, changes: list[Change]) -> No
     with transaction(conn):
         for change in changed:
             cursor = conn.execute(
-                """UPDATE main.user_memories SET content = ?, importance = ?, updated_at = ?
-                WHERE id = ? AND user_id = ? AND content IS ? AND importance IS ?""",
+                """UPDATE user_memories SET content = ?, importance = ?, updated_at = ?
+                WHERE id = ? AND user_id = ? AND content = ? AND importance = ?""",
                 (change.content, change.importance, now, change.id, user_id, change.old_content, change.old_importance),
             )
             if cursor.rowcount != 1:

@@ -15,8 +15,11 @@ session state, such as a lock or a setting, outlives one call):
    `SELECT q.* FROM (<sql>) q WHERE memory_sql.row_fits(pg_column_size(q.*))`, so a row over
    1 MB is an error on the server instead of a megabyte in this process; rows are fetched
    a few at a time, at most `max_rows` and a byte budget (the cells cut as on SQLite).
-3. An UPDATE runs in a read-write transaction of its own; its INSTEAD OF trigger checks and
-   writes each row; more than `max_update_rows` rows and the transaction is rolled back.
+3. An UPDATE runs in a read-write transaction of its own whose INSTEAD OF trigger checks each
+   row and only records the change (no row is locked or written while the WHERE runs); more
+   than `max_update_rows` rows matched is refused; the transaction is always rolled back, and
+   `PgMemorySql` writes the recorded changes with `apply_changes` in one short transaction,
+   as on SQLite (a memory changed meanwhile is not overwritten).
 
 `statement_timeout` (the time left of the deadline) bounds each step inside PostgreSQL, and a
 watchdog cancels the backend at the deadline whatever it is doing; `work_mem`,
@@ -46,11 +49,11 @@ from psycopg.types.string import TextLoader
 
 from bounded.sql_fetch import cell_size, preview_cell
 from bounded.sql_memory import ANSWER_BUDGET_BYTES, RULE, STORED_CELL_CHARS
-from bounded.sql_values import ErrorCode, SqlError, timeout_error
+from bounded.sql_values import Change, ErrorCode, SqlError, timeout_error
 from cancellation import NEVER, Cancelled, CancelToken
 from storage.connection import DbConnection
-from storage.pg_memory_sql import ROW_BYTES, SCHEMA, Login, bind, read_login, unbind
-from tools.memory_sql import MemorySqlLimits, MemorySqlOutput, failure_of
+from storage.pg_memory_sql import CAP, CHANGES, ROW_BYTES, SCHEMA, Login, bind, read_login, unbind
+from tools.memory_sql import MemorySqlLimits, MemorySqlOutput, apply_changes, failure_of
 
 log = logging.getLogger(__name__)
 
@@ -77,20 +80,21 @@ class PgStore(Protocol):
 
 @dataclass(frozen=True)
 class PgMemoryAnswer:
-    """A query's bounded rows, or how many memories an UPDATE changed (already committed)."""
+    """A query's bounded rows, or the changes an UPDATE would make (not yet written)."""
 
     kind: Literal["select", "update"]
     columns: list[str] = field(default_factory=list)
     rows: list[list[Any]] = field(default_factory=list)
     truncated_by: Literal["rows", "bytes", ""] = ""
-    updated: int = 0
+    changes: list[Change] = field(default_factory=list)
 
 
 class PgMemorySql:
     """The `MemorySqlEngine` of a PostgreSQL store (see `tools.memory_sql.engine_for`)."""
 
-    def __init__(self, store: PgStore) -> None:
+    def __init__(self, store: PgStore, conn: DbConnection | None = None) -> None:
         self.store = store
+        self.conn = conn  # where an UPDATE's changes are written (the turn's connection), else one of its own
 
     def run(self, user_id: int, sql: str, limits: MemorySqlLimits, cancel: CancelToken) -> MemorySqlOutput:
         answer = run_pg_memory(
@@ -104,6 +108,12 @@ class PgMemorySql:
         )
         if isinstance(answer, SqlError):
             raise failure_of(answer)
+        if answer.kind == "update":
+            if self.conn is None:
+                with self.store.connection() as own:
+                    apply_changes(own, user_id, answer.changes)
+            else:
+                apply_changes(self.conn, user_id, answer.changes)
         return MemorySqlOutput(
             kind=answer.kind,
             columns=answer.columns,
@@ -111,7 +121,7 @@ class PgMemorySql:
             row_count=len(answer.rows),
             truncated=bool(answer.truncated_by),
             truncated_by=answer.truncated_by,
-            updated=answer.updated,
+            updated=len(answer.changes),
         )
 
 
@@ -211,7 +221,8 @@ def _execute(
     if kind == "select":
         return _select(conn, sql, max_rows)
     conn.execute("ROLLBACK")
-    _begin(conn, "READ WRITE", stop_at)
+    _begin(conn, "READ WRITE", stop_at)  # the trigger records into transaction-local settings
+    conn.execute(f"SET LOCAL {CAP} = {int(max_update_rows)}")
     result = _checked(conn, conn.pgconn.exec_params(text, None))
     if result.nfields:  # RETURNING: refused as on SQLite, where it cannot report the ids
         conn.execute("ROLLBACK")
@@ -225,8 +236,20 @@ def _execute(
                 f"UPDATE would change {matched} > {max_update_rows} memories; narrow the WHERE. Nothing was changed.",
             )
         )
-    conn.execute("COMMIT")
-    return PgMemoryAnswer(kind="update", updated=matched)
+    recorded = conn.execute(f"SHOW {CHANGES}").fetchone() if matched else None
+    conn.execute("ROLLBACK")  # nothing was written: the app applies the changes (apply_changes)
+    lines = str(recorded[0] if recorded else "").splitlines()
+    return PgMemoryAnswer(kind="update", changes=[_change(json.loads(line)) for line in lines if line])
+
+
+def _change(row: dict[str, Any]) -> Change:
+    return Change(
+        id=int(row["id"]),
+        old_content=str(row["old_content"]),
+        old_importance=int(row["old_importance"]),
+        content=str(row["content"]),
+        importance=int(row["importance"]),
+    )
 
 
 def _begin(conn: psycopg.Connection[Any], mode: str, stop_at: float) -> None:
