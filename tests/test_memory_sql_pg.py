@@ -116,6 +116,10 @@ BYPASSES: list[tuple[str, ErrorCode, str]] = [
     ("SELECT txid_current()", DENIED, "permission denied for function txid_current"),
     ("SELECT version()", DENIED, "permission denied for function version"),
     ("SELECT pg_backend_pid()", DENIED, "permission denied for function pg_backend_pid"),
+    ("SELECT query_to_xml('SELECT * FROM public.api_tokens', true, true, '')", DENIED, "query_to_xml"),
+    ("SELECT * FROM ts_stat('SELECT search_vector FROM public.user_memories')", DENIED, "ts_stat"),
+    ("SELECT table_to_xml('public.users', true, true, '')", DENIED, "permission denied"),
+    ("SELECT current_database()", DENIED, "permission denied for function current_database"),
     ("SELECT count(*) FROM memories WHERE pg_advisory_lock(id) IS NULL", DENIED, "pg_advisory_lock"),
     # DDL, other writes, data-modifying CTEs
     ("CREATE TEMP TABLE t (x int)", DENIED, "only SELECT or UPDATE memories"),
