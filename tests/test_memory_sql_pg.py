@@ -437,3 +437,21 @@ def test_an_update_locks_no_row_while_its_where_runs(pg: PgDatabase, pg_ids: dic
     attacker.join()
     assert [failure.code for failure in failures] == [TIMEOUT] and writes > 10
     assert run_memory_sql(pg, ALICE, f"SELECT importance FROM memories WHERE id = {first}").rows == [[1]]
+
+
+def test_users_running_at_once_each_see_their_own_rows(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    """Each call binds its own backend: interleaved calls of two users never see each other's rows."""
+    seen: dict[int, set[str]] = {ALICE: set(), BOB: set()}
+
+    def ask(user: int) -> None:
+        for _ in range(8):
+            rows = run_memory_sql(pg, user, "SELECT string_agg(content, '|' ORDER BY id) FROM memories").rows
+            seen[user].add(rows[0][0])
+
+    threads = [threading.Thread(target=ask, args=(user,)) for user in (ALICE, BOB, ALICE, BOB)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen[ALICE] == {"alice likes tea 0|alice likes tea 1|alice likes tea 2"}
+    assert seen[BOB] == {"bob secret memory 0|bob secret memory 1"}
