@@ -1,57 +1,39 @@
 """Server processes on one database behind a private nginx, as the multi-process tests and
 operators run them (README "Running on several machines").
 
-`cluster(folder, llm, n, **settings)` starts `n` real `python app.py` processes one after the
-other (the first alone creates the database, the admin and the cookie key, as the README
-says to), all with the same `settings` (e.g. `REDIS_URL`) and the loopback model `llm`, then
-nginx in front (tests/nginx_support.py, which adds `X-Upstream`: which process answered).
-`Cluster.aim(server)` makes nginx's next request land on `server`: round robin, one nginx
-process, and no other client, so which process answers is decided by the test, and checked.
+`cluster(folder, llm, n, **settings)` starts `n` real `python app.py` processes with
+tests/multiprocess_support.py (one after the other: the first alone creates the database,
+the admin and the cookie key, as the README says to), all with the same `settings` (e.g.
+`REDIS_URL`) and the loopback model `llm`, on ports of this suite's range, then nginx in front
+(tests/nginx_support.py, which adds `X-Upstream`: which process answered). `Cluster.aim(server)`
+makes nginx's next request land on `server`: round robin, one nginx process and no other
+client, so which process answers is decided by the test, and checked.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
+import pytest
 import requests
 
 from testing.fake_llm import FakeLLMServer
 from tests.live_client import READ_S
+from tests.multiprocess_support import ServerProcess, server_env, start_server
 from tests.nginx_support import Nginx, free_port, running_nginx
-from tests.process_support import stop_process, wait_until_serving
-from tests.test_cli import ROOT, clean_env, run_app
+from tests.process_support import stop_process
+from tests.test_cli import run_app
+
+BIND_TRIES = 3
+LOST_BIND = "address already in use"  # uvicorn's words when the port was taken
 
 
-@dataclass
-class Server:
-    process: subprocess.Popen[bytes]
-    port: int
-    log: IO[str]
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-
-def start_server(folder: Path, name: str, env: dict[str, str]) -> Server:
-    port = free_port()
-    log_path = folder / f"{name}.log"
-    log = log_path.open("w")
-    process = subprocess.Popen(
-        [sys.executable, "app.py"], cwd=ROOT, env={**env, "PORT": str(port)}, stdout=log, stderr=subprocess.STDOUT
-    )
-    wait_until_serving(process, f"http://127.0.0.1:{port}/health", log_path)
-    return Server(process, port, log)
+def upstream(server: ServerProcess) -> str:
+    """How nginx names `server` (its `X-Upstream`)."""
+    return f"127.0.0.1:{server.port}"
 
 
 @dataclass
@@ -61,7 +43,7 @@ class Cluster:
     folder: Path
     env: dict[str, str]
     llm: FakeLLMServer
-    servers: list[Server] = field(default_factory=list)
+    servers: list[ServerProcess] = field(default_factory=list)
     nginx: Nginx | None = None
 
     @property
@@ -69,11 +51,29 @@ class Cluster:
         assert self.nginx is not None
         return self.nginx.base
 
-    def start(self, name: str) -> Server:
-        """One more process; the first one alone creates the database, the admin and the cookie key."""
-        server = start_server(self.folder, name, self.env)
-        self.servers.append(server)
-        return server
+    def start(self, name: str) -> ServerProcess:
+        """One more process of the group on a free port (not behind nginx unless started before
+        it). The port was free when picked, but this range lies among the kernel's ephemeral
+        ports: a client connection may take it before the server binds it, so a lost bind is
+        tried again on another port."""
+        for attempt in range(1, BIND_TRIES + 1):
+            retry = attempt < BIND_TRIES
+            try:
+                server = start_server(self.folder, name, self.env, free_port())
+            except (pytest.fail.Exception, OSError):  # it exited (or, gone, wrote no token)
+                if retry and LOST_BIND in self.log(name):
+                    continue
+                raise
+            if server.process.poll() is None:  # /health was answered by this process, not a stranger
+                return server
+            stop_process(server.process, server.log)
+            if not (retry and LOST_BIND in self.log(name)):
+                raise AssertionError(f"{name} exited after start:\n{self.log(name)[-4000:]}")
+        raise AssertionError(f"{name} lost its port {BIND_TRIES} times")
+
+    def log(self, name: str) -> str:
+        path = self.folder / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
 
     def token(self, name: str) -> str:
         """The API token of a new user (each test its own: budgets and sessions are per user)."""
@@ -85,24 +85,23 @@ class Cluster:
         """Bearer headers of a new user."""
         return {"Authorization": f"Bearer {self.token(name)}"}
 
-    def aim(self, server: Server) -> None:
+    def aim(self, server: ServerProcess) -> None:
         """Make nginx's next proxied request land on `server` (of two): round robin, so ask
         /health until the other process answered it. The aimed request checks `X-Upstream`."""
         assert len(self.servers) == 2
         for _ in range(4):
-            if requests.get(f"{self.proxy}/health", timeout=READ_S).headers["X-Upstream"] != server.addr:
+            if requests.get(f"{self.proxy}/health", timeout=READ_S).headers["X-Upstream"] != upstream(server):
                 return
-        raise AssertionError(f"nginx answers only from {server.addr}")
+        raise AssertionError(f"nginx answers only from {upstream(server)}")
 
-    def other(self, server: Server) -> Server:
+    def other(self, server: ServerProcess) -> ServerProcess:
         return next(s for s in self.servers if s is not server)
 
 
 @contextmanager
 def cluster(folder: Path, llm: FakeLLMServer, processes: int, **settings: str) -> Iterator[Cluster]:
-    env = clean_env(
+    env = server_env(
         folder,
-        {"database_path": folder / "app.db", "data_dir": folder, "auth_token_file": folder / "admin.token"},
         LLM_PROVIDER="openai",
         LLM_BASE_URL=llm.openai_base_url,
         LLM_MODEL="m",
@@ -113,6 +112,6 @@ def cluster(folder: Path, llm: FakeLLMServer, processes: int, **settings: str) -
     with ExitStack() as stack:
         stack.callback(lambda: [stop_process(server.process, server.log) for server in group.servers])
         for index in range(processes):
-            group.start(f"server{index}")
-        group.nginx = stack.enter_context(running_nginx(folder / "nginx", [s.addr for s in group.servers]))
+            group.servers.append(group.start(f"server{index}"))
+        group.nginx = stack.enter_context(running_nginx(folder / "nginx", [upstream(s) for s in group.servers]))
         yield group

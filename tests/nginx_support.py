@@ -22,11 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import requests
 
 from serving.nginx_conf import site_conf
 
 PORTS = range(47500, 48000)  # this suite's loopback ports (other suites use other ranges)
 STOP_S = 10.0
+BIND_TRIES = 3
+LOST_BIND = "Address already in use"  # nginx's words (in its error log) when its port was taken
 
 
 def nginx_binary() -> str | None:
@@ -103,42 +106,67 @@ class Nginx:
         return path.read_text(errors="replace") if path.exists() else ""
 
 
-def _wait_listening(nginx: Nginx, timeout_s: float = 15.0) -> None:
+def _listening(nginx: Nginx, timeout_s: float = 15.0) -> bool:
+    """Wait until nginx answers on its port: True, or False when it could not bind it (taken
+    since it was picked: this range lies among the kernel's ephemeral ports); fail otherwise.
+    Only an answer with `X-Upstream` counts: a stranger may listen on the port it lost."""
     deadline = time.monotonic() + timeout_s
     while True:
+        if LOST_BIND in nginx.error_log():
+            _stop(nginx.process)
+            return False
         try:
-            socket.create_connection(("127.0.0.1", nginx.port), timeout=1).close()
-            return
-        except OSError:
+            answer = requests.get(f"{nginx.base}/health", timeout=2)
+            if "X-Upstream" in answer.headers:
+                return True
+        except requests.RequestException:
             pass
         if nginx.process.poll() is not None or time.monotonic() > deadline:
             pytest.fail(f"nginx did not start (exit {nginx.process.poll()}):\n{nginx.error_log()[-4000:]}")
         time.sleep(0.05)
 
 
-@contextmanager
-def running_nginx(directory: Path, backends: Sequence[str], port: int | None = None) -> Iterator[Nginx]:
-    """nginx on 127.0.0.1:`port` proxying round robin to `backends` (`HOST:PORT` each), with
-    the `X-Upstream` header telling which backend answered; stopped (SIGTERM, then SIGKILL)
-    on exit."""
-    binary = require_nginx()
-    directory.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()  # fast stop: a graceful one would wait for open streams
+    try:
+        process.wait(timeout=STOP_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _start(binary: str, directory: Path, backends: Sequence[str], port: int) -> Nginx | None:
+    """nginx started on `port`, or None if it lost the port to another socket."""
     conf = directory / "nginx.conf"
     conf.write_text(private_conf(directory, site_conf(backends, f"127.0.0.1:{port}", upstream_header=True)))
+    (directory / "error.log").unlink(missing_ok=True)
     command = [binary, "-p", str(directory), "-e", str(directory / "error.log"), "-c", str(conf)]
     checked = subprocess.run([*command, "-t"], capture_output=True, text=True, timeout=30)
     if checked.returncode != 0:
         pytest.fail(f"nginx -t refused the private conf:\n{checked.stderr}")
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    nginx = Nginx(process, port, directory)
+    nginx = Nginx(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, directory)
     try:
-        _wait_listening(nginx)
+        return nginx if _listening(nginx) else None
+    except BaseException:
+        _stop(nginx.process)
+        raise
+
+
+@contextmanager
+def running_nginx(directory: Path, backends: Sequence[str], port: int | None = None) -> Iterator[Nginx]:
+    """nginx on 127.0.0.1:`port` (a free one of `PORTS` by default) proxying round robin to
+    `backends` (`HOST:PORT` each), with the `X-Upstream` header telling which backend
+    answered; stopped (SIGTERM, then SIGKILL) on exit."""
+    binary = require_nginx()
+    directory.mkdir(parents=True, exist_ok=True)
+    nginx = None
+    for _ in range(BIND_TRIES if port is None else 1):
+        nginx = _start(binary, directory, backends, port or free_port())
+        if nginx is not None:
+            break
+    if nginx is None:
+        pytest.fail(f"nginx lost its port {BIND_TRIES} times:\n{(directory / 'error.log').read_text()[-2000:]}")
+    try:
         yield nginx
     finally:
-        process.terminate()  # fast stop: a graceful one would wait for open streams
-        try:
-            process.wait(timeout=STOP_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(nginx.process)

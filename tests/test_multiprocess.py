@@ -31,7 +31,7 @@ import requests
 
 from testing.fake_llm import FakeLLMServer, StreamReply
 from testing.waiting import wait_until
-from tests.cluster_support import Cluster, Server, cluster, start_server
+from tests.cluster_support import Cluster, cluster, upstream
 from tests.live_client import (
     READ_S,
     Background,
@@ -46,6 +46,7 @@ from tests.live_client import (
     streamed_chat,
     wait_active,
 )
+from tests.multiprocess_support import ServerProcess
 from tests.nginx_support import free_port
 from tests.process_support import stop_process
 from tests.redis_support import RedisServer, redis_required
@@ -148,7 +149,7 @@ def test_streams_through_nginx_follow_a_turn_on_either_process(two: Cluster, run
     for server in two.servers:
         two.aim(server)
         streams.append(open_stream(two.proxy, user, session_id))
-    assert [stream.upstream for stream in streams] == [server.addr for server in two.servers]
+    assert [stream.upstream for stream in streams] == [upstream(server) for server in two.servers]
     two.llm.released.set()
     for stream in streams:
         frames = stream.until("done", "error")
@@ -169,10 +170,10 @@ def test_a_reconnect_through_nginx_lands_on_the_other_process_and_replays_withou
     last = seen[-1].id
     wait_until(lambda: two.llm.answers[-1].pieces_sent == len(pieces), "the model never sent its pieces")
 
-    elsewhere = next(server for server in two.servers if server.addr != first.upstream)
+    elsewhere = next(server for server in two.servers if upstream(server) != first.upstream)
     two.aim(elsewhere)
     second = open_stream(two.proxy, user, session_id, last_event_id=last)
-    assert second.upstream == elsewhere.addr
+    assert second.upstream == upstream(elsewhere)
     replayed: list[Frame] = []
     while shown_text(seen + replayed) != "".join(pieces):
         replayed += second.until("answer.delta")
@@ -201,7 +202,7 @@ def test_a_cancel_through_nginx_stops_the_turn_on_the_other_process(two: Cluster
 
     two.aim(two.other(runner))
     stop = cancel(two.proxy, user, session_id)
-    assert stop.status_code == 200 and stop.headers["X-Upstream"] == two.other(runner).addr
+    assert stop.status_code == 200 and stop.headers["X-Upstream"] == upstream(two.other(runner))
     result = turn.result()
     assert result.status_code == 200 and result.json()["stopped"] is True
     assert result.json()["messages"][-1]["content"] == "Shown before Stop. "
@@ -220,7 +221,7 @@ def test_one_turn_per_session_holds_across_processes(two: Cluster):
     refused = [chat(server.base, user, session_id, "second") for server in two.servers]
     two.aim(other)
     refused.append(chat(two.proxy, user, session_id, "second"))
-    assert refused[-1].headers["X-Upstream"] == other.addr
+    assert refused[-1].headers["X-Upstream"] == upstream(other)
     for answer in refused:
         assert answer.status_code == 409, answer.text
         assert answer.json()["error"]["code"] == "turn_in_progress"
@@ -243,25 +244,23 @@ def test_a_web_login_made_on_one_process_is_valid_on_the_other(two: Cluster):
         me = browser.get(f"{two.proxy}/api/me", timeout=READ_S)
         assert me.status_code == 200 and me.json()["name"] == "cookie"
         answered.append(me.headers["X-Upstream"])
-    assert answered == [server.addr for server in two.servers]
+    assert answered == [upstream(server) for server in two.servers]
 
 
 # --- a process dies mid-turn ------------------------------------------------------------------
 
 
 @contextmanager
-def doomed_process(two: Cluster) -> Iterator[Server]:
+def doomed_process(two: Cluster) -> Iterator[ServerProcess]:
     """A third process on the same database and Redis (not behind nginx), for a test to kill."""
-    server = start_server(two.folder, "doomed", two.env)
+    server = two.start("doomed")
     try:
         yield server
     finally:
-        if server.process.poll() is None:
-            stop_process(server.process, server.log)
-        server.log.close()
+        stop_process(server.process, server.log)
 
 
-def kill_9(server: Server) -> None:
+def kill_9(server: ServerProcess) -> None:
     os.kill(server.process.pid, signal.SIGKILL)
     server.process.wait(timeout=READ_S)
 
@@ -316,7 +315,7 @@ def test_with_redis_a_turns_budget_is_one_budget_across_processes(
             answer = chat(group.proxy, user, session_id, f"turn {index}")
             assert answer.status_code == 200, answer.text
             landed.append(answer.headers["X-Upstream"])
-        assert set(landed) == {server.addr for server in group.servers}  # both processes spent it
+        assert set(landed) == {upstream(server) for server in group.servers}  # both processes spent it
         for base in [server.base for server in group.servers] + [group.proxy]:
             refused = chat(base, user, session_id, "one too many")
             assert refused.status_code == 429, refused.text
