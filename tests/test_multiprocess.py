@@ -11,8 +11,11 @@ process the test wants (`Cluster.aim`).
 Proved here, through nginx: answers stream unbuffered; a stream sees a turn running on either
 process, and a `Last-Event-ID` reconnect that lands on the other process replays without a
 hole; a cancel stops a turn wherever it runs; one turn per session holds across processes; a
-process killed mid-turn leaves its session usable once its lease expires (`REDIS_TURN_LEASE_S`);
-`RATE_LIMITS` are one budget across processes with Redis, and one budget per process without.
+web login holds on every process; a process killed mid-turn (`kill -9`) cuts its own clients,
+ends its turn with `turn_lost` for streams on live processes and leaves the session usable once
+its lease expires (`REDIS_TURN_LEASE_S`, short here); `RATE_LIMITS` are one budget across
+processes with Redis and one per process without; each client address behind nginx keeps its
+own login budget (`X-Forwarded-For`).
 """
 
 from __future__ import annotations
