@@ -5,6 +5,9 @@
 # `mmdebstrap ... | docker import`, since no image registry is reachable. An image is built
 # only when its tag (a hash of its recipe) is missing; builds run two at a time.
 #
+# With DOCKER_HOST (and DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) naming a remote judge host, the
+# images are built here and imported straight into that engine (README: A remote judge host).
+#
 # When Docker cannot run here, this exits 1 if JUDGE_REQUIRED=1 (CI) and otherwise warns and
 # exits 0, so the product still starts and reports the judge as unavailable.
 # Environment: JUDGE_REQUIRED, JUDGE_MIRROR (Debian mirror), JUDGE_BUILD_JOBS (default 2),
@@ -34,6 +37,11 @@ give_up() {
 
 start_dockerd() {
   docker info >/dev/null 2>&1 && return 0
+  case "${DOCKER_HOST:-unix://}" in
+    unix://*) ;;
+    *) echo "judge-images: the engine at $DOCKER_HOST does not answer (a remote engine is not started from here)" >&2
+       return 1 ;;
+  esac
   [ "$(id -u)" = 0 ] || { echo "judge-images: no Docker engine answers and only root can start dockerd" >&2; return 1; }
   command -v dockerd >/dev/null || return 1
   log "starting dockerd (log: $DOCKERD_LOG)"
