@@ -301,6 +301,25 @@ def test_a_process_killed_mid_turn_ends_its_turn_for_everyone_and_leaves_the_ses
     assert [m["role"] for m in messages][-2:] == ["user", "assistant"] and messages[-1]["content"] == "plain answer"
 
 
+def test_when_a_process_dies_nginx_sends_every_new_request_to_the_others(
+    tmp_path: Path, llm: FakeLLMServer, redis_of_module: RedisServer
+) -> None:
+    redis_url = redis_of_module.url.rsplit("/", 1)[0] + "/2"  # a database of its own (user ids repeat)
+    with cluster(tmp_path, llm, 2, REDIS_URL=redis_url, RATE_LIMITS="turns=off,sessions=off") as group:
+        survivor, dead = group.servers
+        user = group.user("unaware")
+        session_id = new_session(group.proxy, user)
+        kill_9(dead)
+        tried = []
+        for index in range(4):  # round robin offers the dead process one of the first two
+            answer = chat(group.proxy, user, session_id, f"turn {index}")
+            assert answer.status_code == 200, answer.text
+            tried.append(answer.headers["X-Upstream"].split(", "))  # every process nginx tried, in order
+        assert all(attempts[-1] == upstream(survivor) for attempts in tried)
+        assert [upstream(dead), upstream(survivor)] in tried  # refused by the dead one, sent on at once
+        assert len(stored_messages(group.proxy, user, session_id)) == 8  # each turn ran once
+
+
 # --- budgets ----------------------------------------------------------------------------------
 
 BUDGET = "turns=3/minute,sessions=off"
