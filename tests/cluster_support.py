@@ -51,15 +51,15 @@ class Cluster:
         assert self.nginx is not None
         return self.nginx.base
 
-    def start(self, name: str) -> ServerProcess:
-        """One more process of the group on a free port (not behind nginx unless started before
-        it). The port was free when picked, but this range lies among the kernel's ephemeral
+    def start(self, name: str, **extra: str) -> ServerProcess:
+        """One more process of the group (with `extra` settings of its own) on a free port (not
+        behind nginx unless started before it). The port was free when picked, but this range lies among the kernel's ephemeral
         ports: a client connection may take it before the server binds it, so a lost bind is
         tried again on another port."""
         for attempt in range(1, BIND_TRIES + 1):
             retry = attempt < BIND_TRIES
             try:
-                server = start_server(self.folder, name, self.env, free_port())
+                server = start_server(self.folder, name, {**self.env, **extra}, free_port())
             except (pytest.fail.Exception, OSError):  # it exited (or, gone, wrote no token)
                 if retry and LOST_BIND in self.log(name):
                     continue
@@ -99,7 +99,11 @@ class Cluster:
 
 
 @contextmanager
-def cluster(folder: Path, llm: FakeLLMServer, processes: int, **settings: str) -> Iterator[Cluster]:
+def cluster(
+    folder: Path, llm: FakeLLMServer, processes: int, *, own_data_dirs: bool = False, **settings: str
+) -> Iterator[Cluster]:
+    """`processes` processes with `settings`, nginx in front. `own_data_dirs`: each process has
+    a `DATA_DIR` of its own, as on separate hosts (then give them `DATABASE_URL` and `SECRET_KEY`)."""
     env = server_env(
         folder,
         LLM_PROVIDER="openai",
@@ -112,6 +116,7 @@ def cluster(folder: Path, llm: FakeLLMServer, processes: int, **settings: str) -
     with ExitStack() as stack:
         stack.callback(lambda: [stop_process(server.process, server.log) for server in group.servers])
         for index in range(processes):
-            group.servers.append(group.start(f"server{index}"))
+            own = {"DATA_DIR": str(folder / f"host{index}")} if own_data_dirs else {}
+            group.servers.append(group.start(f"server{index}", **own))
         group.nginx = stack.enter_context(running_nginx(folder / "nginx", [upstream(s) for s in group.servers]))
         yield group

@@ -11,7 +11,8 @@ process the test wants (`Cluster.aim`).
 Proved here, through nginx: answers stream unbuffered; a stream sees a turn running on either
 process, and a `Last-Event-ID` reconnect that lands on the other process replays without a
 hole; a cancel stops a turn wherever it runs; one turn per session holds across processes; a
-web login holds on every process; a process killed mid-turn (`kill -9`) cuts its own clients,
+web login holds on every process; two processes that share only PostgreSQL, Redis and
+`SECRET_KEY` (each its own `DATA_DIR`, as on two hosts) behave as one; a process killed mid-turn (`kill -9`) cuts its own clients,
 ends its turn with `turn_lost` for streams on live processes and leaves the session usable once
 its lease expires (`REDIS_TURN_LEASE_S`, short here); `RATE_LIMITS` are one budget across
 processes with Redis and one per process without; each client address behind nginx keeps its
@@ -318,6 +319,42 @@ def test_when_a_process_dies_nginx_sends_every_new_request_to_the_others(
         assert all(attempts[-1] == upstream(survivor) for attempts in tried)
         assert [upstream(dead), upstream(survivor)] in tried  # refused by the dead one, sent on at once
         assert len(stored_messages(group.proxy, user, session_id)) == 8  # each turn ran once
+
+
+def test_two_hosts_sharing_only_postgresql_and_redis_behave_as_one(
+    tmp_path: Path, llm: FakeLLMServer, redis_of_module: RedisServer, pg_url: str
+) -> None:
+    """As on two machines: each process has a DATA_DIR of its own and shares only the database
+    (`DATABASE_URL=postgresql://…`), the live state (`REDIS_URL`) and the cookie key (`SECRET_KEY`)."""
+    redis_url = redis_of_module.url.rsplit("/", 1)[0] + "/3"  # a database of its own (user ids repeat)
+    settings = {"DATABASE_URL": pg_url, "REDIS_URL": redis_url, "SECRET_KEY": "one key for every host"}
+    with cluster(tmp_path, llm, 2, own_data_dirs=True, RATE_LIMITS="turns=off,sessions=off", **settings) as group:
+        first, second = group.servers
+        token = group.token("traveller")
+        user = {"Authorization": f"Bearer {token}"}
+        browser = requests.Session()
+        group.aim(first)
+        assert browser.post(f"{group.proxy}/api/login", json={"token": token}, timeout=READ_S).status_code == 200
+        group.aim(second)
+        assert browser.get(f"{group.proxy}/api/me", timeout=READ_S).status_code == 200
+
+        session_id = new_session(group.proxy, user)
+        llm.queue(StreamReply(pieces=("Written on one host. ",), hang=True))
+        turn = Background(first.base, user, session_id, "go")
+        wait_active(group.proxy, user, session_id)
+        group.aim(second)
+        stream = open_stream(group.proxy, user, session_id)
+        assert stream.upstream == upstream(second)
+        assert shown_text(stream.until("answer.delta")) == "Written on one host. "
+        group.aim(second)
+        assert chat(group.proxy, user, session_id, "meanwhile").status_code == 409
+        group.aim(second)
+        stop = cancel(group.proxy, user, session_id)
+        assert stop.status_code == 200 and stop.headers["X-Upstream"] == upstream(second)
+        assert stream.until("done", "error")[-1].data["stopped"] is True
+        assert turn.result().json()["messages"][-1]["content"] == "Written on one host. "
+        group.aim(second)
+        assert chat(group.proxy, user, session_id, "again").json()["reply"] == "plain answer"
 
 
 # --- budgets ----------------------------------------------------------------------------------
