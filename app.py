@@ -191,7 +191,7 @@ def build_services(settings: Settings) -> Services:
     database = settings_store(settings)
     database.migrate()
     ensure_admin(database, settings.auth_token_file)
-    registry = build_registry()
+    registry = build_registry(database.dialect)
     chat_chain, vision_chain = build_chains(settings)
     judge, judge_status = build_judge(settings)
     # worker processes for untrusted work (SQL, regexes, pages), at most SANDBOX_WORKERS, started on first use

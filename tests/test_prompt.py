@@ -84,3 +84,11 @@ def test_system_prompt_file_reaches_the_provider(make_app, fake_llm, tmp_path):
 def test_examples_with_a_body_are_shown_as_indented_blocks():
     assert format_example("/remember x") == "Example: `/remember x`"
     assert format_example("/run_code python\nprint(1)") == "Example:\n    /run_code python\n    print(1)"
+
+
+def test_memory_sql_names_the_database_s_own_dialect() -> None:
+    """On PostgreSQL (`DATABASE_URL`) the model is asked for PostgreSQL's SQL, not SQLite's."""
+    on_sqlite = build_system_prompt(build_registry())
+    on_postgres = build_system_prompt(build_registry("postgresql"))
+    assert "SQL (SQLite's dialect)" in on_sqlite and "PostgreSQL" not in on_sqlite
+    assert "SQL (PostgreSQL's dialect)" in on_postgres and "SQLite" not in on_postgres

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from storage.connection import Dialect
 from tools.image_analyze import IMAGE_ANALYZE_TOOL
 from tools.imagine import IMAGINE_TOOL
 from tools.interactive import INTERACTIVE_TOOLS
 from tools.learner import TASK_TOOLS
 from tools.memory import MEMORY_SEARCH_TOOL, REMEMBER_TOOL
-from tools.memory_sql import MEMORY_SQL_TOOL
+from tools.memory_sql import memory_sql_tool
 from tools.open_url import OPEN_URL_TOOL
 from tools.registry import ToolRegistry
 from tools.run_code import RUN_CODE_TOOL
@@ -16,12 +17,13 @@ from tools.web_search import WEB_SEARCH_TOOL
 from tools.workspace import WORKSPACE_TOOLS
 
 
-def build_registry() -> ToolRegistry:
+def build_registry(dialect: Dialect = "sqlite") -> ToolRegistry:
+    """Every tool; `dialect` is the database's, named in `/memory_sql`'s description."""
     registry = ToolRegistry()
     registry.register(WEB_SEARCH_TOOL)
     registry.register(OPEN_URL_TOOL)
     registry.register(MEMORY_SEARCH_TOOL)
-    registry.register(MEMORY_SQL_TOOL)
+    registry.register(memory_sql_tool(dialect))
     registry.register(REMEMBER_TOOL)
     registry.register(WEATHER_TOOL)
     registry.register(IMAGE_ANALYZE_TOOL)

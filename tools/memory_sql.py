@@ -21,7 +21,7 @@ statement runs as a restricted login role over per-user views (`tools/memory_sql
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from pydantic import Field
@@ -30,7 +30,7 @@ from bounded.pool import WorkerPool, pool_or_own
 from bounded.sql import run_memory
 from bounded.sql_values import Change, MemoryAnswer, MemoryJob, SqlError
 from cancellation import NEVER, CancelToken
-from storage.connection import DbConnection, Store
+from storage.connection import DbConnection, Dialect, Store
 from storage.db import transaction, utc_now
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 
@@ -227,7 +227,7 @@ def memory_sql_handler(data: MemorySqlInput, ctx: ToolContext) -> MemorySqlOutpu
 MEMORY_SQL_TOOL = Tool(
     name="memory_sql",
     description=(
-        "Query this user's own data with SQLite SQL. Views: messages(id, session_id, role, content, created_at) "
+        "Query this user's own data with SQL (SQLite's dialect). Views: messages(id, session_id, role, content, created_at) "
         "and memories(id, content, importance, created_at, updated_at). One SELECT (CTEs, joins, aggregates, "
         "window and json functions allowed) or one UPDATE memories SET content=…, importance=… WHERE … "
         "(at most 50 rows, importance 1-10). At most 200 rows returned; 1 second of work per query."
@@ -245,3 +245,13 @@ MEMORY_SQL_TOOL = Tool(
         body_fallback_to_args=True,
     ),
 )
+
+
+ENGINE_NAMES: dict[Dialect, str] = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
+
+
+def memory_sql_tool(dialect: Dialect) -> Tool[MemorySqlInput, MemorySqlOutput]:
+    """The tool as the model is told about it: the SQL dialect is the database's own
+    (`DATABASE_URL`), so a model on PostgreSQL is not asked for SQLite's functions."""
+    description = MEMORY_SQL_TOOL.description.replace("(SQLite's dialect)", f"({ENGINE_NAMES[dialect]}'s dialect)")
+    return replace(MEMORY_SQL_TOOL, description=description)
