@@ -57,7 +57,11 @@ from tests.redis_support import RedisServer, redis_required
 
 pytestmark = pytest.mark.slow
 
-LEASE_S = 3  # REDIS_TURN_LEASE_S of these processes: how long a killed process's turn holds its session
+# REDIS_TURN_LEASE_S: how long a turn holds its session without its process renewing the claim.
+# The process a test kills has a short one (the test waits it out); the others a longer one, so
+# that a busy machine delaying a renewal never frees a session under a running turn.
+LEASE_S = 10
+DOOMED_LEASE_S = 3
 
 # --- fixtures ---------------------------------------------------------------------------------
 
@@ -257,7 +261,7 @@ def test_a_web_login_made_on_one_process_is_valid_on_the_other(two: Cluster):
 @contextmanager
 def doomed_process(two: Cluster) -> Iterator[ServerProcess]:
     """A third process on the same database and Redis (not behind nginx), for a test to kill."""
-    server = two.start("doomed")
+    server = two.start("doomed", REDIS_TURN_LEASE_S=str(DOOMED_LEASE_S))
     try:
         yield server
     finally:
