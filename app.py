@@ -70,7 +70,7 @@ from storage.file_modes import owner_only_from_now, restrict, server_paths
 from storage.messages import Message
 from storage.open import settings_store
 from storage.uploads import StoredImage, load_data_url
-from storage.users import DuplicateUserError, count_users, create_user
+from storage.users import DuplicateUserError, create_first_admin, create_user
 from tools.catalog import build_registry
 
 MAX_REQUEST_BYTES = 48 * 1024 * 1024
@@ -123,14 +123,24 @@ def build_judge(settings: Settings) -> tuple[Judge | None, dict[str, object]]:
 
 
 def persistent_secret(path: Path) -> str:
-    """The cookie-signing key, made once and kept in DATA_DIR so logins survive restarts."""
+    """The cookie-signing key, made once and kept in DATA_DIR so logins survive restarts.
+
+    Published with a hard link, which fails when the file exists: of several processes
+    starting at once on a new DATA_DIR, one key wins and every process reads that one
+    (a key each would make one process's cookies void on the others)."""
     if path.is_file():
         return path.read_text(encoding="utf-8").strip()
     path.parent.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_hex(32)
-    path.write_text(key, encoding="utf-8")
-    path.chmod(0o600)
-    return key
+    draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    draft.write_text(secrets.token_hex(32), encoding="utf-8")
+    draft.chmod(0o600)
+    try:
+        os.link(draft, path)
+    except FileExistsError:
+        pass  # another process published its key first: use that one
+    finally:
+        draft.unlink()
+    return path.read_text(encoding="utf-8").strip()
 
 
 def ensure_admin(database: Store, token_file: str) -> str | None:
@@ -140,16 +150,10 @@ def ensure_admin(database: Store, token_file: str) -> str | None:
     as long as no user has the admin role. A taken name `admin` gets a numbered suffix.
     """
     with database.connection() as conn:
-        if count_users(conn, role="admin") > 0:
-            return None
-        for suffix in ["", *map(str, range(2, MAX_ADMIN_NAME_TRIES + 1))]:
-            try:
-                _, token = create_user(conn, f"admin{suffix}", role="admin")
-                break
-            except DuplicateUserError:
-                continue
-        else:
-            raise RuntimeError(f"no free admin name after {MAX_ADMIN_NAME_TRIES} tries")
+        created = create_first_admin(conn, MAX_ADMIN_NAME_TRIES)
+    if created is None:
+        return None
+    _, token = created
     path = Path(token_file)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(token + "\n", encoding="utf-8")

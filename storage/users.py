@@ -53,20 +53,40 @@ def user_from_row(row: DbRow) -> User:
 
 def create_user(conn: DbConnection, name: str, role: str = "user") -> tuple[User, str]:
     """Create a user with one fresh token; returns the user and the token (shown once)."""
+    with transaction(conn):
+        return _insert_user(conn, name, role)
+
+
+def create_first_admin(conn: DbConnection, max_names: int = 100) -> tuple[User, str] | None:
+    """The first admin (`admin`, or `admin2`, … when the name is taken), unless a user with the
+    admin role exists. Checked and created under one write lock, so that several servers
+    starting at once on a new database make one admin between them, not one each."""
+    with transaction(conn):
+        if count_users(conn, role="admin") > 0:
+            return None
+        taken = {row[0] for row in conn.execute("SELECT name FROM users WHERE name LIKE 'admin%'")}
+        names = ["admin", *(f"admin{suffix}" for suffix in range(2, max_names + 1))]
+        free = next((name for name in names if name not in taken), None)
+        if free is None:
+            raise RuntimeError(f"no free admin name after {max_names} tries")
+        return _insert_user(conn, free, "admin")
+
+
+def _insert_user(conn: DbConnection, name: str, role: str) -> tuple[User, str]:
+    """The user's row and first token, inside the caller's transaction."""
     token = new_token()
     now = utc_now()
-    with transaction(conn):
-        try:
-            cursor = conn.execute(
-                "INSERT INTO users(name, role, created_at) VALUES (?, ?, ?) RETURNING id", (name, role, now)
-            )
-        except sqlite3.IntegrityError as error:
-            raise DuplicateUserError(f"user {name!r} already exists") from error
-        user_id = inserted_id(cursor)
-        conn.execute(
-            "INSERT INTO api_tokens(user_id, token_hash, created_at) VALUES (?, ?, ?)",
-            (user_id, hash_token(token), now),
+    try:
+        cursor = conn.execute(
+            "INSERT INTO users(name, role, created_at) VALUES (?, ?, ?) RETURNING id", (name, role, now)
         )
+    except sqlite3.IntegrityError as error:
+        raise DuplicateUserError(f"user {name!r} already exists") from error
+    user_id = inserted_id(cursor)
+    conn.execute(
+        "INSERT INTO api_tokens(user_id, token_hash, created_at) VALUES (?, ?, ?)",
+        (user_id, hash_token(token), now),
+    )
     return User(id=user_id, name=name, role=role, created_at=now), token
 
 

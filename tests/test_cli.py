@@ -209,6 +209,39 @@ def test_first_run_admin_is_created_even_after_create_user(tmp_path):
     assert ensure_admin(database, str(tmp_path / "again.token")) is None
 
 
+def test_servers_starting_together_on_a_new_database_make_one_admin(tmp_path):
+    """Processes behind a load balancer first started at once: one admin between them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app import ensure_admin
+    from storage.db import Database
+    from storage.users import count_users
+
+    database = Database(tmp_path / "a.db")
+    database.migrate()
+    with ThreadPoolExecutor(8) as pool:
+        tokens = list(pool.map(lambda n: ensure_admin(database, str(tmp_path / f"t{n}")), range(8)))
+    assert sum(token is not None for token in tokens) == 1
+    with database.connection() as conn:
+        assert count_users(conn, role="admin") == 1
+
+
+def test_processes_starting_together_on_a_new_data_dir_share_one_cookie_key(tmp_path):
+    """Each would otherwise keep a key of its own, and a login made on one fails on the other."""
+    import subprocess
+    import sys
+
+    code = "import sys; from pathlib import Path; from app import persistent_secret; print(persistent_secret(Path(sys.argv[1])))"
+    path = tmp_path / "data" / "secret.key"
+    runs = [
+        subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True) for _ in range(6)
+    ]
+    keys = {run.communicate(timeout=60)[0].strip() for run in runs}
+    assert keys == {path.read_text().strip()} and len(path.read_text().strip()) == 64
+    assert [p.name for p in path.parent.iterdir()] == ["secret.key"]  # no drafts left behind
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
 # tokens -----------------------------------------------------------------------------------------
 
 
