@@ -119,8 +119,8 @@ class Settings(BaseModel):
         ge=1,
         le=1000,
         description="With a `postgresql://` `DATABASE_URL`: most connections one server process keeps to "
-        "PostgreSQL (each request or turn thread holds one; a thread that finds none free waits up to 10 s, "
-        "then gets a 503).",
+        "PostgreSQL (held by a request or turn only while its SQL runs, not while a turn waits on its model or "
+        "a tool; a statement that finds none free waits up to 10 s, then gets a 503).",
     )
     data_dir: str = Field(
         default="./data",

@@ -35,7 +35,7 @@ from pipeline.reply_cap import MAX_REPLY_CHARS, clip_answer
 from pipeline.reply_gate import Decision
 from provider_hints import fix_hint
 from providers import Completion, FallbackChain
-from storage.connection import DbConnection, Store
+from storage.connection import DbConnection, Store, lend_back
 from storage.messages import Message, add_message, recent_messages
 from tools.base import ToolContext
 from tools.contract import command_text, stored_result
@@ -213,6 +213,7 @@ def run_command(turn: _Turn, command: Command, user_message_id: int, *, body_cut
             "than any command's body may hold; send a shorter body",
         )
     else:
+        lend_back(turn.conn)  # a tool may wait seconds (the web, the judge): no server connection held meanwhile
         routed = route(command, services.registry, ctx)
     result = routed.result
     turn.emit(
@@ -245,6 +246,7 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
         )
         last_pass = pass_index >= max_rounds
         chain = services.vision if needs_vision(context) else services.chat  # 6.9
+        lend_back(turn.conn)  # the model may take minutes: no server connection held meanwhile
         outcome = provider_pass(
             chain,
             context,

@@ -105,3 +105,12 @@ def dialect_of(conn: DbConnection) -> Dialect:
     """'postgresql' for a `PgConnection`, else 'sqlite' (a plain `sqlite3.Connection` included)."""
     found = getattr(conn, "dialect", "sqlite")
     return "postgresql" if found == "postgresql" else "sqlite"
+
+
+def lend_back(conn: DbConnection) -> None:
+    """The thread is about to wait (a model call, a tool): on PostgreSQL its server connection
+    goes back to the pool until its next statement (`storage.pg.LentConnection`); on SQLite,
+    whose connections cost no server, nothing happens."""
+    give_back = getattr(conn, "lend_back", None)
+    if give_back is not None:
+        give_back()

@@ -2,9 +2,11 @@
 
 `PgDatabase` owns a psycopg_pool `ConnectionPool` (at most `DATABASE_POOL_SIZE` server
 connections). Like the SQLite `Database` it hands each thread its own connection
-(`thread_connection`), but only until the request or turn ends (`release_thread_connection`):
-then it goes back to the pool, so 64 turn workers and the web threads share a few server
-connections. Jobs and CLI commands take private ones (`connection()`, returned to the pool
+(`thread_connection`), a `LentConnection`: it borrows a server connection at its first
+statement and lends it back when the thread is about to wait (`lend_back`: a turn before its
+model call or its tool) and when the request or turn ends (`release_thread_connection`). So
+the pool bounds the statements and transactions running at one moment, not the turns: a
+few server connections serve hundreds of turns that are mostly waiting on their models. Jobs and CLI commands take private ones (`connection()`, returned to the pool
 after the block). A kept connection that broke
 (the server restarted, the network dropped) is replaced at the next hand-out, as SQLite's
 stale read-only connection is: service resumes by itself.
@@ -179,6 +181,61 @@ class PgConnection:
         self.raw.close()
 
 
+class LentConnection:
+    """A thread's `DbConnection` on PostgreSQL, holding a server connection only while it works.
+
+    The first statement borrows one from the pool; `lend_back()` gives it back between
+    statements (never inside a transaction), and the next statement borrows again. A turn
+    lends its connection back before it waits on a model or a tool (`storage.connection.lend_back`),
+    so it holds one for its few milliseconds of SQL, not for the minutes its model may take.
+    """
+
+    dialect: Literal["postgresql"] = "postgresql"
+
+    def __init__(self, database: PgDatabase) -> None:
+        self._database = database
+        self._conn: PgConnection | None = None
+
+    def _borrowed(self) -> PgConnection:
+        if self._conn is not None and self._conn.broken:
+            self.release()
+        if self._conn is None:
+            self._conn = self._database._checkout()
+        return self._conn
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn is not None and self._conn.in_transaction
+
+    def execute(self, sql: str, parameters: Any = (), /) -> PgCursor:
+        return self._borrowed().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> PgCursor:
+        return self._borrowed().executemany(sql, parameters)
+
+    def commit(self) -> None:
+        if self._conn is not None:
+            self._conn.commit()
+
+    def rollback(self) -> None:
+        if self._conn is not None:
+            self._conn.rollback()
+
+    def lend_back(self) -> None:
+        """Outside a transaction: the server connection goes back to the pool for now."""
+        if self._conn is not None and not self._conn.in_transaction:
+            self.release()
+
+    def release(self) -> None:
+        """Back to the pool whatever its state (an open transaction is rolled back there)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            self._database._checkin(conn)
+
+    def close(self) -> None:
+        self.release()
+
+
 def _params(parameters: Any) -> Sequence[Any] | Mapping[str, Any]:
     """sqlite3 takes any sequence (or a mapping for `:name`); psycopg wants a tuple or a dict."""
     if parameters is None:
@@ -208,12 +265,12 @@ def _configure(raw: psycopg.Connection[Any]) -> None:
 
 
 class PgDatabase:
-    """Factory of `PgConnection`s to one PostgreSQL database, through a bounded pool.
+    """Factory of connections to one PostgreSQL database, through a bounded pool.
 
-    A thread holds its connection from its first use in a request or turn until
-    `release_thread_connection()` at the end of it (api/database.py's teardown, the turn
-    runner), and reuses it meanwhile; a thread that needs one while all are held waits up to
-    POOL_TIMEOUT_S, then gets a storage fault (503)."""
+    A thread's `LentConnection` holds a server connection from its first statement until it
+    lends it back (a turn about to wait) or `release_thread_connection()` at the end of the
+    request or turn (api/database.py's teardown, the turn runner); a statement that needs one
+    while all are held waits up to POOL_TIMEOUT_S, then gets a storage fault (503)."""
 
     dialect: Literal["postgresql"] = "postgresql"
     path = ""  # no local file: /health reports no free bytes for a server
@@ -255,29 +312,22 @@ class PgDatabase:
             return
         self._pool.putconn(conn.raw)
 
-    def thread_connection(self) -> PgConnection:
-        """This thread's connection, taken from the pool on first use and kept until
-        `release_thread_connection()` (or the thread's end); a transaction left open is rolled
-        back, a broken connection replaced."""
+    def thread_connection(self) -> LentConnection:
+        """This thread's connection, kept until `release_thread_connection()` (or the thread's
+        end); a transaction left open is rolled back, a broken server connection replaced at
+        the next statement."""
         holder: _Held | None = getattr(self._local, "held", None)
-        if holder is not None and holder.conn.broken:
-            self._local.held = None
-            holder.release()
-            holder = None
         if holder is None:
-            conn = self._checkout()
-            holder = self._local.held = _Held(conn, self)
+            holder = self._local.held = _Held(LentConnection(self))
         elif holder.conn.in_transaction:
             holder.conn.execute("ROLLBACK")
         return holder.conn
 
     def release_thread_connection(self) -> None:
-        """Back to the pool at the end of a request or turn (rolled back if left open), so a
-        pool smaller than the app's threads serves them all: only busy threads hold one."""
+        """Back to the pool at the end of a request or turn (rolled back if left open)."""
         holder: _Held | None = getattr(self._local, "held", None)
         if holder is not None:
-            self._local.held = None
-            holder.release()
+            holder.conn.release()
 
     def connect(self) -> PgConnection:
         """A new connection outside the pool, the caller's to close (the health probe's "as the
@@ -311,11 +361,9 @@ class PgDatabase:
 
 
 class _Held:
-    """A thread's kept connection; returned to the pool when the thread-local dies."""
+    """A thread's connection; its server connection goes back to the pool when the
+    thread-local dies (a thread that ended without `release_thread_connection`)."""
 
-    def __init__(self, conn: PgConnection, database: PgDatabase) -> None:
+    def __init__(self, conn: LentConnection) -> None:
         self.conn = conn
-        self._finalizer = weakref.finalize(self, database._checkin, conn)
-
-    def release(self) -> None:
-        self._finalizer()
+        weakref.finalize(self, conn.release)

@@ -219,9 +219,8 @@ def test_a_connection_the_server_dropped_is_a_storage_fault_and_is_replaced(
     with pytest.raises(sqlite3.OperationalError) as raised:
         conn.execute("SELECT 1")
     assert storage_fault(raised.value)  # the app answers 503, not 500
-    fresh = pg.thread_connection()
-    assert fresh is not conn
-    assert fresh.execute("SELECT 1").fetchone()[0] == 1
+    fresh = pg.thread_connection()  # the thread's next statement runs on a new server connection
+    assert fresh.execute("SELECT pg_backend_pid()").fetchone()[0] != pid
 
 
 def test_a_pooled_connection_cannot_be_used_after_its_block(pg: PgDatabase) -> None:
@@ -426,6 +425,40 @@ def test_a_pool_of_one_serves_every_request_and_turn_thread(make_app: Any, fake_
     assert time.monotonic() - started < 10  # no thread waited out the pool's timeout
     listed = client.get(f"/sessions/{session_id}/messages", headers=auth).get_json()["messages"]
     assert len(listed) == 12
+
+
+def test_turns_waiting_on_their_model_hold_no_server_connection(make_app: Any, fake_llm: Any, pg_url: str) -> None:
+    """A turn lends its connection back before it waits on the model: with DATABASE_POOL_SIZE=1,
+    four turns wait on the model at once and other requests are served meanwhile (were the
+    connection held through the call, the second turn could not even store its message)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from testing.waiting import wait_until
+    from tests.conftest import new_token
+
+    app = make_app(llm_base_url=fake_llm.openai_base_url, database_url=pg_url, database_pool_size=1)
+    auth = {"Authorization": f"Bearer {new_token(app)}"}
+    client = app.test_client()
+    sessions = [client.post("/sessions", json={}, headers=auth).get_json()["id"] for _ in range(4)]
+    fake_llm.released.clear()
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            turns = [
+                pool.submit(
+                    lambda sid: app.test_client().post(
+                        "/chat", json={"message": "hi", "session_id": sid}, headers=auth
+                    ),
+                    sid,
+                )
+                for sid in sessions
+            ]
+            wait_until(lambda: fake_llm.in_flight == 4, "four turns waiting on the model at once")
+            listed = client.get("/sessions", headers=auth)
+            assert listed.status_code == 200 and len(listed.get_json()["sessions"]) >= 4
+            fake_llm.released.set()
+            assert [turn.result().status_code for turn in turns] == [200] * 4
+    finally:
+        fake_llm.released.set()
 
 
 def test_activities_problems_and_submissions_round_trip_on_both_backends(store: Any) -> None:
