@@ -117,8 +117,8 @@ class TurnRunner:
     def _run(self, lease: TurnLease, work: TurnWork) -> None:
         bus, session_id = self.live.bus, lease.session_id
 
-        def emit(name: str, data: dict[str, Any]) -> None:
-            bus.publish(session_id, name, {"turn_id": lease.turn_id, **data})
+        def emit(name: str, data: dict[str, Any]) -> None:  # the terminal event, below, is published after these
+            bus.post(session_id, name, {"turn_id": lease.turn_id, **data})
 
         outcome: TurnOutcome
         try:

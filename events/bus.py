@@ -332,6 +332,10 @@ class EventBus:
         channel.size += grown
         self._size += grown
 
+    def post(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> None:
+        """`publish` without the event back: in this process publishing is already cheap."""
+        self.publish(session_id, name, data)
+
     def heartbeat(self) -> Event:
         """A heartbeat with its own id, for one stream only: never buffered or replayed."""
         return make_event(self.ids.next(), "heartbeat", {})

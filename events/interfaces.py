@@ -33,6 +33,12 @@ class EventLog(Protocol):
         """Store and deliver one event; raises `PrivatePayloadError` for text on other events."""
         ...
 
+    def post(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> None:
+        """Store and deliver one event soon, in order with this process's other events, without
+        waiting for a shared log's round trip (a turn's progress and deltas); a later `publish`
+        comes after it. Checks the payload at once, as `publish` does."""
+        ...
+
     def heartbeat(self) -> Event:
         """An event with its own id for one stream; never stored."""
         ...

@@ -30,11 +30,12 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from events.bus import DELTA, HEARTBEAT_S, TERMINAL_EVENTS, Event, Snapshot, Wakeup, checked_payload, make_event
 from events.redis_conn import RedisLink
+from events.redis_outbox import Call
 
 MAX_EVENTS_PER_SESSION = 4096  # entries kept per session (one answer's deltas are one entry each)
 IDLE_SESSION_TTL_S = 24 * 3600.0
@@ -178,13 +179,34 @@ class RedisEventLog:
     # ------------------------------------------------------------------ publishing
 
     def publish(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> Event:
+        """Store one event now, after everything `post`ed before it, and return it with its id.
+        It rides in the outbox's next batch, so a turn's end costs one round trip however many
+        of its deltas were still on their way."""
+        call, payload, data_json, at = self._prepared(session_id, name, data)
+        stored: list[int] = []
+        self.link.outbox.post(replace(call, done=lambda raw: stored.append(int(raw))))
+        self.link.outbox.flush()
+        event = Event(stored[0], name, payload, at, data_json)
+        self._notify(session_id, event.id)  # local waiters need not wait for the listener
+        return event
+
+    def post(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> None:
+        """Store one event soon, in order with this process's other events, without waiting
+        for Redis (`events/redis_outbox.py`): a turn's progress and deltas."""
+        call = self._prepared(session_id, name, data)[0]
+        self.link.outbox.post(replace(call, done=lambda raw: self._notify(session_id, int(raw))))
+
+    def _prepared(
+        self, session_id: str, name: str, data: dict[str, Any] | None
+    ) -> tuple[Call, dict[str, Any], str, float]:
+        """The publish script's keys and arguments (the payload checked here, in the caller)."""
         payload = checked_payload(name, data)
         data_json = json.dumps(payload, ensure_ascii=False)
         at = time.time()
-        terminal = name in TERMINAL_EVENTS
         turn_id = payload.get("turn_id")
         keys = self.keys
-        raw = self._publish(
+        call = Call(
+            self._publish,
             keys=[keys.counter, keys.epoch, keys.stream(session_id), keys.meta(session_id)],
             args=[
                 name,
@@ -192,15 +214,13 @@ class RedisEventLog:
                 repr(at),
                 self.max_events,
                 self.ttl_ms,
-                "1" if terminal else "0",
+                "1" if name in TERMINAL_EVENTS else "0",
                 turn_id if isinstance(turn_id, str) else "",
                 session_id,
                 keys.wake_channel,
             ],
         )
-        event = Event(int(raw), name, payload, at, data_json)
-        self._notify(session_id, event.id)  # local waiters need not wait for the round trip
-        return event
+        return call, payload, data_json, at
 
     def heartbeat(self) -> Event:
         return make_event(int(self._next_id(keys=[self.keys.counter, self.keys.epoch])), "heartbeat", {})

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import redis
 from redis.client import PubSub
 
+from events.redis_outbox import Outbox
+
 log = logging.getLogger("events.redis")
 
 DEFAULT_PREFIX = "orchestrator:"
@@ -88,6 +90,7 @@ class RedisLink:
     def __init__(self, client: redis.Redis, keys: RedisKeys) -> None:
         self.client = client
         self.keys = keys
+        self.outbox = Outbox(client)  # calls a turn need not wait for (events/redis_outbox.py)
         self._handlers: dict[str, Subscription] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -189,6 +192,7 @@ class RedisLink:
                 log.exception("Redis listener: resync failed")
 
     def close(self) -> None:
+        self.outbox.close()  # what is queued is sent first
         self._stop.set()
         thread = self._thread
         if thread is not None:

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from events.redis_conn import RedisLink
+from events.redis_outbox import Call
 from events.turns import TurnInProgress, TurnLease, TurnOutcome
 
 log = logging.getLogger("events.redis")
@@ -212,23 +213,30 @@ class RedisTurnBoard:
             try:
                 publish_end()  # frees the session for `claim` in the same step (see the module doc)
             finally:
-                self._forget(lease)
+                # Tidying only, once the end is published: the turn does not wait for it.
+                self.link.outbox.post(self._forget(lease))
         finally:
             lease.outcome.set_result(outcome)
 
     def abandon(self, lease: TurnLease) -> None:
         if not lease.started:
-            self._forget(lease)
+            release = self._forget(lease)  # no end was published: the key itself frees the session now
+            release.script(keys=release.keys, args=release.args)
             if not lease.outcome.done():
                 lease.outcome.cancel()
 
     # ------------------------------------------------------------------ local leases
 
-    def _forget(self, lease: TurnLease) -> None:
+    def _forget(self, lease: TurnLease) -> Call:
+        """Drop the local lease; the call that deletes its claim in Redis (if still its own)."""
         with self._lock:
             if self._local.get(lease.session_id) is lease:
                 del self._local[lease.session_id]
-        self._release(keys=[self.keys.turn(lease.session_id), self.keys.claims], args=[lease.turn_id, _member(lease)])
+        return Call(
+            self._release,
+            keys=[self.keys.turn(lease.session_id), self.keys.claims],
+            args=[lease.turn_id, _member(lease)],
+        )
 
     def _on_cancel(self, message: str) -> None:
         session_id, _, turn_id = message.rpartition(" ")  # a turn id has no space

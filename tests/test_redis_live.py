@@ -92,6 +92,87 @@ def test_a_cursor_older_than_what_redis_keeps_gets_a_gap_on_another_process(redi
         close_b()
 
 
+def test_posted_events_arrive_in_order_before_a_later_publish(process):
+    """A turn posts its progress without waiting for Redis (events/redis_outbox.py); its
+    terminal event, published after, still comes after every one of them, for every process."""
+    a, b = process(), process()
+    for n in range(300):  # more than one pipeline's batch
+        a.bus.post("s", "tick", {"turn_id": "t", "n": n})
+    end = a.bus.publish("s", "done", {"turn_id": "t"})
+    events = b.bus.read("s", 0).events
+    assert [event.data.get("n") for event in events] == [*range(300), None]
+    ids = [event.id for event in events]
+    assert ids == sorted(ids) and len(set(ids)) == 301 and ids[-1] == end.id
+
+
+def test_posts_from_many_threads_keep_each_thread_s_order(process):
+    a, b = process(), process()
+
+    def turn(t: int) -> None:
+        for n in range(50):
+            a.bus.post(f"s{t}", "tick", {"turn_id": f"t{t}", "n": n})
+        a.bus.publish(f"s{t}", "done", {"turn_id": f"t{t}"})
+
+    threads = [threading.Thread(target=turn, args=(t,)) for t in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(HUNG_S)
+    for t in range(6):
+        names_and_n = [(e.name, e.data.get("n")) for e in b.bus.read(f"s{t}", 0).events]
+        assert names_and_n == [*(("tick", n) for n in range(50)), ("done", None)]
+
+
+def test_a_post_checks_the_payload_at_once(process):
+    from events.bus import PrivatePayloadError
+
+    with pytest.raises(PrivatePayloadError):
+        process().bus.post("s", "tool.started", {"turn_id": "t", "content": "secret"})
+
+
+def test_posted_events_survive_a_redis_that_forgot_its_scripts(process, redis_url):
+    """A restarted Redis has no scripts: a pipeline of posts is sent again once it is loaded."""
+    live = process()
+    live.bus.post("s", "tick", {"turn_id": "t", "n": 0})
+    live.bus.publish("s", "done", {"turn_id": "t"})
+    redis.Redis.from_url(redis_url).script_flush()
+    live.bus.post("s", "tick", {"turn_id": "t2", "n": 1})
+    live.bus.post("s", "tick", {"turn_id": "t2", "n": 2})
+    live.bus.publish("s", "done", {"turn_id": "t2"})
+    assert [(e.name, e.data.get("n")) for e in live.bus.read("s", 0).events] == [
+        ("tick", 0),
+        ("done", None),
+        ("tick", 1),
+        ("tick", 2),
+        ("done", None),
+    ]
+
+
+def test_calls_that_could_not_be_sent_fail_the_next_flush_once(redis_url, redis_server: RedisServer):
+    """Lost events are not silent: the turn's terminal publish (which flushes first) raises,
+    its client gets the 503 a failed publish gives; once Redis is back, calls go out again."""
+    from events.redis_outbox import Call, Outbox
+
+    client = redis.Redis.from_url(redis_url, socket_timeout=2)
+    echo = client.register_script("return ARGV[1]")
+    results: list[bytes] = []
+    outbox = Outbox(client)
+    try:
+        redis_server.stop()
+        outbox.post(Call(echo, keys=[], args=["lost"], done=results.append))
+        with pytest.raises(redis.ConnectionError):
+            outbox.flush()
+        redis_server.start()
+        outbox.flush()  # the error is reported once
+        for word in ("a", "b"):
+            outbox.post(Call(echo, keys=[], args=[word], done=results.append))
+        outbox.flush()
+        assert results == [b"a", b"b"]
+    finally:
+        outbox.close()
+        client.close()
+
+
 def test_a_publish_in_one_process_wakes_waiting_streams_in_another(process):
     a, b = process(), process()
 
