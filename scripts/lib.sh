@@ -17,3 +17,14 @@ apt_install() {
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
+
+# hold_service_starts: Debian's packages start their own service on install, but the tests
+# start private servers instead; refuse those starts until the calling script exits (a
+# policy-rc.d, only when none is set: Docker images ship one).
+hold_service_starts() {
+  if [ ! -e /usr/sbin/policy-rc.d ] && [ "$(id -u)" = 0 ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
+}

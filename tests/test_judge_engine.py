@@ -16,7 +16,7 @@ from docker.constants import DEFAULT_DOCKER_API_VERSION
 from judge.cleanup import Cleanup
 from judge.engine import EngineAddress, EngineUnavailable, _api_version, connect
 from judge.service import Judge
-from tests.remote_docker_support import free_port, make_certs
+from tests.remote_docker_support import free_port, make_certs, require
 
 
 def test_the_address_is_the_docker_cli_variables() -> None:
@@ -56,8 +56,7 @@ def test_missing_certificate_files_are_named(
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is missing (scripts/services/remote_docker.sh installs it)")
+    require(shutil.which("openssl") is not None, "openssl is missing (scripts/services/remote_docker.sh installs it)")
     return make_certs(tmp_path_factory.mktemp("certs")).client
 
 

@@ -9,9 +9,5 @@ LOG_TAG=nginx
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 if [ -x /usr/sbin/nginx ]; then exit 0; fi
-if [ ! -e /usr/sbin/policy-rc.d ] && [ "$(id -u)" = 0 ]; then
-  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-  chmod +x /usr/sbin/policy-rc.d
-  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
-fi
+hold_service_starts
 apt_install nginx

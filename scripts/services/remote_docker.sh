@@ -16,9 +16,5 @@ if command -v dockerd >/dev/null && command -v containerd >/dev/null && command 
     && command -v openssl >/dev/null && command -v ssh-keygen >/dev/null && [ -x /usr/sbin/sshd ]; then
   exit 0
 fi
-if [ ! -e /usr/sbin/policy-rc.d ] && [ "$(id -u)" = 0 ]; then
-  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-  chmod +x /usr/sbin/policy-rc.d
-  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
-fi
+hold_service_starts
 apt_install docker.io openssl openssh-client openssh-server
