@@ -86,8 +86,12 @@ def blob_rows(target: Target) -> Outcome:
 
 
 def wide_columns_through_chat(target: Target) -> Outcome:
+    return memory_sql_through_chat(target, WIDE_COLUMNS)
+
+
+def memory_sql_through_chat(target: Target, sql: str) -> Outcome:
     """The model's command runs in a chat turn; what the turn stored is measured too."""
-    target.llm.queue("/memory_sql\n" + WIDE_COLUMNS, "Here is what I found.")
+    target.llm.queue("/memory_sql\n" + sql, "Here is what I found.")
     response = target.post("/chat", json={"message": "show me everything"})
     stored = 0
     if response.ok:

@@ -11,10 +11,8 @@ it runs in a SQLite worker whatever the app's database is.
 
 from __future__ import annotations
 
-import json
-
 from testing.attacks import Attack, Outcome, Target
-from testing.attacks.sql import ENV, SQL_DEADLINE_S, _outcome, _two_at_once, memory_sql
+from testing.attacks.sql import ENV, SQL_DEADLINE_S, _two_at_once, memory_sql, memory_sql_through_chat
 
 BIG_CELLS = "SELECT n, repeat('x', 9000000) AS a, repeat('x', 9000000) AS b FROM generate_series(1, 50) n"
 WIDE_ROWS = "SELECT " + ", ".join(f"repeat('x', 999000) AS b{i}" for i in range(20)) + " FROM generate_series(1, 30)"
@@ -40,15 +38,7 @@ def wide_rows(target: Target) -> Outcome:
 
 
 def wide_columns_through_chat(target: Target) -> Outcome:
-    """As on SQLite: the model's command in a chat turn, and what the turn stored."""
-    target.llm.queue("/memory_sql\n" + WIDE_COLUMNS, "Here is what I found.")
-    response = target.post("/chat", json={"message": "show me everything"})
-    stored = 0
-    if response.ok:
-        session = response.json()["session_id"]
-        page = target.get(f"/sessions/{session}/messages", params={"limit": 200})
-        stored = max((len(json.dumps(m, ensure_ascii=False)) for m in page.json()["messages"]), default=0)
-    return _outcome(response, stored)
+    return memory_sql_through_chat(target, WIDE_COLUMNS)
 
 
 def slow_count(target: Target) -> Outcome:
