@@ -70,8 +70,11 @@ def make_app(base_settings: dict[str, Any]) -> Iterator[Callable[..., Flask]]:
         return app
 
     yield build
-    for app in built:  # a Redis backend's listener thread and connections (nothing in-process)
-        services_of(app).live.close()
+    for app in built:
+        services = services_of(app)
+        services.live.close()  # a Redis backend's listener thread and connections (nothing in-process)
+        services.database.close()  # a PostgreSQL pool, whose workers would otherwise go on
+        # reconnecting to the test's dropped database and log into later tests
 
 
 @pytest.fixture

@@ -336,7 +336,7 @@ def test_an_update_stamps_updated_at_and_reindexes_search(pg: PgDatabase, pg_ids
 
 
 def test_the_tool_endpoint_runs_on_postgresql(
-    make_app: Callable[..., Flask], fake_llm: FakeLLMServer, pg_url: str
+    pg_url: str, make_app: Callable[..., Flask], fake_llm: FakeLLMServer
 ) -> None:
     """`POST /tools/memory_sql` of an app whose DATABASE_URL is PostgreSQL: rows of the caller only,
     refusals with the tool codes and HTTP statuses the SQLite path gives."""

@@ -405,7 +405,7 @@ def test_a_real_server_process_stores_and_replays_turns_in_postgresql(
     assert not Path(base_settings["database_path"]).exists()  # nothing went to the SQLite default
 
 
-def test_a_pool_of_one_serves_every_request_and_turn_thread(make_app: Any, fake_llm: Any, pg_url: str) -> None:
+def test_a_pool_of_one_serves_every_request_and_turn_thread(pg_url: str, make_app: Any, fake_llm: Any) -> None:
     """Each request and each turn (on a worker thread of its own) hands its connection back
     when it ends: with DATABASE_POOL_SIZE=1, turn after turn still gets one at once."""
     app = make_app(llm_base_url=fake_llm.openai_base_url, database_url=pg_url, database_pool_size=1)
@@ -427,7 +427,7 @@ def test_a_pool_of_one_serves_every_request_and_turn_thread(make_app: Any, fake_
     assert len(listed) == 12
 
 
-def test_turns_waiting_on_their_model_hold_no_server_connection(make_app: Any, fake_llm: Any, pg_url: str) -> None:
+def test_turns_waiting_on_their_model_hold_no_server_connection(pg_url: str, make_app: Any, fake_llm: Any) -> None:
     """A turn lends its connection back before it waits on the model: with DATABASE_POOL_SIZE=1,
     four turns wait on the model at once and other requests are served meanwhile (were the
     connection held through the call, the second turn could not even store its message)."""
@@ -582,7 +582,7 @@ def test_a_nul_in_a_message_is_stored_as_a_replacement_not_refused(pg: PgDatabas
 
 
 def test_a_database_that_went_away_answers_503_not_500(
-    make_app: Any, fake_llm: Any, pg_url: str, pg_cluster: PgCluster
+    pg_cluster: PgCluster, pg_url: str, make_app: Any, fake_llm: Any
 ) -> None:
     app = make_app(llm_base_url=fake_llm.openai_base_url, database_url=pg_url, database_pool_size=2)
     from tests.conftest import new_token
