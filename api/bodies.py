@@ -67,8 +67,25 @@ def limit_body_size() -> None:
         )
 
 
+def refuse_cut_body() -> None:
+    """413 for a body sent without Content-Length (chunked) that reached the endpoint's limit.
+
+    Werkzeug reads such a body up to `request.max_content_length` and stops there without a
+    word, so the app would parse a cut body and answer a puzzling 400; the limit is reached
+    exactly when the read stopped at it."""
+    if request.content_length is not None:
+        return
+    request.get_data()  # read (and cached) up to the limit
+    if getattr(request.stream, "is_exhausted", False):
+        limit = request.max_content_length or 0
+        raise ApiError(
+            413, "payload_too_large", f"the body is larger than this endpoint takes ({limit // 1024 // 1024} MiB)"
+        )
+
+
 def json_object(*, optional: bool = False, hint: str = "") -> dict[str, Any]:
     """The body as a JSON object (`{}` for an empty body when `optional`), else 400 invalid_json."""
+    refuse_cut_body()
     body = request.get_json(silent=True)
     if body is None and optional and not request.get_data():
         body = {}

@@ -267,3 +267,30 @@ def test_stop_from_another_connection_keeps_what_was_shown(live: LiveServer):
     assert done is not None and done["stopped"] is True and "Not yet" not in shown
     assert done["messages"][-1]["content"] == shown and done["messages"][-1]["meta"] == {"stopped": True}
     assert live.llm.answer(-1).client_hung_up
+
+
+def test_a_chunked_chat_request_is_answered(live: LiveServer):
+    """`Transfer-Encoding: chunked` (no Content-Length), as a streaming HTTP client sends it:
+    the body is read whole, not taken for an empty one."""
+    body = json.dumps({"message": "hello in parts"}).encode()
+    parts = iter([body[:5], body[5:17], body[17:]])
+    answer = requests.post(
+        f"{live.base}/chat", data=parts, headers={**live.auth, "Content-Type": "application/json"}, timeout=30
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["reply"] == "plain answer"
+
+
+def test_a_chunked_body_over_the_limit_answers_413(live: LiveServer):
+    """Werkzeug reads a body without Content-Length up to the endpoint's limit and stops; the
+    app says 413 instead of parsing the cut body (8 MiB for every endpoint but /chat)."""
+    parts = (b"[" * 65536 for _ in range(8 * 16 + 4))
+    try:
+        answer = requests.post(
+            f"{live.base}/sessions", data=parts, headers={**live.auth, "Content-Type": "application/json"}, timeout=60
+        )
+    except requests.ConnectionError:  # answered and closed before the client had sent it all
+        pytest.fail("the server closed the connection before answering")
+    assert answer.status_code == 413, answer.text
+    assert answer.json()["error"]["code"] == "payload_too_large"
+    assert requests.get(f"{live.base}/health", timeout=10).status_code == 200
