@@ -30,6 +30,7 @@ from flask import Flask
 from api.services import services_of
 from config import Settings
 from serving.asgi import OrchestratorApp
+from serving.gc_policy import FreezeAfterFullCollections
 from serving.protocol import with_request_timeout
 
 GRACEFUL_TIMEOUT_S = 30
@@ -73,12 +74,15 @@ def serve(app: Flask, settings: Settings) -> None:
     server = uvicorn.Server(uvicorn_config(app, settings))
     gc.collect()
     gc.freeze()  # start-up objects (modules, the app, the registry) leave every later full collection
+    collections = FreezeAfterFullCollections()  # long-lived streams too (serving/gc_policy.py)
+    collections.install()
     stops: list[int] = []
     previous = {sig: signal.signal(sig, _noting(stops)) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         server.run()
     finally:
         close_services(app)
+        collections.uninstall()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if stops:
