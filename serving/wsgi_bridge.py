@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,8 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api.live import ASGIMessage, Receive, Send, watching_client
-
-log = logging.getLogger("serving")
 
 BATCH_BYTES = 256 * 1024  # response body gathered by the thread before the loop writes it
 WsgiApp = Callable[[dict[str, Any], Callable[..., Callable[[bytes], None]]], Iterable[bytes]]
@@ -162,6 +159,8 @@ class WsgiAnswer:
     rest: Iterator[bytes] | None = None
     streaming: bool = False  # an event stream: hand each chunk on as it is made
     closer: Callable[[], object] | None = None
+    context: contextvars.Context = field(default_factory=contextvars.Context)  # the request's own
+    # (the app and every later batch run in it, whichever worker thread takes them)
 
     @property
     def start(self) -> ASGIMessage:
@@ -174,9 +173,9 @@ class WsgiAnswer:
             closer()
 
 
-def call_app(app: WsgiApp, environ: dict[str, Any]) -> WsgiAnswer:
-    """Run the app on this (worker) thread; its answer with the first batch of its body."""
-    answer = WsgiAnswer()
+def call_app(app: WsgiApp, environ: dict[str, Any], answer: WsgiAnswer) -> WsgiAnswer:
+    """Run the app on this (worker) thread, in `answer.context`; its answer with the first
+    batch of its body."""
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
         answer.status = int(status.split(" ", 1)[0])
@@ -225,7 +224,9 @@ class WsgiBridge:
         """Run the app for this request: its status, headers and first batch of body."""
         loop = asyncio.get_running_loop()
         body = RequestBody(await receive(), loop, receive)
-        return await loop.run_in_executor(self.executor, call_app, self.app, wsgi_environ(scope, body))
+        answer = WsgiAnswer()
+        environ = wsgi_environ(scope, body)
+        return await loop.run_in_executor(self.executor, answer.context.run, call_app, self.app, environ, answer)
 
     async def write(self, answer: WsgiAnswer, send: Send, receive: Receive) -> None:
         """Send the answer, asking the thread for each further batch once the last is written
@@ -241,8 +242,8 @@ class WsgiBridge:
                     if answer.chunks:
                         data, answer.chunks = b"".join(answer.chunks), []
                         await send({"type": "http.response.body", "body": data, "more_body": True})
-                    await loop.run_in_executor(self.executor, next_batch, answer)
+                    await loop.run_in_executor(self.executor, answer.context.run, next_batch, answer)
                 await send({"type": "http.response.body", "body": b"".join(answer.chunks), "more_body": False})
         finally:
             if answer.closer is not None:  # not read to its end: the client went away
-                await loop.run_in_executor(self.executor, answer.close)
+                await loop.run_in_executor(self.executor, answer.context.run, answer.close)

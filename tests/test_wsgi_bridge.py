@@ -2,7 +2,8 @@
 
 A small Flask app of its own (not the product) shows each rule: a body sent in many parts
 reaches the app whole; the environ follows PEP 3333; a long answer arrives whole in
-batches and its iterable is closed; a client that leaves in the middle of a long answer
+batches, made in the request's one context whichever thread takes each batch, and its
+iterable is closed; a client that leaves in the middle of a long answer
 gets its iterable closed; an event stream is handed on chunk by chunk, not batched; a
 request whose body came in parts leaves no Flask context behind on its keep-alive
 connection.
@@ -10,6 +11,7 @@ connection.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import socket
@@ -29,6 +31,7 @@ from tests.test_cli import free_port
 
 BIG = 3 * 1024 * 1024  # sent by the client in many TCP segments: several ASGI body parts
 LIMIT = 4 * 1024 * 1024  # the probe app's MAX_CONTENT_LENGTH
+BODY_OF: contextvars.ContextVar[str] = contextvars.ContextVar("body_of")  # set while a body is made
 
 
 class Probe:
@@ -61,9 +64,13 @@ def probe_app(probe: Probe) -> Flask:
         return {"rest": rest, "args": request.args.to_dict(flat=False)}
 
     def counted(name: str, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        token = BODY_OF.set(name)  # reset below: fails if a later batch ran in another context
         try:
-            yield from chunks
+            for chunk in chunks:
+                assert BODY_OF.get() == name
+                yield chunk
         finally:
+            BODY_OF.reset(token)
             probe.closed.append(name)
 
     @app.get("/long")
