@@ -171,6 +171,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         SESSION_COOKIE_SAMESITE="Strict",
         PERMANENT_SESSION_LIFETIME=timedelta(days=30),
     )
+    app.session_interface = auth.CookieSessions()  # the login cookie (api/auth.py)
     bodies.install(app)  # every body read within size, depth and Unicode limits (api/bodies.py)
     assert isinstance(app.json, DefaultJSONProvider)  # bodies.install set the bounded one
     app.json.sort_keys = False

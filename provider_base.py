@@ -204,6 +204,8 @@ class ReplyFeed:
 def scrub_detail(detail: str, messages: Sequence[ChatMessage]) -> str:
     """Keep details short and free of prompt text: upstream error bodies sometimes echo the
     input, and details end up in logs and SSE events."""
+    if not detail:  # a success: nothing to scan the prompt for
+        return detail
     for message in messages:
         content = message.content.strip()
         if len(content) >= 4 and content in detail:

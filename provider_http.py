@@ -33,7 +33,7 @@ from provider_base import (
     ms_since,
     text_or_failure,
 )
-from provider_transport import Broken, Exchange, mount_abortable
+from provider_transport import Broken, Exchange, PostTemplate, mount_abortable
 from provider_wire import Framing, NdjsonDecoder, SseDecoder
 
 ERROR_BODY_MAX = 64 * 1024  # of a non-2xx answer: enough for any error message
@@ -130,6 +130,7 @@ class HttpProvider(Provider):
     ) -> None:
         super().__init__(config, http=http, sleep=sleep)
         self.watchdog = Watchdog(f"{self.name}-deadlines")  # its thread starts on first use
+        self._template: PostTemplate | None = None  # prepared on first use (see `_post`)
 
     def _session(self) -> requests.Session:
         """The base session, with connections that a deadline or a cancel can shut."""
@@ -177,10 +178,24 @@ class HttpProvider(Provider):
             headers["Authorization"] = f"Bearer {self.config.api_key}"
         return headers
 
+    def _post(self) -> PostTemplate | Attempt:
+        """The chat endpoint's prepared POST (built once: the URL and headers never change),
+        or why it cannot be built (a base URL that is not a URL)."""
+        if self._template is None:
+            try:
+                self._template = PostTemplate(self.http, self.endpoint(), self.headers())
+            except requests.RequestException as exc:
+                detail = f"the base URL is not a usable URL ({type(exc).__name__})"
+                return Attempt(failure=FailureKind.NOT_CONFIGURED, detail=detail)
+        return self._template
+
     def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed) -> Attempt:
+        template = self._post()
+        if isinstance(template, Attempt):
+            return template
         payload = json.dumps(self.request_body(messages), ensure_ascii=False).encode("utf-8")
         exchange = Exchange(
-            self.http,
+            template,
             self.watchdog,
             cancel=feed.cancel,
             deadline=feed.deadline,
@@ -192,7 +207,7 @@ class HttpProvider(Provider):
             retries = 0
             while True:
                 sent += len(payload)
-                response = exchange.post(self.endpoint(), payload, self.headers())
+                response = exchange.post(payload)
                 if isinstance(response, Broken):
                     return Attempt(
                         failure=response.kind,
@@ -224,7 +239,7 @@ class HttpProvider(Provider):
                     )
                     self._pause(delay, feed)
                     continue
-                message = _error_message(_json(body)[0]) or f"HTTP {status}"
+                message = _error_message(_json(body)[0]) or _redirect_message(response) or f"HTTP {status}"
                 if status == 429 and retries:
                     message = f"{message} (after {retries} retries)"
                 return Attempt(failure=_status_failure(status), detail=message, **sizes)
@@ -304,6 +319,15 @@ class HttpProvider(Provider):
                 if finish_reason is None:
                     return Attempt(failure=FailureKind.CONNECTION, detail="stream ended early", usage=usage)
                 return Attempt(finish_reason=finish_reason, usage=usage)
+
+
+def _redirect_message(response: requests.Response) -> str | None:
+    """A redirect is not followed (see `PostTemplate`): say where it points, so that the base
+    URL can be set to that address."""
+    location = response.headers.get("Location")
+    if not 300 <= response.status_code < 400 or not location:
+        return None
+    return f"HTTP {response.status_code}: the server redirects to {location[:200]}; set the base URL to that address"
 
 
 def _odd_content(parsed: Parsed) -> Attempt | None:

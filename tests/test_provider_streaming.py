@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cancellation import CancelToken, Watchdog
-from provider_transport import READ_SIZE, CallHandle
+from provider_transport import READ_SIZE, SETTLE_GRACE_S, CallHandle
 from provider_wire import LineSplitter, NdjsonDecoder, SseDecoder
 from providers import (
     ChatMessage,
@@ -310,6 +310,39 @@ def test_deadline_cuts_a_stream_that_stops_in_the_middle(fake: FakeLLMServer, wi
     assert time.monotonic() - started >= 1.0
     assert sink.pieces == ["one ", "two"]
     assert fake.answer().client_hung_up and not fake.answer().dropped  # the client gave up, not the fake
+
+
+def complete_reply_events(wire: str, *pieces: str) -> tuple[bytes, ...]:
+    """A whole streamed reply, terminator included, one HTTP chunk per event."""
+    if wire == "ollama":
+        lines = [{"message": {"role": "assistant", "content": piece}, "done": False} for piece in pieces]
+        lines.append({"message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop"})
+        return tuple(json.dumps(line).encode() + b"\n" for line in lines)
+    chunks = [{"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]} for piece in pieces]
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    return (*(b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks), b"data: [DONE]\n\n")
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_stream_held_open_after_its_terminator_succeeds_after_a_short_grace(fake: FakeLLMServer, wire: str) -> None:
+    """The reply is complete at `[DONE]` / `"done": true`; a server that then sends nothing
+    and never ends the body is cut off after `SETTLE_GRACE_S`, not at the call's deadline,
+    and the call is a success."""
+    fake.queue(StreamReply(raw=complete_reply_events(wire, "all ", "here"), hang=True))
+    started = time.monotonic()
+    result = provider_for(fake, wire, timeout_s=30.0).stream(MESSAGES, sink := Recorder())
+    took = time.monotonic() - started
+    assert result.failure is None and result.text == "all here" and sink.pieces == ["all ", "here"]
+    assert SETTLE_GRACE_S <= took < 10  # the grace, far from the 30 s deadline
+    assert fake.answer().client_hung_up and not fake.answer().dropped
+
+
+def test_a_connection_cut_off_after_its_terminator_is_not_reused(fake: FakeLLMServer) -> None:
+    """The next call opens a fresh connection and succeeds."""
+    provider = provider_for(fake, timeout_s=30.0)
+    fake.queue(StreamReply(raw=complete_reply_events("openai", "first"), hang=True), StreamReply(("second",)))
+    assert provider.call(MESSAGES).text == "first"
+    assert provider.call(MESSAGES).text == "second"
 
 
 def test_deadline_cuts_a_server_that_trickles_a_byte_at_a_time(fake: FakeLLMServer) -> None:

@@ -298,6 +298,46 @@ def test_complete_returns_none_on_failure(mock: responses.RequestsMock, name: st
     assert make(name).complete(MESSAGES) is None
 
 
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_is_reported_not_followed(mock: responses.RequestsMock, status: int) -> None:
+    """Following it would resend the prompt (and, for 301/302, as a GET) wherever the server
+    points; the failure names the address instead, so the base URL can be fixed."""
+    mock.post(ENDPOINTS["openai"], status=status, headers={"Location": "https://elsewhere.example/v1/chat"})
+    mock.get("https://elsewhere.example/v1/chat", json=ok_body("openai"))
+    mock.post("https://elsewhere.example/v1/chat", json=ok_body("openai"))
+
+    result = make("openai").call(MESSAGES)
+
+    assert result.failure is FailureKind.CLIENT_ERROR
+    assert result.status_code == status
+    assert "https://elsewhere.example/v1/chat" in result.detail and "base URL" in result.detail
+    assert len(mock.calls) == 1
+
+
+def test_a_base_url_that_is_not_a_url_is_not_configured(mock: responses.RequestsMock) -> None:
+    result = make("openai", base_url="no scheme here").call(MESSAGES)
+
+    assert result.failure is FailureKind.NOT_CONFIGURED
+    assert "base URL" in result.detail
+    assert len(mock.calls) == 0
+
+
+def test_every_call_sends_its_own_body_and_length(mock: responses.RequestsMock) -> None:
+    """The POST is prepared once per provider; the body and Content-Length are each call's."""
+    mock.post(ENDPOINTS["openai"], json=ok_body("openai"))
+    provider = make("openai")
+    short = [ChatMessage(role="user", content="hi")]
+    long = [ChatMessage(role="user", content="a much longer message " * 50)]
+
+    for messages in (short, long, short):
+        assert provider.call(messages).failure is None
+
+    for call, messages in zip(mock.calls, (short, long, short), strict=True):
+        assert call.request.headers["Content-Length"] == str(len(call.request.body))
+        assert json.loads(call.request.body)["messages"] == [{"role": "user", "content": m.content} for m in messages]
+        assert call.request.headers["Authorization"] == f"Bearer {KEY}"
+
+
 # --- 429 policy ------------------------------------------------------------------------------
 
 
