@@ -17,9 +17,9 @@ session's adapter: requests' per-call preparation (URL parsing, merging headers,
 settings) cost a third of a loopback provider call's CPU, for a request that never changes
 but for its body.
 
-Bodies are read with urllib3's `read1`, which returns what has arrived (one HTTP chunk's
-worth at most) instead of waiting for a full buffer, so a piece is handed on as soon as it
-is received.
+Bodies are read as they arrive (`provider_body.py`): everything received so far in one
+read, instead of waiting for a full buffer, so a piece is handed on as soon as it is
+received and a burst of chunks is handed on as one.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from urllib3.poolmanager import PoolManager
 
 from cancellation import CancelToken, Watchdog
 from provider_base import FailureKind
+from provider_body import BodyReader, Urllib3Body, body_reader
 
-READ_SIZE = 64 * 1024
 SETTLE_GRACE_S = 0.5  # after a reply's terminator: how long the rest of the body may take
 
 #: The call whose POST is running in this context; read by connections when they get a
@@ -262,6 +262,7 @@ class Exchange:
         self._max_bytes = max_bytes
         self._handle = CallHandle()
         self._responses: list[requests.Response] = []
+        self._bodies: dict[requests.Response, BodyReader] = {}
         self._disarm: list[Callable[[], None]] = []
         self.received = 0  # body bytes read, all responses of the call
 
@@ -305,12 +306,13 @@ class Exchange:
         finally:
             _CURRENT_CALL.reset(token)
         self._responses.append(response)
+        self._bodies[response] = body_reader(response)
         return self.interrupted() or response
 
     def read(self, response: requests.Response) -> bytes | Broken:
         """What has arrived of the body (waiting for at least one byte); ``b""`` at its end."""
         try:
-            data = response.raw.read1(READ_SIZE, decode_content=True) or b""
+            data = self._body(response).read()
         except (urllib3.exceptions.HTTPError, HTTPException, OSError) as exc:
             return self._failed(exc)
         stop = self.interrupted()
@@ -359,13 +361,17 @@ class Exchange:
             try:
                 if sock is not None:
                     sock.settimeout(left)  # urllib3 sets its own again before the next request
-                data = response.raw.read1(READ_SIZE, decode_content=True) or b""
+                data = self._body(response).read()
             except (urllib3.exceptions.HTTPError, HTTPException, OSError):
                 break
             self.received += len(data)
             if not data:
                 return
         self.discard(response)
+
+    def _body(self, response: requests.Response) -> BodyReader:
+        body = self._bodies.get(response)
+        return body if body is not None else Urllib3Body(response)
 
     def discard(self, response: requests.Response) -> None:
         """Close now without reading the rest: the server sees the client hang up, and the

@@ -23,7 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cancellation import CancelToken, Watchdog
-from provider_transport import READ_SIZE, SETTLE_GRACE_S, CallHandle
+from provider_body import READ_SIZE
+from provider_transport import SETTLE_GRACE_S, CallHandle
 from provider_wire import LineSplitter, NdjsonDecoder, SseDecoder
 from providers import (
     ChatMessage,
@@ -179,18 +180,15 @@ def test_ndjson_property(objects: list[dict[str, str]], end: str, bom: bool, dat
 
 @pytest.mark.parametrize("wire", WIRES)
 def test_streamed_reply(fake: FakeLLMServer, wire: str) -> None:
-    fake.queue("Hello, streaming world!")
+    pieces = ("Hello, ", "streaming ", "world!")
+    fake.queue(StreamReply(pieces, delay_s=0.05))  # apart in time, as a model writes them
     sink = Recorder()
     result = provider_for(fake, wire).stream(MESSAGES, sink)
 
     assert result.ok and result.text == "Hello, streaming world!"
-    assert sink.text == result.text and len(sink.pieces) > 3  # the fake splits every 3 chars
+    assert sink.pieces == list(pieces)  # each handed on as it arrived
     assert result.finish_reason == "stop"
-    assert result.usage == {
-        "prompt_tokens": 4,
-        "completion_tokens": len(sink.pieces),
-        "total_tokens": 4 + len(sink.pieces),
-    }
+    assert result.usage == {"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7}
     assert result.first_text_ms is not None and 0 < result.first_text_ms <= result.elapsed_ms
     assert result.status_code == 200 and result.response_bytes > len(result.text) and result.request_bytes > 0
     assert not result.stopped_early
@@ -226,7 +224,7 @@ def test_call_without_sink_returns_the_whole_reply(fake: FakeLLMServer, wire: st
 def test_openrouter_keepalive_comments_are_ignored(fake: FakeLLMServer) -> None:
     fake.queue(StreamReply(("Kept ", "alive"), keepalive_comments=True))
     result = provider_for(fake, name="openrouter", key="k").stream(MESSAGES, sink := Recorder())
-    assert (result.text, sink.pieces) == ("Kept alive", ["Kept ", "alive"])
+    assert result.text == sink.text == "Kept alive"
 
 
 @pytest.mark.parametrize(("wire", "detail"), [("openai", "Provider disconnected"), ("ollama", "unexpectedly stopped")])
@@ -235,7 +233,7 @@ def test_mid_stream_error_is_upstream_error(fake: FakeLLMServer, wire: str, deta
     sink = Recorder()
     result = provider_for(fake, wire).stream(MESSAGES, sink)
     assert result.failure is FailureKind.UPSTREAM_ERROR and detail in result.detail
-    assert result.text is None and sink.pieces == ["a", "b"]  # fed, yet the call failed
+    assert result.text is None and sink.text == "ab"  # fed (in one piece or two), yet the call failed
     assert result.status_code == 200
 
 
@@ -308,7 +306,7 @@ def test_deadline_cuts_a_stream_that_stops_in_the_middle(fake: FakeLLMServer, wi
     result = provider_for(fake, wire, timeout_s=1.0).stream(MESSAGES, sink)
     assert result.failure is FailureKind.TIMEOUT and result.text is None
     assert time.monotonic() - started >= 1.0
-    assert sink.pieces == ["one ", "two"]
+    assert sink.text == "one two"
     assert fake.answer().client_hung_up and not fake.answer().dropped  # the client gave up, not the fake
 
 
@@ -332,7 +330,7 @@ def test_a_stream_held_open_after_its_terminator_succeeds_after_a_short_grace(fa
     started = time.monotonic()
     result = provider_for(fake, wire, timeout_s=30.0).stream(MESSAGES, sink := Recorder())
     took = time.monotonic() - started
-    assert result.failure is None and result.text == "all here" and sink.pieces == ["all ", "here"]
+    assert result.failure is None and result.text == "all here" == sink.text
     assert SETTLE_GRACE_S <= took < 10  # the grace, far from the 30 s deadline
     assert fake.answer().client_hung_up and not fake.answer().dropped
 
