@@ -20,6 +20,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -31,7 +32,7 @@ from api.services import services
 from events.bus import Event, Wakeup
 from events.follow import FollowPlan, StreamFollower
 from events.interfaces import EventLog
-from events.turns import TurnLease
+from events.turns import TurnLease, TurnOutcome
 from ratelimit import StreamSlots, Verdict
 
 HANDOFF_KEY = "orchestrator.handoff"  # in the ASGI scope (the WSGI environ's "asgi.scope")
@@ -75,6 +76,11 @@ def last_event_id() -> int | None:
 class LiveBody(Protocol):
     placeholder_mimetype: str
 
+    @property
+    def ready(self) -> Future[Any] | None:
+        """Done once `respond` can write without waiting (None: it may start at once); the
+        server waits for it off the event loop."""
+
     def sync_response(self) -> Response: ...
 
     async def respond(self, start: ASGIMessage, send: Send, receive: Receive) -> None: ...
@@ -85,6 +91,10 @@ class HandoffSlot:
     """Put in each request's scope by the asyncio server; a view may leave a body in it."""
 
     body: LiveBody | None = None
+
+    def ready(self) -> Future[Any] | None:
+        """What the body needs done before it is written (see `LiveBody.ready`)."""
+        return self.body.ready if self.body is not None else None
 
 
 @dataclass(frozen=True)
@@ -158,6 +168,7 @@ class EventStreamBody:
     """SSE frames of one followed run, with heartbeats after `heartbeat_s` of silence."""
 
     placeholder_mimetype = "text/event-stream"
+    ready = None  # a stream starts at once
 
     def __init__(self, bus: EventLog, plan: FollowPlan) -> None:
         self.bus = bus
@@ -246,6 +257,14 @@ async def _refuse(start: ASGIMessage, send: Send, verdict: Verdict) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
+async def turn_outcome(lease: TurnLease) -> TurnOutcome:
+    """The turn's `(status, payload)`, awaited on the event loop. It is done already when the
+    server waited for the body's `ready` (the usual case): then it is taken as it is, since
+    wrapping a done future still costs a wake-up of the loop."""
+    outcome = lease.outcome
+    return outcome.result() if outcome.done() else await asyncio.wrap_future(outcome)
+
+
 class TurnOutcomeBody:
     """The JSON answer of a turn, written when the turn ends (status decided then)."""
 
@@ -254,6 +273,10 @@ class TurnOutcomeBody:
     def __init__(self, lease: TurnLease) -> None:
         self.lease = lease
 
+    @property
+    def ready(self) -> Future[Any]:
+        return self.lease.outcome
+
     def sync_response(self) -> Response:
         status, payload = self.lease.outcome.result()
         response = jsonify(payload)
@@ -261,7 +284,7 @@ class TurnOutcomeBody:
         return response
 
     async def respond(self, start: ASGIMessage, send: Send, receive: Receive) -> None:
-        status, payload = await asyncio.wrap_future(self.lease.outcome)
+        status, payload = await turn_outcome(self.lease)
         body = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
         headers = _headers(start, (b"content-length", b"content-type")) + [
             (b"content-type", b"application/json"),

@@ -17,17 +17,18 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from typing import Any
 
 from flask import Response, jsonify
 
-from api.live import SSE_HEADERS, ClientWatch, Receive, Send, StreamSeat, _headers, watching_client
+from api.live import SSE_HEADERS, ClientWatch, Receive, Send, StreamSeat, _headers, turn_outcome, watching_client
 from api.openai_wire import ChunkTranslator, chat_completion, openai_error
 from api.refusal import refusal_body, refuse_unless
 from events.bus import Event
 from events.follow import FollowPlan, StreamFollower
 from events.interfaces import EventLog
-from events.turns import TurnLease
+from events.turns import TurnLease, TurnOutcome
 
 ASGIMessage = dict[str, Any]
 HEARTBEAT = ": keep-alive\n\n"
@@ -69,13 +70,18 @@ class CompletionBody:
     def sync_response(self) -> Response:
         return json_answer(*self.answer(*self.lease.outcome.result()))
 
+    @property
+    def ready(self) -> Future[TurnOutcome]:
+        return self.lease.outcome
+
     async def respond(self, start: ASGIMessage, send: Send, receive: Receive) -> None:
-        status, payload = await asyncio.wrap_future(self.lease.outcome)
+        status, payload = await turn_outcome(self.lease)
         await send_json(start, send, *self.answer(status, payload))
 
 
 class ChunkStreamBody:
     placeholder_mimetype = "text/event-stream"
+    ready = None  # a stream starts at once
 
     def __init__(self, bus: EventLog, plan: FollowPlan, translator: ChunkTranslator, seat: StreamSeat | None) -> None:
         self.bus = bus

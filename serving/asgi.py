@@ -31,7 +31,7 @@ class OrchestratorApp:
             await send({"type": "websocket.close", "code": 1000})
             return
         slot = HandoffSlot()
-        answer = await self.wsgi.answer({**scope, HANDOFF_KEY: slot}, receive)
+        answer = await self.wsgi.answer({**scope, HANDOFF_KEY: slot}, receive, ready=slot.ready)
         if slot.body is None:
             await self.wsgi.write(answer, send, receive)
         else:  # the placeholder's status and headers (cookies included) go with the body

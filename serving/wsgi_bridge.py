@@ -111,6 +111,16 @@ def _settle(future: Future[ASGIMessage], task: asyncio.Task[ASGIMessage]) -> Non
         future.set_result(task.result())
 
 
+def _succeed(future: asyncio.Future[WsgiAnswer], answer: WsgiAnswer) -> None:
+    if not future.done():  # not when the request's task was cancelled meanwhile
+        future.set_result(answer)
+
+
+def _fail(future: asyncio.Future[WsgiAnswer], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
 def wsgi_environ(scope: dict[str, Any], body: RequestBody) -> dict[str, Any]:
     """The WSGI environ of one ASGI request (paths as PEP 3333's bytes-as-latin-1 strings)."""
     script_name = scope.get("root_path", "").encode("utf8").decode("latin1")
@@ -220,13 +230,37 @@ class WsgiBridge:
         self.app = app
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="WSGI")
 
-    async def answer(self, scope: dict[str, Any], receive: Receive) -> WsgiAnswer:
-        """Run the app for this request: its status, headers and first batch of body."""
+    async def answer(
+        self, scope: dict[str, Any], receive: Receive, ready: Callable[[], Future[Any] | None] = lambda: None
+    ) -> WsgiAnswer:
+        """Run the app for this request: its status, headers and first batch of body.
+
+        `ready` is asked on the worker thread once the app has answered: a future it returns
+        must be done before the loop takes the answer (a view whose body waits for a turn's
+        end). The loop is then woken once, when the answer can be written, not also when the
+        thread is done with the view: a wake-up is a thread switch that contends for the GIL
+        with the turn starting at that very moment.
+        """
         loop = asyncio.get_running_loop()
         body = RequestBody(await receive(), loop, receive)
         answer = WsgiAnswer()
         environ = wsgi_environ(scope, body)
-        return await loop.run_in_executor(self.executor, answer.context.run, call_app, self.app, environ, answer)
+        taken: asyncio.Future[WsgiAnswer] = loop.create_future()
+
+        def run() -> None:
+            try:
+                answer.context.run(call_app, self.app, environ, answer)
+                gate = ready()
+            except BaseException as error:  # the loop re-raises it in the request's task
+                loop.call_soon_threadsafe(_fail, taken, error)
+                return
+            if gate is None:
+                loop.call_soon_threadsafe(_succeed, taken, answer)
+            else:
+                gate.add_done_callback(lambda _: loop.call_soon_threadsafe(_succeed, taken, answer))
+
+        self.executor.submit(run)
+        return await taken
 
     async def write(self, answer: WsgiAnswer, send: Send, receive: Receive) -> None:
         """Send the answer, asking the thread for each further batch once the last is written
