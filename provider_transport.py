@@ -43,7 +43,7 @@ from urllib3.poolmanager import PoolManager
 
 from cancellation import CancelToken, Watchdog
 from provider_base import FailureKind
-from provider_body import BodyReader, Urllib3Body, body_reader
+from provider_body import BodyReader, body_reader
 
 SETTLE_GRACE_S = 0.5  # after a reply's terminator: how long the rest of the body may take
 
@@ -261,8 +261,7 @@ class Exchange:
         self._timeout_s = timeout_s
         self._max_bytes = max_bytes
         self._handle = CallHandle()
-        self._responses: list[requests.Response] = []
-        self._bodies: dict[requests.Response, BodyReader] = {}
+        self._bodies: dict[requests.Response, BodyReader] = {}  # every response of the call, and its reader
         self._disarm: list[Callable[[], None]] = []
         self.received = 0  # body bytes read, all responses of the call
 
@@ -276,7 +275,7 @@ class Exchange:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         for disarm in self._disarm:
             disarm()
-        for response in self._responses:
+        for response in self._bodies:
             response.close()  # a no-op for a body read to its end (its connection is pooled)
         self._handle.finish()
 
@@ -305,14 +304,13 @@ class Exchange:
             return self._failed(exc)
         finally:
             _CURRENT_CALL.reset(token)
-        self._responses.append(response)
         self._bodies[response] = body_reader(response)
         return self.interrupted() or response
 
     def read(self, response: requests.Response) -> bytes | Broken:
         """What has arrived of the body (waiting for at least one byte); ``b""`` at its end."""
         try:
-            data = self._body(response).read()
+            data = self._bodies[response].read()
         except (urllib3.exceptions.HTTPError, HTTPException, OSError) as exc:
             return self._failed(exc)
         stop = self.interrupted()
@@ -361,17 +359,13 @@ class Exchange:
             try:
                 if sock is not None:
                     sock.settimeout(left)  # urllib3 sets its own again before the next request
-                data = self._body(response).read()
+                data = self._bodies[response].read()
             except (urllib3.exceptions.HTTPError, HTTPException, OSError):
                 break
             self.received += len(data)
             if not data:
                 return
         self.discard(response)
-
-    def _body(self, response: requests.Response) -> BodyReader:
-        body = self._bodies.get(response)
-        return body if body is not None else Urllib3Body(response)
 
     def discard(self, response: requests.Response) -> None:
         """Close now without reading the rest: the server sees the client hang up, and the

@@ -128,7 +128,7 @@ class NdjsonDecoder:
 class ChunkedBody:
     """`Transfer-Encoding: chunked` bytes in, body bytes out, as they arrive.
 
-    The transport reads a streamed reply's socket itself (see `provider_transport`): one read
+    The transport reads a streamed reply's socket itself (`provider_body.py`): one read
     takes everything that has arrived, however many HTTP chunks that is, where a reader that
     decodes chunk by chunk hands on one chunk per call. Lines may end with `\\r\\n` or `\\n`;
     chunk extensions and trailer fields are read and ignored. `done` turns true once the last
