@@ -341,6 +341,7 @@ def test_a_connection_cut_off_after_its_terminator_is_not_reused(fake: FakeLLMSe
     fake.queue(StreamReply(raw=complete_reply_events("openai", "first"), hang=True), StreamReply(("second",)))
     assert provider.call(MESSAGES).text == "first"
     assert provider.call(MESSAGES).text == "second"
+    assert fake.connections == 2
 
 
 def test_deadline_cuts_a_server_that_trickles_a_byte_at_a_time(fake: FakeLLMServer) -> None:
