@@ -53,6 +53,11 @@ class LineSplitter:
                 data = data[1:]
         scan_from = len(self._buffer)  # the kept tail never holds a line end
         self._buffer += data
+        if b"\r" not in data:  # the usual case: only `\n` ends lines; split at C speed
+            if b"\n" not in data:
+                return []
+            *complete, self._buffer = self._buffer.split(b"\n")  # each byte is scanned at most twice
+            return [self._decode(line) for line in complete]
         lines: list[str] = []
         start = 0
         for match in LINE_END.finditer(self._buffer, scan_from):
@@ -64,7 +69,7 @@ class LineSplitter:
         return lines
 
     def _decode(self, raw: bytes | bytearray) -> str:
-        text = bytes(raw).decode("utf-8", errors="replace")
+        text = raw.decode("utf-8", errors="replace")
         if self._first:
             self._first = False
             if text.startswith(BOM):
