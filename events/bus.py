@@ -121,8 +121,11 @@ class Event:
         return len(self.json) + EVENT_OVERHEAD_BYTES
 
 
+_encode = json.JSONEncoder(ensure_ascii=False).encode  # built once: `json.dumps` builds one per call
+
+
 def make_event(event_id: int, name: str, data: dict[str, Any], at: float | None = None) -> Event:
-    return Event(event_id, name, data, time.time() if at is None else at, json.dumps(data, ensure_ascii=False))
+    return Event(event_id, name, data, time.time() if at is None else at, _encode(data))
 
 
 class _DeltaRun:
@@ -265,6 +268,8 @@ class EventBus:
     def _enforce_budgets(self, current: _Channel) -> None:
         while current.size > self.session_budget and len(current.entries) > 1 and self._drop_oldest(current):
             pass
+        if self._size <= self.total_budget:  # the usual case: no scan of every session
+            return
         for key in list(self._channels):
             if self._size <= self.total_budget:
                 return
@@ -285,14 +290,35 @@ class EventBus:
             event = make_event(self.ids.next(), name, payload)
             channel = self._channel(session_id)
             self._append(channel, event)
-            channel.last_id = event.id
-            if event.terminal:
-                self._unpin(channel)
-                channel.last_terminal = event
-            self._enforce_budgets(channel)
-            channel.condition.notify_all()
-            self._wake(channel)
+            self._published(channel, event.id, event if event.terminal else None)
         return event
+
+    def post(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> None:
+        """`publish` without the event back: in this process it is delivered at once too. An
+        `answer.delta` goes straight into its run (`_DeltaRun`): no event object, no JSON,
+        which a reader builds from the run anyway."""
+        if name != DELTA:
+            self.publish(session_id, name, data)
+            return
+        payload = checked_payload(name, data)
+        with self._lock:
+            event_id = self.ids.next()
+            channel = self._channel(session_id)
+            self._append_delta(channel, event_id, payload["turn_id"], payload["pass"], payload["text"], time.time())
+            self._published(channel, event_id, None)
+
+    def _published(self, channel: _Channel, event_id: int, terminal: Event | None) -> None:
+        """What follows every append (lock held): the channel's newest id, the pinned end of
+        its latest run, the budgets, and the wake-up of whoever waits on the channel."""
+        channel.last_id = event_id
+        if terminal is not None:
+            self._unpin(channel)
+            channel.last_terminal = terminal
+        self._enforce_budgets(channel)
+        if channel.sync_waiting:
+            channel.condition.notify_all()
+        if channel.waiters:
+            self._wake(channel)
 
     @staticmethod
     def _wake(channel: _Channel) -> None:
@@ -316,25 +342,26 @@ class EventBus:
 
     def _append(self, channel: _Channel, event: Event) -> None:
         if event.name == DELTA:
-            last = channel.entries[-1] if channel.entries else None
-            turn_id, pass_ = event.data["turn_id"], event.data["pass"]
-            if not (isinstance(last, _DeltaRun) and last.turn_id == turn_id and last.pass_ == pass_):
-                last = _DeltaRun(turn_id, pass_)
-                channel.entries.append(last)
-                before = 0
-            else:
-                before = last.size
-            last.add(event.id, event.data["text"], event.at)
-            grown = last.size - before
+            data = event.data
+            self._append_delta(channel, event.id, data["turn_id"], data["pass"], data["text"], event.at)
+            return
+        channel.entries.append(event)
+        channel.size += event.size
+        self._size += event.size
+
+    def _append_delta(self, channel: _Channel, event_id: int, turn_id: str, pass_: int, text: str, at: float) -> None:
+        """One `answer.delta` piece, added to the channel's last run (a new run for a new turn or pass)."""
+        last = channel.entries[-1] if channel.entries else None
+        if not (isinstance(last, _DeltaRun) and last.turn_id == turn_id and last.pass_ == pass_):
+            last = _DeltaRun(turn_id, pass_)
+            channel.entries.append(last)
+            before = 0
         else:
-            channel.entries.append(event)
-            grown = event.size
+            before = last.size
+        last.add(event_id, text, at)
+        grown = last.size - before
         channel.size += grown
         self._size += grown
-
-    def post(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> None:
-        """`publish` without the event back: in this process publishing is already cheap."""
-        self.publish(session_id, name, data)
 
     def heartbeat(self) -> Event:
         """A heartbeat with its own id, for one stream only: never buffered or replayed."""
