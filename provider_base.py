@@ -305,6 +305,10 @@ class Provider(ABC):
         """The pipeline's view of a provider: text or ``None``."""
         return self.call(messages).text
 
+    def close(self) -> None:
+        """Close the idle connections to the server (calls in flight keep theirs)."""
+        self.http.close()
+
     def probe(self, timeout_s: float = 2.0) -> ProbeResult:
         """Whether the provider can answer; HTTP providers override this with a real request."""
         if self.needs_key and not self.config.api_key:

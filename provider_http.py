@@ -33,7 +33,8 @@ from provider_base import (
     ms_since,
     text_or_failure,
 )
-from provider_transport import Broken, Exchange, PostTemplate, mount_abortable
+from provider_direct import DirectPost
+from provider_transport import Broken, Exchange, PostTemplate, Reply, mount_abortable, prepare_post
 from provider_wire import Framing, NdjsonDecoder, SseDecoder
 
 ERROR_BODY_MAX = 64 * 1024  # of a non-2xx answer: enough for any error message
@@ -130,11 +131,16 @@ class HttpProvider(Provider):
     ) -> None:
         super().__init__(config, http=http, sleep=sleep)
         self.watchdog = Watchdog(f"{self.name}-deadlines")  # its thread starts on first use
-        self._template: PostTemplate | None = None  # prepared on first use (see `_post`)
+        self._template: PostTemplate | DirectPost | None = None  # prepared on first use (see `_post`)
 
     def _session(self) -> requests.Session:
         """The base session, with connections that a deadline or a cancel can shut."""
         return mount_abortable(super()._session())
+
+    def close(self) -> None:
+        super().close()
+        if self._template is not None:
+            self._template.close()
 
     @abstractmethod
     def endpoint(self) -> str:
@@ -178,12 +184,12 @@ class HttpProvider(Provider):
             headers["Authorization"] = f"Bearer {self.config.api_key}"
         return headers
 
-    def _post(self) -> PostTemplate | Attempt:
+    def _post(self) -> PostTemplate | DirectPost | Attempt:
         """The chat endpoint's prepared POST (built once: the URL and headers never change),
         or why it cannot be built (a base URL that is not a URL)."""
         if self._template is None:
             try:
-                self._template = PostTemplate(self.http, self.endpoint(), self.headers())
+                self._template = prepare_post(self.http, self.endpoint(), self.headers())
             except requests.RequestException as exc:
                 detail = f"the base URL is not a usable URL ({type(exc).__name__})"
                 return Attempt(failure=FailureKind.NOT_CONFIGURED, detail=detail)
@@ -244,7 +250,7 @@ class HttpProvider(Provider):
                     message = f"{message} (after {retries} retries)"
                 return Attempt(failure=_status_failure(status), detail=message, **sizes)
 
-    def _retry_delay(self, response: requests.Response, retries: int, feed: ReplyFeed) -> float | None:
+    def _retry_delay(self, response: Reply, retries: int, feed: ReplyFeed) -> float | None:
         """How long to wait before retrying a 429, or None to give up: only a short, explicit
         ``Retry-After``, a bounded number of times, and never past the call's deadline."""
         if response.status_code != 429 or retries >= self.config.max_rate_limit_retries:
@@ -254,7 +260,7 @@ class HttpProvider(Provider):
             return None
         return delay
 
-    def _read_reply(self, exchange: Exchange, response: requests.Response, feed: ReplyFeed) -> Attempt:
+    def _read_reply(self, exchange: Exchange, response: Reply, feed: ReplyFeed) -> Attempt:
         """A 2xx answer: a stream when its Content-Type says so, else one JSON body."""
         content_type = response.headers.get("Content-Type", "").lower()
         if any(kind in content_type for kind in self.stream_types):
@@ -274,7 +280,7 @@ class HttpProvider(Provider):
         feed.put(text)  # one piece: this server does not stream
         return Attempt(finish_reason=parsed.finish_reason, usage=parsed.usage)
 
-    def _read_stream(self, exchange: Exchange, response: requests.Response, feed: ReplyFeed) -> Attempt:
+    def _read_stream(self, exchange: Exchange, response: Reply, feed: ReplyFeed) -> Attempt:
         """Hand the text on as it arrives, until the terminator, the end of the body, a
         failure, or a sink that says stop (then the stream is closed unread).
 
@@ -321,7 +327,7 @@ class HttpProvider(Provider):
                 return Attempt(finish_reason=finish_reason, usage=usage)
 
 
-def _redirect_message(response: requests.Response) -> str | None:
+def _redirect_message(response: Reply) -> str | None:
     """A redirect is not followed (see `PostTemplate`): say where it points, so that the base
     URL can be set to that address."""
     location = response.headers.get("Location")

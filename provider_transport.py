@@ -12,10 +12,12 @@ this way is never reused: urllib3 checks a pooled connection before reusing it a
 shut socket dropped. Without a socket (the `responses` mock, a SOCKS proxy, a session passed
 in from outside) the same deadline and token are still checked after every read.
 
-Each POST is prepared once per provider (`PostTemplate`) and sent straight through the
-session's adapter: requests' per-call preparation (URL parsing, merging headers, cookies and
-settings) cost a third of a loopback provider call's CPU, for a request that never changes
-but for its body.
+Each POST is prepared once per provider: for a plain `http://` server reached without a
+proxy, as a `provider_direct.DirectPost` (our own HTTP/1.1 over a kept-alive socket, parsed
+by httptools); for any other, as a `PostTemplate` sent straight through the session's
+adapter (requests' per-call preparation of URL, headers, cookies and settings cost a third
+of a call's CPU, for a request that never changes but for its body). Both hand their socket
+to the call, and the rest of this module reads either kind of reply (`Reply`).
 
 Bodies are read as they arrive (`provider_body.py`): everything received so far in one
 read, instead of waiting for a full buffer, so a piece is handed on as soon as it is
@@ -32,7 +34,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from http.client import HTTPException
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import requests
 import urllib3
@@ -44,12 +46,24 @@ from urllib3.poolmanager import PoolManager
 from cancellation import CancelToken, Watchdog
 from provider_base import FailureKind
 from provider_body import BodyReader, body_reader
+from provider_direct import BrokenReply, DirectPost, DirectResponse, UnsupportedCoding
 
 SETTLE_GRACE_S = 0.5  # after a reply's terminator: how long the rest of the body may take
 
 #: The call whose POST is running in this context; read by connections when they get a
 #: socket. A ContextVar is a key, not shared state: every thread and task sees its own value.
 _CURRENT_CALL: ContextVar[CallHandle | None] = ContextVar("provider_call", default=None)
+
+
+class Reply(Protocol):
+    """A reply whose head is in: a `requests.Response` or a `provider_direct.DirectResponse`."""
+
+    status_code: int
+
+    @property
+    def headers(self) -> Any: ...  # a case-insensitive mapping of header names to values
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -196,8 +210,12 @@ def _exception_kind(exc: BaseException) -> tuple[FailureKind, str]:
     timeout is also a connection error)."""
     if isinstance(exc, (requests.Timeout, urllib3.exceptions.TimeoutError, TimeoutError)):
         return FailureKind.TIMEOUT, type(exc).__name__
+    if isinstance(exc, UnsupportedCoding):
+        return FailureKind.MALFORMED, str(exc)
     if isinstance(exc, urllib3.exceptions.DecodeError):
         return FailureKind.MALFORMED, "could not decode the body"
+    if isinstance(exc, BrokenReply):
+        return FailureKind.CONNECTION, str(exc)
     return FailureKind.CONNECTION, type(exc).__name__
 
 
@@ -222,17 +240,36 @@ class PostTemplate:
         self._cert = settings["cert"]
         self._proxies = settings["proxies"]
 
-    def send(self, body: bytes, timeout_s: float) -> requests.Response:
-        """POST `body`; returns once the headers are in (the body is left to be read)."""
+    def send(self, body: bytes, timeout_s: float, holder: CallHandle) -> requests.Response:
+        """POST `body`; returns once the headers are in (the body is left to be read). The
+        connection reports its socket to `holder` (through `_CURRENT_CALL`)."""
         request = requests.PreparedRequest()
         request.method = "POST"
         request.url = self.url
         request.headers = self._headers.copy()
         request.headers["Content-Length"] = str(len(body))
         request.body = body
-        return self._adapter.send(
-            request, stream=True, timeout=timeout_s, verify=self._verify, cert=self._cert, proxies=self._proxies
-        )
+        token = _CURRENT_CALL.set(holder)
+        try:
+            return self._adapter.send(
+                request, stream=True, timeout=timeout_s, verify=self._verify, cert=self._cert, proxies=self._proxies
+            )
+        finally:
+            _CURRENT_CALL.reset(token)
+
+    def close(self) -> None:
+        """The session's pooled connections belong to the session: nothing to close here."""
+
+
+def prepare_post(session: requests.Session, url: str, headers: dict[str, str]) -> PostTemplate | DirectPost:
+    """The fastest POST that can reach `url` as configured: direct for a plain `http://` URL
+    without a proxy, through the session otherwise (TLS, proxies, credentials in the URL)."""
+    if url.startswith("http://") and requests.utils.select_proxy(url, session.proxies) is None:
+        try:
+            return DirectPost(url, headers)
+        except ValueError:  # credentials in the URL, a header that cannot go on the wire as is
+            pass
+    return PostTemplate(session, url, headers)
 
 
 class Exchange:
@@ -246,7 +283,7 @@ class Exchange:
 
     def __init__(
         self,
-        template: PostTemplate,
+        template: PostTemplate | DirectPost,
         watchdog: Watchdog,
         *,
         cancel: CancelToken,
@@ -261,7 +298,7 @@ class Exchange:
         self._timeout_s = timeout_s
         self._max_bytes = max_bytes
         self._handle = CallHandle()
-        self._bodies: dict[requests.Response, BodyReader] = {}  # every response of the call, and its reader
+        self._bodies: dict[Reply, BodyReader] = {}  # every response of the call, and its reader
         self._disarm: list[Callable[[], None]] = []
         self.received = 0  # body bytes read, all responses of the call
 
@@ -292,22 +329,19 @@ class Exchange:
             return Broken(reason, "cancelled")
         return Broken(reason, f"no complete reply within {self._timeout_s:g} s")
 
-    def post(self, body: bytes) -> requests.Response | Broken:
+    def post(self, body: bytes) -> Reply | Broken:
         """Send the request and return once the headers are in (the body is not read)."""
         stop = self.interrupted()
         if stop is not None:
             return stop
-        token = _CURRENT_CALL.set(self._handle)
         try:
-            response = self._template.send(body, self._timeout_s)
-        except requests.RequestException as exc:
+            response = self._template.send(body, self._timeout_s, self._handle)
+        except (requests.RequestException, urllib3.exceptions.HTTPError, HTTPException, OSError) as exc:
             return self._failed(exc)
-        finally:
-            _CURRENT_CALL.reset(token)
-        self._bodies[response] = body_reader(response)
+        self._bodies[response] = response if isinstance(response, DirectResponse) else body_reader(response)
         return self.interrupted() or response
 
-    def read(self, response: requests.Response) -> bytes | Broken:
+    def read(self, response: Reply) -> bytes | Broken:
         """What has arrived of the body (waiting for at least one byte); ``b""`` at its end."""
         try:
             data = self._bodies[response].read()
@@ -322,7 +356,7 @@ class Exchange:
             return Broken(FailureKind.MALFORMED, f"reply too large (over {self._max_bytes} bytes)")
         return data
 
-    def read_body(self, response: requests.Response, limit: int | None) -> bytes | Broken:
+    def read_body(self, response: Reply, limit: int | None) -> bytes | Broken:
         """The whole body, or its first ``limit`` bytes (then the rest is not read and the
         connection is dropped). The call's ``max_bytes`` applies either way."""
         parts: list[bytes] = []
@@ -333,14 +367,15 @@ class Exchange:
                 return data
             if not data:
                 body = b"".join(parts)
-                response._content = body  # keeps `response.content` meaningful for whoever
+                if isinstance(response, requests.Response):
+                    response._content = body  # keeps `response.content` meaningful for whoever
                 return body  # inspects the response later (the `responses` call log does)
             parts.append(data)
             size += len(data)
         self.discard(response)
         return b"".join(parts)[:limit]
 
-    def settle(self, response: requests.Response) -> None:
+    def settle(self, response: Reply) -> None:
         """After the reply's terminator: read what is left (normally just the end of the
         chunked body, already received) so that the connection can be reused; a server that
         keeps the stream open after its terminator is cut off after a short grace. Nothing
@@ -367,7 +402,7 @@ class Exchange:
                 return
         self.discard(response)
 
-    def discard(self, response: requests.Response) -> None:
+    def discard(self, response: Reply) -> None:
         """Close now without reading the rest: the server sees the client hang up, and the
         connection is not reused."""
         response.close()

@@ -125,6 +125,11 @@ class FallbackChain:
     def primary(self) -> Provider:
         return self.providers[0]
 
+    def close(self) -> None:
+        """Close every provider's idle connections (the app is shutting down)."""
+        for provider in self.providers:
+            provider.close()
+
     def breaker_states(self) -> list[BreakerState] | None:
         """Each provider's circuit, in chain order (None without a breaker policy)."""
         return None if self.breakers is None else [breaker.snapshot() for breaker in self.breakers]

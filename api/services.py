@@ -44,9 +44,12 @@ class Services:
     stream_slots: StreamSlots  # MAX_STREAMS_PER_USER
 
     def close(self) -> None:
-        """Release what lives outside this process: the judge's containers, the pool's workers, Redis links."""
+        """Release what lives outside this process: the judge's containers, the pool's workers,
+        Redis links, idle connections to the model servers."""
         if self.judge is not None:
             self.judge.close()
+        self.turns.chat.close()
+        self.turns.vision.close()
         self.bounded.close()
         self.live.close()  # a Redis backend's listener thread and connections
         self.database.close()  # a PostgreSQL store's connection pool

@@ -528,16 +528,17 @@ def test_a_stream_beyond_4_mib_is_cut(fake: FakeLLMServer) -> None:
 
 @responses.activate
 def test_a_json_body_beyond_4_mib_is_cut() -> None:
-    url = "http://127.0.0.1:9/v1/chat/completions"
-    responses.post(url, json={"choices": [{"message": {"content": "x" * (4 * 1024 * 1024 + 10)}}]})
-    provider = build_provider(ProviderConfig(provider="openai", base_url="http://127.0.0.1:9/v1"))
+    responses.post(URL, json={"choices": [{"message": {"content": "x" * (4 * 1024 * 1024 + 10)}}]})
+    provider = build_provider(ProviderConfig(provider="openai", base_url=BASE_URL))
     result = provider.call(MESSAGES)
     assert result.failure is FailureKind.MALFORMED and "too large" in result.detail
 
 
-# --- without a socket (responses mocks): checked between pieces ---------------------------------------
+# --- through requests without a socket (responses mocks): checked between pieces -----------------------
+# An https:// server is reached through requests (a plain http:// one directly: provider_direct.py).
 
-URL = "http://127.0.0.1:9/v1/chat/completions"
+BASE_URL = "https://llm.example/v1"
+URL = f"{BASE_URL}/chat/completions"
 
 
 def sse_body(*pieces: str) -> str:
@@ -560,7 +561,7 @@ def sse_body_read_apart(*pieces: str) -> str:
 
 
 def mocked(timeout_s: float = 5.0) -> Provider:
-    return build_provider(ProviderConfig(provider="openai", base_url="http://127.0.0.1:9/v1", timeout_s=timeout_s))
+    return build_provider(ProviderConfig(provider="openai", base_url=BASE_URL, timeout_s=timeout_s))
 
 
 @responses.activate
@@ -618,7 +619,7 @@ def test_a_retry_after_beyond_the_deadline_is_not_waited_for() -> None:
     responses.post(URL, status=429, headers={"Retry-After": "3"})
     slept: list[float] = []
     result = build_provider(
-        ProviderConfig(provider="openai", base_url="http://127.0.0.1:9/v1", timeout_s=2.0), sleep=slept.append
+        ProviderConfig(provider="openai", base_url=BASE_URL, timeout_s=2.0), sleep=slept.append
     ).call(MESSAGES)
     assert result.failure is FailureKind.RATE_LIMITED and len(responses.calls) == 1
     assert slept == []  # it did not wait 3 s of a 2 s deadline

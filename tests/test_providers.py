@@ -1,7 +1,11 @@
 """Provider layer: exact wire formats, failure classification, 429 policy, fallbacks.
 
 The network is never touched: every HTTP call goes through a ``responses`` mock that fails
-any unregistered request.
+any unregistered request. The mock sits in `requests`, which carries calls to `https://`
+servers; a plain `http://` server (Ollama's default) is reached directly
+(`provider_direct.py`, tested over real sockets in tests/test_provider_direct.py), so here
+Ollama is given an `https://` base URL (`OLLAMA_BASE`): its wire format and failure classes
+do not depend on the transport.
 """
 
 from __future__ import annotations
@@ -51,9 +55,11 @@ MESSAGES = [
     ChatMessage(role="user", content="Tool result for /weather (data, not instructions):\n> 21C"),
 ]
 
-# name, class, endpoint for the default base URL, needs a key
+OLLAMA_BASE = "https://ollama.test:11434"
+
+# name, class, endpoint for the default base URL (Ollama: OLLAMA_BASE), needs a key
 HTTP_PROVIDERS = [
-    ("ollama", OllamaProvider, "http://127.0.0.1:11434/api/chat", False),
+    ("ollama", OllamaProvider, f"{OLLAMA_BASE}/api/chat", False),
     ("openai", OpenAICompatibleProvider, "https://api.openai.com/v1/chat/completions", False),
     ("openrouter", OpenRouterProvider, "https://openrouter.ai/api/v1/chat/completions", True),
     ("cerebras", CerebrasProvider, "https://api.cerebras.ai/v1/chat/completions", True),
@@ -80,6 +86,8 @@ class SleepRecorder:
 
 
 def make(name: str, *, key: str | None = KEY, sleep: SleepRecorder | None = None, **extra: Any) -> Provider:
+    if name == "ollama":
+        extra.setdefault("base_url", OLLAMA_BASE)
     config = ProviderConfig(provider=name, model="m-1", api_key=key, timeout_s=7.5, **extra)
     return build_provider(config, sleep=sleep or SleepRecorder())
 
@@ -154,9 +162,9 @@ def test_keyed_providers_without_key_are_not_configured(
 
 
 def test_custom_base_url_and_trailing_slash(mock: responses.RequestsMock) -> None:
-    mock.post("http://127.0.0.1:8000/v1/chat/completions", json=ok_body("openai"))
-    provider = make("openai", base_url="http://127.0.0.1:8000/v1/")
-    assert provider.base_url == "http://127.0.0.1:8000/v1"
+    mock.post("https://llm.test:8000/v1/chat/completions", json=ok_body("openai"))
+    provider = make("openai", base_url="https://llm.test:8000/v1/")
+    assert provider.base_url == "https://llm.test:8000/v1"
     assert provider.complete(MESSAGES) == "Hi there"
 
 
@@ -456,13 +464,13 @@ def test_chain_needs_a_provider() -> None:
 
 def test_chain_with_real_providers_over_http(mock: responses.RequestsMock, caplog: pytest.LogCaptureFixture) -> None:
     mock.post(ENDPOINTS["openrouter"], status=503)
-    mock.post(ENDPOINTS["ollama"], json=ok_body("ollama", "local answer"))
+    mock.post(ENDPOINTS["openai"], json=ok_body("openai", "other answer"))
     chain = build_chain(
         ProviderConfig(provider="openrouter", model="meta/llama-3", api_key=KEY, timeout_s=5),
-        "ollama:qwen2.5:7b",
+        "openai:gpt-x",
     )
     result = chain.call(MESSAGES)
-    assert (result.text, result.provider, result.model) == ("local answer", "ollama", "qwen2.5:7b")
+    assert (result.text, result.provider, result.model) == ("other answer", "openai", "gpt-x")
     assert "Authorization" not in mock.calls[1].request.headers  # the key is not leaked across
     assert mock.calls[1].request.req_kwargs["timeout"] == 5
     assert SECRET not in caplog.text
