@@ -199,7 +199,8 @@ class HttpProvider(Provider):
         template = self._post()
         if isinstance(template, Attempt):
             return template
-        payload = json.dumps(self.request_body(messages), ensure_ascii=False).encode("utf-8")
+        # Escaped to ASCII: the encoder's fast path, and any JSON parser reads it.
+        payload = json.dumps(self.request_body(messages)).encode("ascii")
         exchange = Exchange(
             template,
             self.watchdog,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +73,8 @@ def recent_messages(conn: DbConnection, session_id: str, limit: int, *, before_i
         f"SELECT {COLUMNS} FROM chat_messages WHERE session_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
         (session_id, before_id if before_id is not None else 2**62, limit),
     )
+    if isinstance(cursor, sqlite3.Cursor):
+        cursor.row_factory = None  # plain tuples: `_message` reads them by position, 40 rows a turn
     rows = cursor.fetchall()
     rows.reverse()
     return [_message(row) for row in rows]

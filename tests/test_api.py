@@ -17,6 +17,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from api.services import services_of
+from api.turns import TurnAnswer
 from testing.fake_llm import FakeLLMServer, tiny_png
 from tests.conftest import new_token
 
@@ -440,6 +441,20 @@ def test_chat_in_an_existing_session(client, auth, fake_llm):
         "two",
     ]
     assert len(client.get("/sessions", headers=auth).get_json()["sessions"]) == 1
+
+
+@pytest.mark.parametrize(
+    "replies",
+    [("Sure.",), ("/remember I like tea", "Noted."), ("/no_such_tool now", "Sorry.")],
+    ids=["plain", "tool", "failed-tool"],
+)
+def test_the_chat_answer_is_exactly_the_turn_answer_model(client, auth, fake_llm, replies):
+    """`turn_payload` builds the answer as a plain dict: it must be what the model dumps."""
+    fake_llm.queue(*replies)
+    body = chat(client, auth, "hello there").get_json()
+    assert TurnAnswer.model_validate(body).model_dump(mode="json", exclude_unset=True) == body
+    assert [message["role"] for message in body["messages"]][0] == "user" and body["stopped"] is False
+    assert (body["tool"] is None) == (len(replies) == 1)
 
 
 # Images: multipart and data URLs ---------------------------------------------------------------
