@@ -75,10 +75,18 @@ NO_USER_LIMITS = {"RATE_LIMITS": "turns=off,sessions=off,runs=off,generate=off",
 
 
 def start_server(
-    tmp: str, database_path: str, llm_base_url: str, extra_env: Mapping[str, str] = (), timeout_s: float = 30
+    tmp: str,
+    database_path: str,
+    llm_base_url: str,
+    extra_env: Mapping[str, str] = (),
+    timeout_s: float = 30,
+    *,
+    root: Path = ROOT,
+    python: str = sys.executable,
 ) -> tuple[subprocess.Popen[bytes], int]:
     """The real server (`python app.py`, one process) on a free port; returns it and its port
-    once `/health` answers. The judge is off so its pool does not compete for the CPU."""
+    once `/health` answers. The judge is off so its pool does not compete for the CPU.
+    `root` and `python` run another checkout instead (a side-by-side comparison)."""
     port = free_port()
     env = {
         **os.environ,
@@ -94,7 +102,7 @@ def start_server(
         **dict(extra_env),
     }
     server = subprocess.Popen(
-        [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [python, "app.py"], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     deadline = time.monotonic() + timeout_s
     while True:

@@ -15,19 +15,26 @@ trip through the same server is printed too: the part of the overhead that is th
 to the orchestrator itself, not the turn. The server is the real
 product (`python app.py`, uvicorn) in a subprocess with its own temporary database.
 
+With `--against DIR` the server of another checkout (an older commit in a git worktree, run
+by its own venv's Python) runs side by side on the same data and the same fake provider, and
+its plain turns are interleaved with this one's: the difference is printed pair by pair,
+which a noisy machine's drift cannot bias.
+
     .venv/bin/python bench/turn_overhead.py [--turns 300] [--messages 10000]
+    git worktree add /tmp/old 2b9172b && python -m venv /tmp/old-venv && /tmp/old-venv/bin/pip install -r /tmp/old/requirements.txt
+    .venv/bin/python bench/turn_overhead.py --against /tmp/old --against-python /tmp/old-venv/bin/python
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
+from collections import defaultdict
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import requests
@@ -35,7 +42,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import NO_USER_LIMITS, free_port, percentile, timed  # noqa: E402
+from bench.common import percentile, start_server, stop_server, timed  # noqa: E402
 from storage.db import Database, transaction, utc_now  # noqa: E402
 from storage.sessions import create_session  # noqa: E402
 from storage.users import create_user  # noqa: E402
@@ -85,110 +92,141 @@ def seed(database: Database, messages: int) -> tuple[str, str]:
     return token, session.id
 
 
+class Server:
+    """One server under test with its seeded session, and a client session of its own."""
+
+    def __init__(self, root: Path, python: str, tmp: str, messages: int, llm: FakeLLMServer) -> None:
+        database = Database(Path(tmp) / "bench.db")
+        self.token, self.session_id = seed(database, messages)
+        self.process, port = start_server(tmp, database.path, llm.openai_base_url, root=root, python=python)
+        self.llm = llm
+        self.base = f"http://127.0.0.1:{port}"
+        self.http = requests.Session()
+        self.headers = {"Authorization": f"Bearer {self.token}"}
+
+    def chat(self, message: str) -> requests.Response:
+        answer = self.http.post(
+            f"{self.base}/chat",
+            json={"message": message, "session_id": self.session_id},
+            headers=self.headers,
+            timeout=10,
+        )
+        answer.raise_for_status()
+        return answer
+
+    def floor(self) -> None:  # one round trip through the same server, no model, no turn
+        self.http.get(f"{self.base}/api/me", headers=self.headers, timeout=10).raise_for_status()
+
+    def plain(self) -> None:
+        self.chat("hello")
+
+    def memory(self, words: list[str]) -> None:
+        self.llm.queue(f"/memory_search {' '.join(words)}", "Found it.")
+        assert self.chat("what did I say?").json()["tool"]["ok"]
+
+
+KINDS = ("plain", "memory", "memory_common")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="DIR",
+        help="another checkout (e.g. `git worktree add /tmp/old <commit>`): its server runs side by side "
+        "on the same data with the same turns, compared pair by pair",
+    )
+    parser.add_argument("--against-python", default=sys.executable, help="the Python of that checkout's venv")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(default_reply="Sure, here you go.") as llm:
-        database = Database(Path(tmp) / "bench.db")
-        token, session_id = seed(database, args.messages)
-        port = free_port()
-        env = {
-            **os.environ,
-            "PORT": str(port),
-            "DATABASE_PATH": database.path,
-            "DATA_DIR": tmp,
-            "AUTH_TOKEN_FILE": str(Path(tmp) / "admin.token"),
-            "LLM_PROVIDER": "openai",
-            "LLM_BASE_URL": llm.openai_base_url,
-            "LLM_MODEL": "bench",
-            "JUDGE_ENABLED": "0",
-            **NO_USER_LIMITS,
+    with ExitStack() as stack:
+        llm = stack.enter_context(FakeLLMServer(default_reply="Sure, here you go."))
+        servers = {
+            "this": Server(ROOT, sys.executable, stack.enter_context(tempfile.TemporaryDirectory()), args.messages, llm)
         }
-        server = subprocess.Popen(
-            [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        try:
-            base = f"http://127.0.0.1:{port}"
-            http = requests.Session()
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if http.get(f"{base}/health", timeout=1).ok:
-                        break
-                except requests.ConnectionError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit("server did not start")
-                time.sleep(0.1)
-            headers = {"Authorization": f"Bearer {token}"}
-            http.post(f"{base}/chat", json={"message": "hello", "session_id": session_id}, headers=headers, timeout=10)
-            raw_body = llm.requests[-1]  # the exact body a plain turn sends: same size, same work
+        stack.callback(stop_server, servers["this"].process)
+        if args.against is not None:
+            other_tmp = stack.enter_context(tempfile.TemporaryDirectory())
+            servers["other"] = Server(args.against.resolve(), args.against_python, other_tmp, args.messages, llm)
+            stack.callback(stop_server, servers["other"].process)
+        servers["this"].plain()
+        raw_body = llm.requests[-1]  # the exact body a plain turn sends: same size, same work
+        raw_http = requests.Session()
 
-            def floor() -> None:  # one round trip through the same server, no model, no turn
-                http.get(f"{base}/api/me", headers=headers, timeout=10).raise_for_status()
+        def raw() -> None:
+            raw_http.post(f"{llm.openai_base_url}/chat/completions", json=raw_body, timeout=10).raise_for_status()
 
-            def raw() -> None:
-                http.post(f"{llm.openai_base_url}/chat/completions", json=raw_body, timeout=10).raise_for_status()
+        def turns(server: Server) -> dict[str, Callable[[], None]]:
+            content = random.sample(WORDS[COMMON_RANKS:], 2)  # as people search for
+            common = random.sample(WORDS[:COMMON_RANKS], 2)  # worst case: the most frequent words
+            return {
+                "plain": server.plain,
+                "memory": lambda: server.memory(content),
+                "memory_common": lambda: server.memory(common),
+            }
 
-            def plain() -> None:
-                r = http.post(
-                    f"{base}/chat", json={"message": "hello", "session_id": session_id}, headers=headers, timeout=10
-                )
-                r.raise_for_status()
+        for _ in range(20):  # warm-up: connections, caches
+            raw()
+            for server in servers.values():
+                server.floor()
+                for call in turns(server).values():
+                    call()
+        samples: dict[str, list[float]] = defaultdict(list)
+        names = list(servers)
+        for turn in range(args.turns):  # interleaved, so drift hits all alike
+            samples["raw"] += timed(raw, 1)
+            samples["floor"] += timed(servers["this"].floor, 1)
+            state = random.getstate()
+            for name in names if turn % 2 == 0 else names[::-1]:  # which server goes first alternates
+                random.setstate(state)  # both servers search the same words
+                for kind, call in turns(servers[name]).items():
+                    samples[f"{kind}/{name}"] += timed(call, 1)
 
-            def memory_turn(words: list[str]) -> None:
-                llm.queue(f"/memory_search {' '.join(words)}", "Found it.")
-                r = http.post(
-                    f"{base}/chat",
-                    json={"message": "what did I say?", "session_id": session_id},
-                    headers=headers,
-                    timeout=10,
-                )
-                r.raise_for_status()
-                assert r.json()["tool"]["ok"], r.json()
+    report(args, samples)
 
-            def memory() -> None:  # content words, as people search for
-                memory_turn(random.sample(WORDS[COMMON_RANKS:], 2))
 
-            def memory_common() -> None:  # worst case: the most frequent words
-                memory_turn(random.sample(WORDS[:COMMON_RANKS], 2))
-
-            for call in (floor, raw, plain, memory, memory_common):  # warm-up: connections, caches
-                timed(call, 20)
-            floor_ms, raw_ms, plain_ms, memory_ms, common_ms = [], [], [], [], []
-            for _ in range(args.turns):  # interleaved, so drift hits all alike
-                floor_ms += timed(floor, 1)
-                raw_ms += timed(raw, 1)
-                plain_ms += timed(plain, 1)
-                memory_ms += timed(memory, 1)
-                common_ms += timed(memory_common, 1)
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
-
+def report(args: argparse.Namespace, samples: dict[str, list[float]]) -> None:
+    raw_ms = samples["raw"]
     print(f"turn overhead on loopback: {args.turns} samples each, session of {args.messages} messages\n")
-    print(f"{'':30}{'p50 ms':>10}{'p95 ms':>10}")
-    print(f"{'server round trip (/api/me)':30}{percentile(floor_ms, 0.5):10.2f}{percentile(floor_ms, 0.95):10.2f}")
-    rows = [
-        ("raw provider call", raw_ms, 1),
-        ("plain turn (1 call)", plain_ms, 1),
-        ("memory_search turn (2 calls)", memory_ms, 2),
-        ("  same, most common words", common_ms, 2),
-    ]
-    for name, samples, _ in rows:
-        print(f"{name:30}{percentile(samples, 0.5):10.2f}{percentile(samples, 0.95):10.2f}")
+    print(f"{'':40}{'p50 ms':>10}{'p95 ms':>10}")
+    print(
+        f"{'server round trip (/api/me)':40}"
+        f"{percentile(samples['floor'], 0.5):10.2f}{percentile(samples['floor'], 0.95):10.2f}"
+    )
+    labels = {
+        "plain": ("plain turn (1 call)", 1),
+        "memory": ("memory_search turn (2 calls)", 2),
+        "memory_common": ("  same, most common words", 2),
+    }
+    rows = [("raw provider call", raw_ms, 1)]
+    for name in ("this", "other"):
+        suffix = "" if name == "this" else f", {args.against.name}"
+        rows += [
+            (labels[kind][0] + suffix, samples[f"{kind}/{name}"], labels[kind][1])
+            for kind in KINDS
+            if f"{kind}/{name}" in samples
+        ]
+    for label, values, _ in rows:
+        print(f"{label:40}{percentile(values, 0.5):10.2f}{percentile(values, 0.95):10.2f}")
     print()
-    for name, samples, calls in rows[1:]:
-        for label, q in (("p50", 0.5), ("p95", 0.95)):
+    for label, values, calls in rows[1:]:
+        for name, q in (("p50", 0.5), ("p95", 0.95)):
             base_ms = calls * percentile(raw_ms, q)
-            added = percentile(samples, q) - base_ms
-            print(
-                f"{name:30} added {label}: {added:6.2f} ms   ratio turn/raw: {percentile(samples, q) / base_ms:5.2f}x"
-            )
+            added = percentile(values, q) - base_ms
+            print(f"{label:40} added {name}: {added:6.2f} ms   ratio turn/raw: {percentile(values, q) / base_ms:5.2f}x")
     print(f"\nmean raw call {statistics.mean(raw_ms):.2f} ms")
+    if args.against is not None:
+        print(f"\nthis checkout minus {args.against.name}, turn by turn:")
+        for kind in KINDS:
+            paired = [
+                mine - theirs for mine, theirs in zip(samples[f"{kind}/this"], samples[f"{kind}/other"], strict=True)
+            ]
+            print(
+                f"  {labels[kind][0].strip():32} p50 {percentile(paired, 0.5):+6.2f} ms   mean {statistics.mean(paired):+6.2f} ms"
+            )
 
 
 if __name__ == "__main__":
