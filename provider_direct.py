@@ -46,6 +46,10 @@ class SocketHolder(Protocol):
     """The call a connection serves (`provider_transport.CallHandle`): it may shut the socket
     to abort the call, until the connection goes back to the pool."""
 
+    @property
+    def reason(self) -> object:
+        """Why the call was aborted (None while it goes on)."""
+
     def attach(self, sock: socket.socket) -> None: ...
 
     def forget(self, sock: socket.socket) -> None: ...
@@ -107,7 +111,8 @@ class DirectPost:
         self, sock: socket.socket, request: bytes, timeout_s: float, holder: SocketHolder, *, fresh: bool = False
     ) -> DirectResponse | None:
         """Send and read the head; None when a reused connection turned out to be closed
-        before any byte of the reply (the caller then opens a new one)."""
+        before any byte of the reply (the caller then opens a new one), unless the call was
+        aborted meanwhile."""
         holder.attach(sock)
         sock.settimeout(timeout_s)
         response = DirectResponse(sock, holder, self._give_back)
@@ -116,9 +121,12 @@ class DirectPost:
             response.read_head()
         except OSError:
             response.close()
-            if fresh or response.received:
+            if fresh or response.received or holder.reason is not None:
                 raise
             return None
+        except BaseException:  # an unreadable head (its content coding): the socket is not left open
+            response.close()
+            raise
         return response
 
     def _take_idle(self) -> socket.socket | None:

@@ -190,6 +190,9 @@ class HttpProvider(Provider):
         if self._template is None:
             try:
                 self._template = prepare_post(self.http, self.endpoint(), self.headers())
+            except requests.exceptions.InvalidHeader:
+                detail = "a request header (the API key) holds a character HTTP cannot carry, such as a line break"
+                return Attempt(failure=FailureKind.NOT_CONFIGURED, detail=detail)
             except requests.RequestException as exc:
                 detail = f"the base URL is not a usable URL ({type(exc).__name__})"
                 return Attempt(failure=FailureKind.NOT_CONFIGURED, detail=detail)

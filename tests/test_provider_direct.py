@@ -105,7 +105,7 @@ def test_the_request_on_the_wire(serve: type[RawHTTPServer]) -> None:
 def test_a_key_with_a_line_break_never_reaches_the_wire(serve: type[RawHTTPServer]) -> None:
     server = serve([sse_reply("never")])
     result = provider(server, key="sk-1\r\nX-Injected: yes").call(MESSAGES)
-    assert result.failure is FailureKind.NOT_CONFIGURED
+    assert result.failure is FailureKind.NOT_CONFIGURED and "API key" in result.detail
     assert server.connections == 0
 
 
