@@ -281,6 +281,22 @@ def test_a_chunked_chat_request_is_answered(live: LiveServer):
     assert answer.json()["reply"] == "plain answer"
 
 
+def test_a_chunked_multipart_chat_over_the_limit_answers_413(live: LiveServer):
+    """The same for a multipart `POST /chat` (48 MiB: images), which is parsed as a form."""
+    boundary = b"b0undary"
+    head = b"--" + boundary + b'\r\nContent-Disposition: form-data; name="images[]"; filename="a.png"\r\n\r\n'
+    parts = iter([head, *(b"x" * (1 << 20) for _ in range(50))])
+    content_type = f"multipart/form-data; boundary={boundary.decode()}"
+    try:
+        answer = requests.post(
+            f"{live.base}/chat", data=parts, headers={**live.auth, "Content-Type": content_type}, timeout=60
+        )
+    except requests.ConnectionError:
+        pytest.fail("the server closed the connection before answering")
+    assert answer.status_code == 413, answer.text
+    assert answer.json()["error"]["code"] == "payload_too_large"
+
+
 def test_a_chunked_body_over_the_limit_answers_413(live: LiveServer):
     """Werkzeug reads a body without Content-Length up to the endpoint's limit and stops; the
     app says 413 instead of parsing the cut body (8 MiB for every endpoint but /chat)."""
