@@ -25,6 +25,7 @@ from typing import Protocol
 import requests
 import urllib3
 
+from provider_direct import DirectResponse
 from provider_wire import ChunkedBody
 
 READ_SIZE = 64 * 1024
@@ -82,8 +83,11 @@ class ChunkedSocketBody:
         self._raw.release_conn()
 
 
-def body_reader(response: requests.Response) -> BodyReader:
-    """The fastest reader that reads exactly this body (see the module doc)."""
+def body_reader(response: requests.Response | DirectResponse) -> BodyReader:
+    """The fastest reader that reads exactly this body (see the module doc); a direct reply
+    (`provider_direct.py`) reads itself."""
+    if isinstance(response, DirectResponse):
+        return response
     raw = response.raw
     reply = getattr(raw, "_fp", None)  # urllib3 keeps http.client's response there
     if (

@@ -178,9 +178,9 @@ class DirectResponse:
         self.status_code = 0
         self.headers: CaseInsensitiveDict[str] = CaseInsensitiveDict()
         self._head_done = False
+        self._interim = False  # the head just read was an interim reply's (1xx)
         self._complete = False
-        self._keep_alive = False
-        self._messages = 0  # a second one begins only when bytes came after the reply's end
+        self._keep_alive = False  # set at the reply's end; cleared by anything after it
         self._pieces: list[bytes] = []
         self._decoder: zlib._Decompress | None = None
         self._refusal: Exception | None = None  # found by a callback, raised once the parser returns
@@ -189,7 +189,8 @@ class DirectResponse:
 
     # httptools' callbacks
     def on_message_begin(self) -> None:
-        self._messages += 1
+        if self._complete:  # bytes after the reply's end: it stands, the connection is not reused
+            self._keep_alive = False
 
     def on_status(self, status: bytes) -> None:
         self._head_bytes += len(status) + 16
@@ -203,7 +204,7 @@ class DirectResponse:
     def on_headers_complete(self) -> None:
         status = self._parser.get_status_code()
         if status < 200:  # an interim reply (103 Early Hints): the real one follows
-            self._messages -= 1
+            self._interim = True
             self.headers = CaseInsensitiveDict()
             return
         self._head_done = True
@@ -215,11 +216,13 @@ class DirectResponse:
             self._refusal = UnsupportedCoding(f"the reply is in an unsupported content coding ({coding})")
 
     def on_body(self, body: bytes) -> None:
-        if self._messages == 1:
+        if not self._complete:
             self._pieces.append(body)
 
     def on_message_complete(self) -> None:
-        if self._messages == 1:
+        if self._interim:
+            self._interim = False
+        elif not self._complete:
             self._complete = True
             self._keep_alive = self._parser.should_keep_alive()  # only known now: the parser resets
 
@@ -251,8 +254,7 @@ class DirectResponse:
         data = self._sock.recv(READ_SIZE)
         if not data:
             if self._head_done and self._ends_at_close():
-                self._complete = True
-                self._messages += 1  # the connection ended: never reused
+                self._complete = True  # and, the connection having ended, never reused
                 return
             raise BrokenReply("the server closed the connection before the end of the reply")
         self.received += len(data)
@@ -260,7 +262,7 @@ class DirectResponse:
             self._parser.feed_data(data)
         except httptools.HttpParserError as error:
             if self._complete:  # junk after the reply: it stands, the connection is not reused
-                self._messages += 1
+                self._keep_alive = False
                 return
             raise BrokenReply(f"the reply is not valid HTTP ({error})") from None
         if self._head_bytes > MAX_HEAD_BYTES:
@@ -277,7 +279,7 @@ class DirectResponse:
         sock, self._sock = self._sock, None
         if sock is None:
             return
-        if self._complete and self._messages == 1 and self._keep_alive:
+        if self._complete and self._keep_alive:
             self._holder.forget(sock)  # from now on an abort of this call must not touch it
             self._give_back(sock)
         else:

@@ -46,7 +46,7 @@ from urllib3.poolmanager import PoolManager
 from cancellation import CancelToken, Watchdog
 from provider_base import FailureKind
 from provider_body import BodyReader, body_reader
-from provider_direct import BrokenReply, DirectPost, DirectResponse, UnsupportedCoding
+from provider_direct import BrokenReply, DirectPost, UnsupportedCoding
 
 SETTLE_GRACE_S = 0.5  # after a reply's terminator: how long the rest of the body may take
 
@@ -338,7 +338,7 @@ class Exchange:
             response = self._template.send(body, self._timeout_s, self._handle)
         except (requests.RequestException, urllib3.exceptions.HTTPError, HTTPException, OSError) as exc:
             return self._failed(exc)
-        self._bodies[response] = response if isinstance(response, DirectResponse) else body_reader(response)
+        self._bodies[response] = body_reader(response)
         return self.interrupted() or response
 
     def read(self, response: Reply) -> bytes | Broken:
