@@ -1,9 +1,4 @@
-"""Flask app factory, CLI, and server entry point.
-
-    python app.py                      start the server (HOST, PORT)
-    python app.py create-user NAME     create a user; the token is the last line printed
-    python app.py import-tasks FILE    import a learner task project (YAML or JSON)
-    python app.py tokens list|revoke ID|rotate USER, reset-admin-token   API tokens (admin_cli.py)
+"""Flask app factory and the entry point of `python app.py` (the command line is `cli/main.py`).
 
 `create_app(settings)` builds every long-lived service once (database, providers,
 registry, system prompt) into one typed `Services` value (`api/services.py`); request
@@ -20,13 +15,10 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
-from typing import NoReturn
 
-import click
 from flask import Flask
 from flask.json.provider import DefaultJSONProvider
 
-import admin_cli
 from api import (
     auth,
     bodies,
@@ -34,8 +26,6 @@ from api import (
     files,
     health,
     instructor,
-    openai_api,
-    openapi,
     profile,
     rate_limits,
     sessions,
@@ -49,28 +39,26 @@ from api import judge as judge_api
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
 from api.health import ProviderProbe
+from api.openapi import document as openapi
 from api.services import Services
 from api.services import install as install_services
 from api.turns import TurnRunner
+from api.v1 import routes as openai_api
 from bounded.pool import WorkerPool
-from config import ConfigError, Settings, load_settings
-from events.backends import build_live
-from events.redis_conn import RedisUnavailable
+from config.settings import Settings, load_settings
 from judge.engine import EngineAddress
 from judge.reaper import reap
 from judge.service import Judge
-from learner.importer import TaskFileError, import_task_file
+from live.backends import build_live
+from live.limits import RateLimiter, StreamSlots
 from pipeline.prompt import build_system_prompt, load_persona
 from pipeline.turn import TurnServices
-from providers import FallbackChain, ProviderError, build_chain
-from ratelimit import RateLimiter, StreamSlots
-from startup import log_startup_report
+from providers import FallbackChain, build_chain
 from storage.connection import Store
-from storage.file_modes import owner_only_from_now, restrict, server_paths
 from storage.messages import Message
 from storage.open import settings_store
 from storage.uploads import StoredImage, load_data_url
-from storage.users import DuplicateUserError, create_first_admin, create_user
+from storage.users import create_first_admin
 from tools.catalog import build_registry
 
 MAX_REQUEST_BYTES = 48 * 1024 * 1024
@@ -183,7 +171,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     blueprints: tuple[ModuleType, ...] = (
         *(auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui, instructor),
         openai_api,  # /v1: the OpenAI-compatible API (SPEC 11)
-        openapi,  # GET /openapi.json and GET /docs (api/openapi.py)
+        openapi,  # GET /openapi.json and GET /docs (api/openapi/document.py)
     )
     for blueprint in (module.bp for module in blueprints):
         app.register_blueprint(blueprint)
@@ -201,7 +189,7 @@ def build_services(settings: Settings) -> Services:
     judge, judge_status = build_judge(settings)
     # worker processes for untrusted work (SQL, regexes, pages), at most SANDBOX_WORKERS, started on first use
     bounded_pool = WorkerPool(settings.sandbox_workers)
-    # events and active turns: in this process, or shared through Redis with REDIS_URL (events/backends.py)
+    # events and active turns: in this process, or shared through Redis with REDIS_URL (live/backends.py)
     live = build_live(
         data_dir=settings.data_dir,
         heartbeat_s=settings.sse_heartbeat_s,
@@ -234,90 +222,7 @@ def build_services(settings: Settings) -> Services:
     )
 
 
-def cli_settings() -> Settings:
-    """Settings for a CLI entry point: a bad value is a one-line error, not a traceback."""
-    try:
-        return load_settings()
-    except ConfigError as error:
-        raise click.ClickException(str(error)) from error
-
-
-@click.group(invoke_without_command=True)
-@click.pass_context
-def cli(ctx: click.Context) -> None:
-    """Run the server (no arguments) or a management command."""
-    owner_only_from_now()  # files this process creates (database, uploads, tokens) are 0600, dirs 0700
-    if ctx.invoked_subcommand is None:
-        serve()
-
-
-def valid_user_name(_: click.Context, __: click.Parameter, value: str) -> str:
-    name = value.strip()
-    if not 1 <= len(name) <= 64 or any(char.isspace() or not char.isprintable() for char in name):
-        raise click.BadParameter("use 1-64 printable characters without spaces")
-    return name
-
-
-@cli.command("create-user")
-@click.argument("name", callback=valid_user_name)
-@click.option("--role", default="user", type=click.Choice(["user", "instructor", "admin"]))
-def create_user_command(name: str, role: str) -> None:
-    """Create a user and print its API token on the last line."""
-    settings = cli_settings()
-    database = settings_store(settings)
-    database.migrate()
-    with database.connection() as conn:
-        try:
-            user, token = create_user(conn, name, role=role)
-        except DuplicateUserError as error:
-            raise click.ClickException(f"{error}; choose another name") from error
-    click.echo(f"created user {user.name} (id {user.id}, role {user.role})")
-    click.echo(token)
-
-
-@cli.command("import-tasks")
-@click.argument("file")
-def import_tasks_command(file: str) -> None:
-    """Validate a YAML or JSON task project and import it: all of it, or nothing (exit code 1)."""
-    settings = cli_settings()
-    database = settings_store(settings)
-    database.migrate()
-    with database.connection() as conn:
-        try:
-            report = import_task_file(conn, file)
-        except TaskFileError as error:
-            for problem in error.problems:
-                click.echo(problem, err=True)
-            raise click.ClickException(f"{len(error.problems)} problem(s) in {file}; nothing was imported") from error
-    click.echo(report.summary())
-
-
-admin_cli.register(cli, cli_settings)
-
-
-def serve() -> None:
-    """Start the server and log what a newcomer needs (`startup.py`); a configuration mistake
-    (a bad setting, a missing SCRIPTED_REPLIES file) is one line on stderr and exit code 2."""
-    try:
-        settings = load_settings()
-    except ConfigError as error:
-        start_failed(error)
-    restrict(server_paths(settings.data_dir, settings.database_target().sqlite_file, settings.auth_token_file))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from server import serve as serve_with_uvicorn
-
-    try:
-        app = create_app(settings)
-    except (ConfigError, ProviderError, RedisUnavailable) as error:
-        start_failed(error)
-    log_startup_report(app, settings)
-    serve_with_uvicorn(app, settings)
-
-
-def start_failed(error: Exception) -> NoReturn:
-    click.echo(f"Error: {error}", err=True)
-    raise click.exceptions.Exit(2)
-
-
 if __name__ == "__main__":
-    sys.exit(cli())
+    from cli.main import build_cli  # the command line, given this module's app factory
+
+    sys.exit(build_cli(create_app)())

@@ -9,10 +9,10 @@ provider only has to move text. Runtime failures never raise; they are classifie
 on them, and they are logged without any prompt text because prompts hold user data.
 
 This module is the layer's public face: the registry, construction, and the fallback chain.
-The types and base class are in `provider_base.py`, the wire formats in `provider_http.py`,
-the scripted provider in `provider_scripted.py`, the abortable transport (deadline, cancel)
-in `provider_transport.py`, the SSE and NDJSON framing in `provider_wire.py`, the circuit
-breaker each provider of a chain has in `provider_breaker.py`; everything a caller needs is
+The types and base class are in `llm/base.py`, the wire formats in `llm/http.py`,
+the scripted provider in `llm/scripted.py`, the abortable transport (deadline, cancel)
+in `llm/transport.py`, the SSE and NDJSON framing in `llm/framing.py`, the circuit
+breaker each provider of a chain has in `llm/breaker.py`; everything a caller needs is
 re-exported from here.
 """
 
@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 
 import requests
 
-from cancellation import CancelToken
-from provider_base import (
+from foundation.cancellation import CancelToken
+from llm.base import (
     ChatMessage,
     Completion,
     FailureKind,
@@ -35,8 +35,8 @@ from provider_base import (
     StreamSink,
     log,
 )
-from provider_breaker import BreakerPolicy, BreakerState, CircuitBreaker
-from provider_http import (
+from llm.breaker import BreakerPolicy, BreakerState, CircuitBreaker
+from llm.http import (
     CerebrasProvider,
     ChutesProvider,
     HttpProvider,
@@ -44,7 +44,7 @@ from provider_http import (
     OpenAICompatibleProvider,
     OpenRouterProvider,
 )
-from provider_scripted import ScriptedProvider, load_script, quoted_result
+from llm.scripted import ScriptedProvider, load_script, quoted_result
 
 __all__ = [
     "BreakerPolicy",
@@ -108,7 +108,7 @@ def build_provider(
 class FallbackChain:
     """What the pipeline holds: the primary provider, then ``LLM_FALLBACKS`` in order.
 
-    With a ``breaker`` policy each provider has its own circuit (`provider_breaker.py`): a
+    With a ``breaker`` policy each provider has its own circuit (`llm/breaker.py`): a
     provider whose circuit is open is skipped without a call, so a hung one costs nothing
     until its cool-down ends, and a chain whose every circuit is open fails at once.
     """

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from activities.drafts import DraftRejected, parse_draft, schema_text
-from cancellation import NEVER, Cancelled, CancelToken
+from foundation.cancellation import NEVER, Cancelled, CancelToken
 from judge.files import SubmissionError
 from judge.languages import LANGUAGES
 from judge.models import SqlCase, TestCase

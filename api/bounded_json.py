@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from text_safety import holds_surrogate
+from foundation.text_safety import holds_surrogate
 
 MAX_DEPTH = 64  # levels of arrays/objects; no body of this API needs more than a handful
 MAX_ITEMS = 20_000  # values: separators (`,` `:`) plus containers, all levels together

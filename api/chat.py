@@ -15,8 +15,8 @@ from api.errors import ApiError
 from api.services import services as app_services
 from api.sessions import session_for
 from api.turns import answer_turn, runner, turn_payload
-from cancellation import CancelToken
-from events.turns import TurnLease
+from foundation.cancellation import CancelToken
+from live.turns import TurnLease
 from pipeline.turn import EventSink, run_turn
 from storage.connection import DbConnection
 from storage.messages import Message, recent_messages

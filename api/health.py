@@ -3,7 +3,7 @@
 The database is write-probed on a new connection each time (`storage/health.py`): its
 `state` is `ok`, `read_only`, `full`, `locked` or `unavailable`, and anything but `ok`
 answers 503. A provider that does not answer carries a `hint`: what an operator can do
-(`provider_hints.py`). Providers are probed with a cheap authenticated GET (their model list), at
+(`llm/hints.py`). Providers are probed with a cheap authenticated GET (their model list), at
 most once per `PROBE_TTL_S`, so a load balancer polling `/health` does not hammer a paid API.
 """
 
@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from api.database import database as app_database
 from api.services import services
-from provider_hints import fix_hint, probe_failure
+from llm.hints import fix_hint, probe_failure
 from providers import FallbackChain, ProbeResult
 from storage.health import probe_database
 

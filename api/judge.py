@@ -22,7 +22,7 @@ from api.errors import ApiError, not_found
 from api.services import services as app_services
 from api.sessions import session_for
 from api.turns import runner
-from cancellation import CancelToken
+from foundation.cancellation import CancelToken
 from judge.files import SubmissionError
 from judge.models import Language, RunRequest, SqlCase, TestCase, Verdict
 from judge.service import Judge

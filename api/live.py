@@ -6,7 +6,7 @@ a placeholder, its thread goes back to the pool, and the server writes the answe
 event loop (`respond`): an idle stream then costs a few kilobytes and no thread (SPEC
 7a.6). Under any plain WSGI server (Flask's test client included) the same body answers
 from the request's thread (`sync_response`). Both follow the same rules
-(`events.follow.StreamFollower`), so they cannot drift apart.
+(`live.follow.StreamFollower`), so they cannot drift apart.
 
 Each user holds at most `MAX_STREAMS_PER_USER` event streams at once. The seat is taken
 where the stream really starts (on the event loop, or in the request thread under WSGI)
@@ -29,11 +29,11 @@ from flask import Response, g, jsonify, request, stream_with_context
 
 from api.refusal import refusal_body, refuse_unless
 from api.services import services
-from events.bus import Event, Wakeup
-from events.follow import FollowPlan, StreamFollower
-from events.interfaces import EventLog
-from events.turns import TurnLease, TurnOutcome
-from ratelimit import StreamSlots, Verdict
+from live.bus import Event, Wakeup
+from live.follow import FollowPlan, StreamFollower
+from live.interfaces import EventLog
+from live.limits import StreamSlots, Verdict
+from live.turns import TurnLease, TurnOutcome
 
 HANDOFF_KEY = "orchestrator.handoff"  # in the ASGI scope (the WSGI environ's "asgi.scope")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

@@ -25,7 +25,7 @@ from api.auth import current_user, require_user
 from api.live import stream_seat, wants_event_stream
 from api.refusal import refuse_unless
 from api.services import services
-from ratelimit import RateLimiter, StreamSlots
+from live.limits import RateLimiter, StreamSlots
 
 ENDPOINT_LIMITS: dict[str, str] = {
     "chat.chat": "turns",

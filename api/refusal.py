@@ -7,7 +7,7 @@ from typing import NoReturn
 
 from flask import abort, jsonify
 
-from ratelimit import Verdict
+from live.limits import Verdict
 
 
 def refusal_body(verdict: Verdict) -> dict[str, object]:

@@ -17,14 +17,14 @@ if TYPE_CHECKING:
     from api.health import ProviderProbe
     from api.turns import TurnRunner
     from bounded.pool import WorkerPool
-    from config import Settings
-    from events import Live
+    from config.settings import Settings
     from judge.service import Judge
+    from live import Live
+    from live.limits import RateLimiter, StreamSlots
     from pipeline.turn import TurnServices
-    from ratelimit import RateLimiter, StreamSlots
     from storage.connection import Store
 
-SERVICES_KEY = "services"  # the services' one `app.extensions` key (api/openapi.py caches its document apart)
+SERVICES_KEY = "services"  # the services' one `app.extensions` key (api/openapi/document.py caches its document apart)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from api.auth import current_user, require_user
 from api.bodies import json_body
 from api.database import get_db
 from api.errors import ApiError, not_found
-from api.openapi_models import MessageOut, public_messages
+from api.openapi.models import MessageOut, public_messages
 from api.rate_limits import charge
 from api.services import services
 from storage.messages import recent_messages

@@ -19,8 +19,8 @@ from api.errors import not_found
 from api.live import EventStreamBody, last_event_id, live_response
 from api.services import services
 from api.sessions import owned_session
-from events import Live
-from events.follow import FollowPlan
+from live import Live
+from live.follow import FollowPlan
 
 bp = Blueprint("streams", __name__)
 bp.before_request(require_user)

@@ -30,8 +30,8 @@ from api.database import get_db
 from api.errors import ApiError
 from api.services import services as app_services
 from api.turns import TurnWork, answer_turn, runner, turn_payload
-from cancellation import CancelToken
-from events.turns import TurnLease
+from foundation.cancellation import CancelToken
+from live.turns import TurnLease
 from pipeline.turn import EventSink, TurnServices, continue_turn
 from storage.connection import DbConnection
 from storage.db import transaction

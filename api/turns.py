@@ -26,12 +26,12 @@ from pydantic import BaseModel, Field
 from api.database import release_db
 from api.errors import ApiError
 from api.live import EventStreamBody, TurnOutcomeBody, live_response, wants_event_stream
-from api.openapi_models import MessageOut
+from api.openapi.models import MessageOut
 from api.services import services
-from cancellation import CancelToken
-from events import Live
-from events.follow import FollowPlan
-from events.turns import TurnInProgress, TurnLease, TurnOutcome
+from foundation.cancellation import CancelToken
+from live import Live
+from live.follow import FollowPlan
+from live.turns import TurnInProgress, TurnLease, TurnOutcome
 from pipeline.turn import EventSink, ProviderUnavailable, StorageUnavailable, ToolSummary, TurnFailed, TurnResult
 from storage.connection import DbConnection, Store
 
@@ -60,7 +60,7 @@ def turn_payload(result: TurnResult) -> dict[str, Any]:
     """The JSON answer of a finished chat turn (also the `done` event's data), without its
     `turn_id`: a `TurnPayload`, built as the plain dict it dumps to. Every field comes from
     the turn's own typed values (stored rows, a `ToolSummary`), so validating them again cost
-    a tenth of the turn's own work for nothing; tests/test_api.py checks the shape against
+    a tenth of the turn's own work for nothing; tests/api/test_api.py checks the shape against
     the model."""
     return {
         "session_id": result.session_id,

@@ -30,7 +30,7 @@ from dataclasses import replace
 
 from bounded.jobs import Done, Failure, Job, JobFailed, Kind, Limits
 from bounded.worker import Worker
-from cancellation import NEVER, CancelToken
+from foundation.cancellation import NEVER, CancelToken
 
 log = logging.getLogger("bounded")
 

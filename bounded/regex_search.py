@@ -18,7 +18,7 @@ from typing import Any
 
 import regex
 
-from text_lines import text_lines
+from foundation.text_lines import text_lines
 
 
 def search(args: dict[str, Any], frames: Iterator[bytes]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from bounded.sql_values import (
     select_answer_from_dict,
     timeout_error,
 )
-from cancellation import NEVER, Cancelled, CancelToken
+from foundation.cancellation import NEVER, Cancelled, CancelToken
 
 SETUP_TIMEOUT_S = 5.0  # trusted set-up: start-up, views, a task's setup script
 STOPPED = SqlError(

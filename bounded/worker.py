@@ -33,7 +33,7 @@ from typing import IO, Any
 from bounded.child import EXIT_NO_MEMORY
 from bounded.jobs import Done, Failure, Job, JobFailed, Kind, Limits
 from bounded.protocol import END_FRAME, HEADER, ProtocolError, decode, encode, frame
-from cancellation import CancelToken
+from foundation.cancellation import CancelToken
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from bounded.child import main; main(sys.argv[2:])"

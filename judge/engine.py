@@ -1,6 +1,6 @@
 """How the judge reaches its Docker engine: this machine's socket, or another machine's (SPEC 2, 13).
 
-The engine is named by the Docker CLI's own variables, read from `config.Settings` (never from
+The engine is named by the Docker CLI's own variables, read from `config.settings.Settings` (never from
 `os.environ` after start-up): `DOCKER_HOST` (`unix://…` default, `tcp://host:2376`, `ssh://user@host`),
 `DOCKER_TLS_VERIFY` (any non-empty value: verify the engine's certificate against the CA, as the
 CLI does) and `DOCKER_CERT_PATH` (a directory with `ca.pem`, `cert.pem`, `key.pem`).

@@ -20,7 +20,7 @@ import tarfile
 import time
 from collections.abc import Mapping
 
-from text_safety import has_surrogate
+from foundation.text_safety import has_surrogate
 
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534

@@ -15,7 +15,7 @@ Two workers, because the engine starts two containers in about the time of one (
 back-to-back runs find a ready sandbox more often; removal goes first once `_MAX_TRASH`
 used sandboxes wait, so they never pile up.
 
-The server is one process (uvicorn, `server.py`) with one `Judge` and so one pool; it closes
+The server is one process (uvicorn, `serving/server.py`) with one `Judge` and so one pool; it closes
 the pool when it stops (SIGTERM or SIGINT), and `atexit` closes it for any other process
 that exits normally. A process that forks after creating a pool keeps no pool thread in the
 child, and the child's copy of the ready sandboxes is also the parent's: the child forgets

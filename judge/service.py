@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import docker
 
-from cancellation import NEVER, Callback, CancelToken
+from foundation.cancellation import NEVER, Callback, CancelToken
 from judge.cleanup import Cleanup
 from judge.compare import compare_sql, compare_stdout
 from judge.engine import ENGINE_ERRORS, EngineAddress, EngineUnavailable, connect, short_error

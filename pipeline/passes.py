@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cancellation import CancelToken
+from foundation.cancellation import CancelToken
 from pipeline.reply_cap import CappedSink
 from pipeline.reply_gate import ReplyGate
 from providers import ChatMessage, Completion, FailureKind, FallbackChain

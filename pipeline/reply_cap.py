@@ -18,15 +18,15 @@ limit that depends on what the gate has decided so far:
   body limit (a workspace file is at most 1 MB), so a body is either whole or `cut`, and the
   pipeline then refuses the command instead of running it on a truncated body.
 
-Every piece is also made valid Unicode (`text_safety.replace_surrogates`): a provider's
+Every piece is also made valid Unicode (`foundation.text_safety.replace_surrogates`): a provider's
 JSON may spell a lone surrogate, which SQLite and files cannot store. A pair split across
 two pieces becomes two replacement characters; servers send whole characters in practice.
 """
 
 from __future__ import annotations
 
+from foundation.text_safety import replace_surrogates
 from pipeline.reply_gate import Decision, ReplyGate
-from text_safety import replace_surrogates
 
 MAX_HELD_CHARS = 8 * 1024
 MAX_ANSWER_CHARS = 256 * 1024

@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from cancellation import NEVER, CancelToken
 from commands.detect import Command, detect_command, first_line_and_rest
 from commands.router import Routed, refuse, route
-from config import Settings
+from config.settings import Settings
+from foundation.cancellation import NEVER, CancelToken
+from llm.hints import fix_hint
 from pipeline.context import ImageLoader, build_context, is_tool_role, needs_vision
 from pipeline.passes import provider_pass
 from pipeline.reply_cap import MAX_REPLY_CHARS, clip_answer
 from pipeline.reply_gate import Decision
-from provider_hints import fix_hint
 from providers import Completion, FallbackChain
 from storage.connection import DbConnection, Store, lend_back
 from storage.messages import Message, add_message, recent_messages
@@ -72,7 +72,7 @@ class ProviderUnavailable(TurnFailed):
     @property
     def public_message(self) -> str:
         """What the user reads: what failed and what an operator can do about it, never a key
-        or a URL (`provider_hints.py`; the same hint as the start-up log and `/health`)."""
+        or a URL (`llm/hints.py`; the same hint as the start-up log and `/health`)."""
         detail = self.completion
         kind = detail.failure.value if detail.failure else "no answer"
         return (

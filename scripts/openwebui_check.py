@@ -16,7 +16,7 @@ Open WebUI only:
   `decode`, `ToolCallDisplay.svelte`: `JSON.parse` of `arguments` and `result`), our side
   stored no tool block in imported history, and the answer reached the profile.
 Prints one PASS/FAIL line per check and exits 1 on any failure. `--record DIR` writes
-what Open WebUI sent to our `/v1` (the fixtures of `tests/test_openwebui_requests.py`).
+what Open WebUI sent to our `/v1` (the fixtures of `tests/api/test_openwebui_requests.py`).
 """
 
 from __future__ import annotations

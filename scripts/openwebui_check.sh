@@ -7,7 +7,7 @@
 # OPENWEBUI_VENV: Open WebUI's own virtualenv, outside the repository (default ~/.cache/openwebui-venv).
 # It is created when missing: `pip install open-webui==$OPENWEBUI_VERSION` needs Python 3.11 and
 # about 7.4 GB of disk (torch, transformers, ...), which is why CI replays recorded requests
-# instead (tests/test_openwebui_requests.py). Prints PASS or FAIL; exit code 0 or 1.
+# instead (tests/api/test_openwebui_requests.py). Prints PASS or FAIL; exit code 0 or 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -4,7 +4,7 @@ Sits between Open WebUI and the orchestrator: every request is forwarded unchang
 answer relayed as it arrives (chunk by chunk, so streaming stays streaming), while the
 request (method, path, headers, JSON body) is appended to a JSON-lines file. The bearer
 token is replaced by `<token>` in the record. Used by `scripts/openwebui_check.py` to record
-the fixtures of `tests/test_openwebui_requests.py` from a real Open WebUI.
+the fixtures of `tests/api/test_openwebui_requests.py` from a real Open WebUI.
 
     python scripts/openwebui_proxy.py --listen 19302 --upstream http://127.0.0.1:19301 --out requests.jsonl
 """

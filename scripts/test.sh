@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-# The browser tests drive Debian's chromium (tests/test_ui_browser.py); as root, install it
+# The browser tests drive Debian's chromium (tests/ui/test_ui_browser.py); as root, install it
 # when missing. Without it those tests fail under CI=true or BROWSER_REQUIRED=1, else skip.
 LOG_TAG=test
 # shellcheck source=scripts/lib.sh

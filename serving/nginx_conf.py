@@ -1,7 +1,7 @@
 """The nginx site that puts several server processes behind one address (SPEC 13).
 
 One template for two readers: the README's example for operators is this function's output
-(tests/test_nginx_conf.py checks that they are the same text), and the multi-process tests
+(tests/serving/test_nginx_conf.py checks that they are the same text), and the multi-process tests
 run a private nginx on exactly this site (tests/nginx_support.py wraps it in a main context
 with its own pid, logs and temp paths). So what the tests prove is what operators deploy.
 

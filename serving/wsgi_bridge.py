@@ -44,7 +44,7 @@ class RequestBody:
     own: a `receive` started from the thread would otherwise run in a copy of the thread's
     context (inside Flask's app and request contexts), and uvicorn, resuming the socket's
     reads there, would start every later request on that keep-alive connection inside the
-    old request's contexts (found by the OpenAPI fuzzer, `tests/test_openapi_fuzz.py`).
+    old request's contexts (found by the OpenAPI fuzzer, `tests/api/test_openapi_fuzz.py`).
     """
 
     def __init__(self, first: ASGIMessage, loop: asyncio.AbstractEventLoop, receive: Receive) -> None:

@@ -1,4 +1,4 @@
-"""The app's database, chosen by `DATABASE_URL` (config.Settings.database_target)."""
+"""The app's database, chosen by `DATABASE_URL` (config.settings.Settings.database_target)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from storage.database_url import DatabaseTarget
 from storage.db import Database
 
 if TYPE_CHECKING:
-    from config import Settings
+    from config.settings import Settings
 
 
 def open_store(target: DatabaseTarget, *, pool_size: int = 10) -> Store:

@@ -1,6 +1,6 @@
 """A real server under attack: start it, measure it, and watch a bystander meanwhile.
 
-Shared by `tests/test_hostile_*.py` (assertions on memory, size, status and other users'
+Shared by `tests/hostile/test_*.py` (assertions on memory, size, status and other users'
 service) and `bench/hostile.py` (the figures). Everything is measured from outside the server
 process, as an operator would see it: the RSS and CPU time of the server's process tree from
 `/proc`, and a second user's requests answered (or not) while the attack runs.
@@ -24,7 +24,7 @@ from typing import Any
 
 import requests
 
-from config import Settings
+from config.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 _SETTING_NAMES = {name.upper() for name in Settings.model_fields}

@@ -2,7 +2,7 @@
 
 The test process patches `socket.socket.connect` per test (tests/conftest.py); a server
 subprocess started by a test installs the same guard at start-up through a `sitecustomize`
-that calls `install()` (tests/test_llm_real.py), since a real model may write any command.
+that calls `install()` (tests/llm/test_llm_real.py), since a real model may write any command.
 """
 
 from __future__ import annotations

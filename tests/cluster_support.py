@@ -24,8 +24,7 @@ from testing.fake_llm import FakeLLMServer
 from tests.live_client import READ_S
 from tests.multiprocess_support import ServerProcess, server_env, start_server
 from tests.nginx_support import Nginx, free_port, running_nginx
-from tests.process_support import stop_process
-from tests.test_cli import run_app
+from tests.process_support import run_app, stop_process
 
 BIND_TRIES = 3
 LOST_BIND = "address already in use"  # uvicorn's words when the port was taken

@@ -19,7 +19,7 @@ from flask.testing import FlaskClient
 
 from api.services import services_of
 from app import create_app
-from config import Settings
+from config.settings import Settings
 from storage.users import create_user
 from testing.fake_llm import FakeLLMServer
 from testing.network_guard import loopback_only

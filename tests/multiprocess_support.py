@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from tests.process_support import stop_process, wait_until_serving
+from tests.process_support import ROOT, clean_env, stop_process, wait_until_serving
 from tests.redis_support import PORTS, free_port_in_range
-from tests.test_cli import ROOT, clean_env
 
 
 @dataclass

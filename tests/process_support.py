@@ -3,10 +3,43 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import IO, Any
+
+from config.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SETTING_NAMES = {name.upper() for name in Settings.model_fields}
+
+
+def clean_env(tmp_path: Path, base_settings: dict[str, object], **extra: str) -> dict[str, str]:
+    """os.environ without any product setting, plus the test's paths and `extra`."""
+    env = {key: value for key, value in os.environ.items() if key not in SETTING_NAMES and not key.endswith("_API_KEY")}
+    env.update(
+        DATABASE_PATH=str(base_settings["database_path"]),
+        DATA_DIR=str(base_settings["data_dir"]),
+        AUTH_TOKEN_FILE=str(base_settings["auth_token_file"]),
+        PYTHONUNBUFFERED="1",
+        JUDGE_ENABLED="0",  # these servers need no judge (and start no pool)
+    )
+    env.update(extra)
+    return env
+
+
+def run_app(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "app.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def stop_process(process: subprocess.Popen[Any], log: IO[Any] | None = None, timeout_s: float = 10) -> None:

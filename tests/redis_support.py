@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 import redis
 
-from events import Live
-from events.backends import build_live
-from events.redis_bus import RedisEventLog
-from events.redis_conn import RedisLink
+from live import Live
+from live.backends import build_live
+from live.redis_bus import RedisEventLog
+from live.redis_conn import RedisLink
 from tests.process_support import stop_process
 
 PORTS = range(47000, 47500)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from config import Settings
+from config.settings import Settings
 from storage.connection import DbConnection, Store
 from storage.db import Database
 from storage.users import create_user

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import requests
 
-from config import Settings
+from config.settings import Settings
 from judge.sandbox import PID_LABEL
 from testing.fake_llm import FakeLLMServer
 from tests.process_support import stop_process, wait_until_serving

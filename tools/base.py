@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from cancellation import NEVER, CancelToken
+from foundation.cancellation import NEVER, CancelToken
 
 if TYPE_CHECKING:
     from bounded.pool import WorkerPool
-    from config import Settings
+    from config.settings import Settings
     from judge.service import Judge
     from providers import FallbackChain
     from storage.connection import DbConnection, Store

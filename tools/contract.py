@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from text_safety import replace_surrogates
+from foundation.text_safety import replace_surrogates
 from tools.base import ToolResult
 from tools.meta import ToolMeta
 from tools.result_caps import MAX_CONTRACT_BYTES, bounded

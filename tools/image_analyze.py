@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from cancellation import Cancelled
+from foundation.cancellation import Cancelled
 from providers import ChatMessage, FailureKind
 from storage.connection import DbConnection
 from storage.uploads import StoredImage, load_data_url

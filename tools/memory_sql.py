@@ -29,7 +29,7 @@ from pydantic import Field
 from bounded.pool import WorkerPool, pool_or_own
 from bounded.sql import run_memory
 from bounded.sql_values import Change, MemoryAnswer, MemoryJob, SqlError
-from cancellation import NEVER, CancelToken
+from foundation.cancellation import NEVER, CancelToken
 from storage.connection import DbConnection, Dialect, Store
 from storage.db import transaction, utc_now
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput

@@ -50,7 +50,7 @@ from psycopg.types.string import TextLoader
 from bounded.sql_fetch import cell_size, preview_cell
 from bounded.sql_memory import ANSWER_BUDGET_BYTES, RULE, STORED_CELL_CHARS
 from bounded.sql_values import Change, ErrorCode, SqlError, timeout_error
-from cancellation import NEVER, Cancelled, CancelToken
+from foundation.cancellation import NEVER, Cancelled, CancelToken
 from storage.connection import DbConnection
 from storage.pg_memory_sql import CAP, CHANGES, ROW_BYTES, SCHEMA, Login, bind, read_login, unbind
 from tools.memory_sql import MemorySqlLimits, MemorySqlOutput, apply_changes, failure_of

@@ -23,7 +23,7 @@ from pydantic import Field
 from bounded.jobs import Done, Failure, Job, Limits
 from bounded.kinds import PAGES
 from bounded.pool import pool_or_own
-from cancellation import Cancelled
+from foundation.cancellation import Cancelled
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 from tools.safe_http import FetchResult, safe_get
 

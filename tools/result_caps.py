@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from text_safety import holds_surrogate, repair_value, replace_surrogates
+from foundation.text_safety import holds_surrogate, repair_value, replace_surrogates
 from tools.base import ToolResult
 
 MAX_CONTRACT_BYTES = 64 * 1024  # SPEC 12: the stored contract text

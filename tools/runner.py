@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cancellation import Cancelled
+from foundation.cancellation import Cancelled
 from tools.base import FIX_HINT, ErrorCode, FieldProblem, Tool, ToolContext, ToolFailure, ToolResult
 from tools.result_caps import bounded
 

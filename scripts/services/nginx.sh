@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# nginx for the several-processes tests (SPEC 13, tests/test_multiprocess.py): the tests write
+# nginx for the several-processes tests (SPEC 13, tests/live/test_multiprocess.py): the tests write
 # their own nginx.conf and start a private nginx on loopback (tests/nginx_support.py); this only
 # makes sure the binary is installed. The package's own service is not started: a machine
 # without a policy-rc.d gets one for the length of the install (Docker images ship one).

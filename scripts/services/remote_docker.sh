@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A second Docker engine for the remote-judge tests (SPEC 13, tests/test_judge_remote.py): the
+# A second Docker engine for the remote-judge tests (SPEC 13, tests/judge/test_judge_remote.py): the
 # tests start their own private dockerd on tcp://127.0.0.1 with --tlsverify (own data root, exec
 # root and containerd, certificates made with openssl; tests/remote_docker_support.py), copy the
 # judge images into it from the local engine (which scripts/judge_images.sh, run before this in

@@ -1,5 +1,5 @@
 """The `/memory_sql` attacks of `testing/attacks/sql.py`, in PostgreSQL's dialect, for a server
-whose `DATABASE_URL` is PostgreSQL (tests/test_hostile_sql.py runs both).
+whose `DATABASE_URL` is PostgreSQL (tests/hostile/test_hostile_sql.py runs both).
 
 Same shapes, same names where the shape is the same: cells too large for a row (refused by the
 server's row check before they leave PostgreSQL), a result of many wide columns through chat

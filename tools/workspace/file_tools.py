@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
-from text_lines import text_lines
+from foundation.text_lines import text_lines
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 from tools.workspace.edit_blocks import apply_blocks, parse_blocks
 from tools.workspace.fs import check_quota, decode_text, read_bytes, walk_workspace, write_atomic

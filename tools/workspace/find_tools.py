@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from bounded.jobs import Done, Failure, Job, JobFailed, Limits
 from bounded.kinds import SEARCH
 from bounded.pool import pool_or_own
-from cancellation import Cancelled
+from foundation.cancellation import Cancelled
 from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 from tools.workspace.fs import MAX_FILES, MAX_TOTAL_BYTES, decode_text, read_bytes, walk_workspace
 from tools.workspace.globs import compile_glob

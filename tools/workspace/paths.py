@@ -35,7 +35,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from config import Settings
+from config.settings import Settings
 from tools.base import ErrorCode, ToolFailure
 
 MAX_PATH_CHARS = 512

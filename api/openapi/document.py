@@ -1,0 +1,343 @@
+"""`GET /openapi.json` (OpenAPI 3.1) and `GET /docs` (a browsable reference of it).
+
+The document is built from the app itself: its paths from `app.url_map`, each operation
+from its entry in `api/openapi/operations.py`, every schema from the pydantic models the
+handlers validate bodies with and build answers through (`models_json_schema`; OpenAPI
+3.1's schemas are JSON Schema 2020-12, which pydantic writes). `POST /tools/<name>` is
+one operation per registered tool, with the tool's input and output models. The builder
+adds the answers that follow from the app's rules (401, 400/413 for a body, 429 where a
+limit is charged), so they are declared wherever they can happen.
+
+Built once per app, on first request, and kept in `app.extensions` (the app's routes and
+tools do not change after start-up).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from flask import Blueprint, Flask, Response, current_app, jsonify, send_from_directory
+from flask.typing import ResponseReturnValue
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+from werkzeug.routing import Rule
+
+from api.openapi.models import ErrorBody, OpenAIErrorBody, TaskErrorBody
+from api.openapi.operations import HEADERS, OPENAI_BLUEPRINTS, OPERATIONS, SSE, TAGS, UNDOCUMENTED, Operation, Reply
+from api.rate_limits import ENDPOINT_LIMITS, TOOL_LIMITS
+from api.services import services_of
+from api.ui import PAGE_HEADERS
+from tools.base import Tool
+
+bp = Blueprint("openapi", __name__)
+
+REF_TEMPLATE = "#/components/schemas/{model}"
+EXTENSION_KEY = "openapi_document"
+IGNORED_METHODS = frozenset({"HEAD", "OPTIONS"})
+# routes that spend a budget other than through `api/rate_limits.py`'s table
+SESSION_CREATORS = frozenset({"sessions.create", "chat.chat", "judge.generate", "openai.chat_completions"})
+STREAMS = frozenset({"streams.progress", "streams.trace"})
+CONVERTERS: dict[str, dict[str, Any]] = {
+    "default": {"type": "string", "minLength": 1, "pattern": "^[^/]+$"},
+    "string": {"type": "string", "minLength": 1, "pattern": "^[^/]+$"},
+    "path": {"type": "string", "minLength": 1},
+    "int": {"type": "integer", "minimum": 0},
+}
+PLACEHOLDER = re.compile(r"<(?:(\w+)(?:\([^)]*\))?:)?(\w+)>")  # Werkzeug's `<converter(args):name>`
+TASK_TOOL_ERROR = "a task tool's refusal (SPEC 10: `NOT_FOUND`, `INVALID_STATE`, `BLOCKED`, …)"
+
+
+class DocumentError(Exception):
+    """A route has no entry in `OPERATIONS`, or an entry names no route."""
+
+
+class SchemaSet:
+    """The models the document refers to; resolved to `$ref`s all at once by `models_json_schema`."""
+
+    def __init__(self) -> None:
+        self.wanted: list[tuple[type[BaseModel], JsonSchemaMode]] = []
+
+    def ref(self, model: type[BaseModel], mode: JsonSchemaMode) -> dict[str, Any]:
+        """A placeholder filled in by `resolve`: `{"$model": (model, mode)}`."""
+        if (model, mode) not in self.wanted:
+            self.wanted.append((model, mode))
+        return {"$model": (model, mode)}
+
+    def resolve(self, document: dict[str, Any]) -> dict[str, Any]:
+        refs, defs = models_json_schema(self.wanted, ref_template=REF_TEMPLATE)
+
+        def fill(node: Any) -> Any:
+            if isinstance(node, dict):
+                if "$model" in node:
+                    return refs[node["$model"]]
+                return {key: fill(value) for key, value in node.items()}
+            if isinstance(node, list):
+                return [fill(item) for item in node]
+            return node
+
+        document = fill(document)
+        document["components"]["schemas"] = dict(sorted(defs.get("$defs", {}).items()))
+        return document
+
+
+def openapi_path(rule: Rule) -> tuple[str, list[dict[str, Any]]]:
+    """`/sessions/<session_id>` as `/sessions/{session_id}` and its path parameters."""
+    params: list[dict[str, Any]] = []
+    for match in PLACEHOLDER.finditer(rule.rule):
+        converter, name = match.group(1) or "default", match.group(2)
+        schema = dict(CONVERTERS.get(converter, CONVERTERS["default"]))
+        bound = getattr(rule._converters.get(name), "max", None)  # `<int(max=…):id>`: Werkzeug keeps no public copy
+        if converter == "int" and bound is not None:
+            schema["maximum"] = bound
+        params.append({"name": name, "in": "path", "required": True, "schema": schema})
+    return PLACEHOLDER.sub(r"{\2}", rule.rule), params
+
+
+def response_object(reply: Reply, schemas: SchemaSet, error_model: type[BaseModel], status: int) -> dict[str, Any]:
+    answer: dict[str, Any] = {"description": reply.description}
+    model = reply.model or (error_model if status >= 400 else None)
+    content: dict[str, Any] = {}
+    for media in reply.media:
+        if media == "application/json" and model is not None:
+            content[media] = {"schema": schemas.ref(model, "serialization")}
+        elif media == SSE:
+            content[media] = {"schema": sse_event_schema(reply, schemas)}
+        elif media == "application/json":
+            content[media] = {"schema": {"type": "object"}}
+        else:
+            content[media] = {
+                "schema": {"type": "string"}
+                if media.startswith("text/")
+                else {"type": "string", "contentMediaType": media}
+            }
+    if content:
+        answer["content"] = content
+    if reply.links:
+        answer["links"] = {
+            target: {"operationId": target, "parameters": parameters} for target, parameters in reply.links.items()
+        }
+    if reply.headers:
+        answer["headers"] = {
+            name: {"description": HEADERS[name], "schema": {"type": "string"}} for name in reply.headers
+        }
+    return answer
+
+
+def sse_event_schema(reply: Reply, schemas: SchemaSet) -> dict[str, Any]:
+    """One server-sent event (`event`, `id`, `data`), the convention of OpenAPI 3.2's `itemSchema`
+    that fuzzers validate each event against. SPEC 7 events carry JSON `data`; a `done` event
+    carries the turn's answer (`reply.model`) where the stream is a turn's. `/v1`'s chunk stream
+    ends with `data: [DONE]`, which is not JSON, so there `data` is a plain string."""
+    json_data = reply.model is None or reply.model.__module__ != "api.openapi_v1"
+    data: dict[str, Any] = {"type": "string"}
+    if json_data:
+        data = {"type": "string", "contentMediaType": "application/json", "contentSchema": {"type": "object"}}
+    event: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "event": {"type": "string", "description": "`turn.started`, `answer.delta`, `done`, `error`, … (SPEC 7)"},
+            "id": {"type": "string", "pattern": "^[0-9]+$"},
+            "retry": {"type": "integer"},
+            "data": data,
+        },
+    }
+    if json_data and reply.model is not None:
+        event["if"] = {"required": ["event"], "properties": {"event": {"const": "done"}}}
+        event["then"] = {"properties": {"data": {**data, "contentSchema": schemas.ref(reply.model, "serialization")}}}
+    return event
+
+
+def implied_replies(endpoint: str, operation: Operation, limited: bool) -> dict[int, Reply]:
+    """Answers that follow from the app's rules rather than from the view."""
+    implied: dict[int, Reply] = {}
+    if operation.body is not None:
+        implied[400] = Reply(
+            "the body is not a JSON object or fails validation (`invalid_json`, `invalid_request`; "
+            "field errors in `details`)"
+        )
+        implied[413] = Reply("the body is larger than this endpoint takes (`payload_too_large`)")
+    if operation.auth:
+        implied[401] = Reply("no valid bearer token or session cookie (`unauthorized`)")
+        if operation.body is not None or endpoint.split(".")[-1] in ("delete", "resolve"):
+            implied[403] = Reply("a cookie-authenticated change without `X-Requested-With` (`csrf_header_missing`)")
+    if limited:
+        implied[429] = Reply(
+            "a per-user limit is spent (`rate_limited`); `Retry-After` says when to retry", headers=("Retry-After",)
+        )
+    return implied
+
+
+def is_limited(endpoint: str, operation: Operation) -> bool:
+    streams = SSE in (reply_media for reply in operation.replies.values() for reply_media in reply.media)
+    return (
+        endpoint in ENDPOINT_LIMITS
+        or endpoint in SESSION_CREATORS
+        or endpoint in STREAMS
+        or streams
+        or endpoint == "auth.login"
+    )
+
+
+def operation_object(
+    endpoint: str, operation: Operation, schemas: SchemaSet, path_params: list[dict[str, Any]]
+) -> dict[str, Any]:
+    blueprint = endpoint.split(".")[0]
+    error_model = OpenAIErrorBody if blueprint in OPENAI_BLUEPRINTS else ErrorBody
+    replies = {**implied_replies(endpoint, operation, is_limited(endpoint, operation)), **operation.replies}
+    answer: dict[str, Any] = {
+        "operationId": endpoint,
+        "summary": operation.summary,
+        "tags": [operation.tag or TAGS.get(blueprint, blueprint)],
+    }
+    if operation.description:
+        answer["description"] = operation.description
+    params = path_params + [
+        {
+            "name": p.name,
+            "in": p.where,
+            "required": False,
+            "schema": p.schema,
+            **({"description": p.description} if p.description else {}),
+        }
+        for p in operation.params
+    ]
+    if params:
+        answer["parameters"] = params
+    if operation.body is not None:
+        content = {"application/json": {"schema": schemas.ref(operation.body, "validation")}}
+        if operation.multipart:
+            content["multipart/form-data"] = {"schema": multipart_schema()}
+        answer["requestBody"] = {"required": not operation.body_optional, "content": content}
+    answer["responses"] = {
+        str(status): response_object(reply, schemas, error_model, status) for status, reply in sorted(replies.items())
+    }
+    answer["security"] = [{"bearerAuth": []}, {"cookieAuth": []}] if operation.auth else []
+    return answer
+
+
+def multipart_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["message"],
+        "properties": {
+            "message": {"type": "string", "maxLength": 32000},
+            "session_id": {"type": "string", "maxLength": 64},
+            "retry_of": {"type": "integer", "minimum": 1},
+            "images[]": {"type": "array", "maxItems": 4, "items": {"type": "string", "contentMediaType": "image/*"}},
+        },
+    }
+
+
+def tool_operation(tool: Tool[Any, Any]) -> Operation:
+    """`POST /tools/<tool.name>`: the tool's input as the body, its output as the 200 answer."""
+    task = tool.error_style == "task"
+    failure = TASK_TOOL_ERROR if task else "the tool's error code (`VALIDATION_FAILED`, `NOT_FOUND`, …)"
+    replies = {200: Reply("the tool's output", tool.output_model)}
+    for status in (400, 403, 404, 409, 500, 502, 503, 504):
+        replies[status] = Reply(failure)
+    return Operation(
+        summary=tool.description.split("\n")[0][:200],
+        body=tool.input_model,
+        description=tool.description,
+        replies=replies,
+        tag="tools",
+    )
+
+
+def tool_paths(app: Flask, schemas: SchemaSet) -> dict[str, dict[str, Any]]:
+    registry = services_of(app).turns.registry
+    paths: dict[str, dict[str, Any]] = {}
+    for tool in registry:
+        item = operation_object(f"tools.call.{tool.name}", tool_operation(tool), schemas, [])
+        if tool.error_style == "task":  # 400 from the body reader is ours; the tool's own refusals are SPEC 10's
+            for status, response in item["responses"].items():
+                if status[0] in "45" and status not in ("401", "413", "429"):
+                    response["content"] = {
+                        "application/json": {
+                            "schema": {
+                                "anyOf": [
+                                    schemas.ref(TaskErrorBody, "serialization"),
+                                    schemas.ref(ErrorBody, "serialization"),
+                                ]
+                            }
+                        }
+                    }
+        if tool.name in TOOL_LIMITS and "429" not in item["responses"]:
+            item["responses"]["429"] = response_object(
+                Reply("a per-user limit is spent (`rate_limited`)", headers=("Retry-After",)), schemas, ErrorBody, 429
+            )
+        item["operationId"] = f"tools.call.{tool.name}"
+        paths[f"/tools/{tool.name}"] = {"post": item}
+    return paths
+
+
+def build_document(app: Flask) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of `app`; raises `DocumentError` for an undocumented route."""
+    schemas = SchemaSet()
+    paths: dict[str, dict[str, Any]] = {}
+    missing = []
+    for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
+        if rule.endpoint in UNDOCUMENTED:
+            continue
+        if rule.endpoint == "tools.call":
+            paths.update(tool_paths(app, schemas))
+            continue
+        operation = OPERATIONS.get(rule.endpoint)
+        if operation is None:
+            missing.append(f"{rule.rule} ({rule.endpoint})")
+            continue
+        path, params = openapi_path(rule)
+        for method in sorted((rule.methods or set()) - IGNORED_METHODS):
+            paths.setdefault(path, {})[method.lower()] = operation_object(rule.endpoint, operation, schemas, params)
+    if missing:
+        raise DocumentError("routes without an entry in api/openapi/operations.py OPERATIONS: " + ", ".join(missing))
+    document = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Chat orchestrator API",
+            "version": "1",
+            "description": "Every endpoint of the orchestrator (SPEC section 4). Errors are "
+            '`{"error": {"code", "message", "details"?}}`, except `/v1/*` (OpenAI\'s '
+            'shape) and the learner-task tools (`{"success": false, "error_code", '
+            '"message"}`).',
+        },
+        "jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
+        "tags": [{"name": name} for name in dict.fromkeys([*TAGS.values(), "tools"])],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "an API token (`python app.py create-user`)",
+                },
+                "cookieAuth": {
+                    "type": "apiKey",
+                    "in": "cookie",
+                    "name": "session",
+                    "description": "the web UI's cookie from `POST /api/login`; changes also need `X-Requested-With`",
+                },
+            }
+        },
+    }
+    return schemas.resolve(document)
+
+
+def document_of(app: Flask) -> dict[str, Any]:
+    if EXTENSION_KEY not in app.extensions:
+        app.extensions[EXTENSION_KEY] = build_document(app)
+    document: dict[str, Any] = app.extensions[EXTENSION_KEY]
+    return document
+
+
+@bp.get("/openapi.json")
+def document() -> ResponseReturnValue:
+    return jsonify(document_of(current_app._get_current_object()))  # type: ignore[attr-defined]  # a proxy: the cache lives on the real app
+
+
+@bp.get("/docs")
+def docs() -> Response:
+    response = send_from_directory(current_app.static_folder or "static", "docs.html", max_age=0)
+    response.headers.update(PAGE_HEADERS)
+    return response

@@ -1,0 +1,120 @@
+"""The command line of `python app.py`: serve (no arguments) or run a management command.
+
+    python app.py                      start the server (HOST, PORT)
+    python app.py create-user NAME     create a user; the token is the last line printed
+    python app.py import-tasks FILE    import a learner task project (YAML or JSON)
+    python app.py tokens list|revoke ID|rotate USER, reset-admin-token   API tokens (cli/tokens.py)
+
+The app factory is passed in by `app.py`, so this wing sits above the app without importing it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import NoReturn
+
+import click
+from flask import Flask
+
+from cli import tokens
+from config.settings import ConfigError, Settings, load_settings
+from learner.importer import TaskFileError, import_task_file
+from live.redis_conn import RedisUnavailable
+from providers import ProviderError
+from serving.startup import log_startup_report
+from storage.file_modes import owner_only_from_now, restrict, server_paths
+from storage.open import settings_store
+from storage.users import DuplicateUserError, create_user
+
+AppFactory = Callable[[Settings], Flask]
+
+
+def cli_settings() -> Settings:
+    """Settings for a CLI entry point: a bad value is a one-line error, not a traceback."""
+    try:
+        return load_settings()
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from error
+
+
+def valid_user_name(_: click.Context, __: click.Parameter, value: str) -> str:
+    name = value.strip()
+    if not 1 <= len(name) <= 64 or any(char.isspace() or not char.isprintable() for char in name):
+        raise click.BadParameter("use 1-64 printable characters without spaces")
+    return name
+
+
+def build_cli(create_app: AppFactory) -> click.Group:
+    """The `python app.py` group, serving apps built by `create_app`."""
+
+    @click.group(invoke_without_command=True)
+    @click.pass_context
+    def cli(ctx: click.Context) -> None:
+        """Run the server (no arguments) or a management command."""
+        owner_only_from_now()  # files this process creates (database, uploads, tokens) are 0600, dirs 0700
+        if ctx.invoked_subcommand is None:
+            serve(create_app)
+
+    cli.add_command(create_user_command)
+    cli.add_command(import_tasks_command)
+    tokens.register(cli, cli_settings)
+    return cli
+
+
+@click.command("create-user")
+@click.argument("name", callback=valid_user_name)
+@click.option("--role", default="user", type=click.Choice(["user", "instructor", "admin"]))
+def create_user_command(name: str, role: str) -> None:
+    """Create a user and print its API token on the last line."""
+    settings = cli_settings()
+    database = settings_store(settings)
+    database.migrate()
+    with database.connection() as conn:
+        try:
+            user, token = create_user(conn, name, role=role)
+        except DuplicateUserError as error:
+            raise click.ClickException(f"{error}; choose another name") from error
+    click.echo(f"created user {user.name} (id {user.id}, role {user.role})")
+    click.echo(token)
+
+
+@click.command("import-tasks")
+@click.argument("file")
+def import_tasks_command(file: str) -> None:
+    """Validate a YAML or JSON task project and import it: all of it, or nothing (exit code 1)."""
+    settings = cli_settings()
+    database = settings_store(settings)
+    database.migrate()
+    with database.connection() as conn:
+        try:
+            report = import_task_file(conn, file)
+        except TaskFileError as error:
+            for problem in error.problems:
+                click.echo(problem, err=True)
+            raise click.ClickException(f"{len(error.problems)} problem(s) in {file}; nothing was imported") from error
+    click.echo(report.summary())
+
+
+def serve(create_app: AppFactory) -> None:
+    """Start the server and log what a newcomer needs (`serving/startup.py`); a configuration mistake
+    (a bad setting, a missing SCRIPTED_REPLIES file) is one line on stderr and exit code 2."""
+    try:
+        settings = load_settings()
+    except ConfigError as error:
+        start_failed(error)
+    restrict(server_paths(settings.data_dir, settings.database_target().sqlite_file, settings.auth_token_file))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from serving.server import serve as serve_with_uvicorn  # uvicorn is imported only by a serving process
+
+    try:
+        app = create_app(settings)
+    except (ConfigError, ProviderError, RedisUnavailable) as error:
+        start_failed(error)
+    log_startup_report(app, settings)
+    serve_with_uvicorn(app, settings)
+
+
+def start_failed(error: Exception) -> NoReturn:
+    click.echo(f"Error: {error}", err=True)
+    raise click.exceptions.Exit(2)

@@ -1,0 +1,417 @@
+"""Settings read once from the environment (and an optional `.env` file).
+
+Every knob of SPEC section 2 lives here with its default. `create_app(settings)` receives
+one `Settings` value; nothing reads `os.environ` after start-up, so tests build their own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from providers import BreakerPolicy, ProviderConfig
+from storage.database_url import DatabaseTarget, checked_database_url, parse_database_url
+
+ProviderName = Literal["ollama", "openai", "openrouter", "cerebras", "chutes", "scripted"]
+
+
+class ConfigError(Exception):
+    """The environment holds a value the product cannot run with."""
+
+
+class Rate(BaseModel):
+    """At most `count` requests in any `window_s` seconds (a moving window)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    count: int = Field(ge=1)
+    window_s: int = Field(ge=1)
+    text: str  # as the operator wrote it, for messages
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class RateLimits(BaseModel):
+    """`RATE_LIMITS`, parsed: the per-user budget of each limited action (None = unlimited).
+
+    `sessions` (chat sessions created) is not in SPEC's example; it has a built-in default
+    like the others, so a RATE_LIMITS that names only some keys keeps the rest."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    turns: Rate | None = None
+    runs: Rate | None = None
+    generate: Rate | None = None
+    login: Rate | None = None
+    sessions: Rate | None = None
+
+
+_RATE = re.compile(r"^\s*(\d+)\s*(?:/|per)\s*(\d+)?\s*(second|minute|hour|day)s?\s*$", re.IGNORECASE)
+_UNIT_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+DEFAULT_RATE_LIMITS = "turns=30/minute,runs=60/minute,generate=5/hour,login=10/minute,sessions=60/hour"
+
+
+def parse_rate(key: str, text: str) -> Rate | None:
+    """`30/minute`, `5 per hour`, `100/10 minutes`, or `off`; anything else names the key."""
+    if text.strip().lower() in {"off", "none", "unlimited"}:
+        return None
+    match = _RATE.match(text)
+    if match is None or int(match.group(1)) < 1 or match.group(2) == "0":
+        raise ValueError(
+            f"bad rate {text.strip()!r} for {key!r}: use COUNT/UNIT (second, minute, hour or day), "
+            "e.g. 30/minute, 100/10 minutes, or off"
+        )
+    count, multiple, unit = int(match.group(1)), int(match.group(2) or 1), match.group(3).lower()
+    return Rate(count=count, window_s=multiple * _UNIT_S[unit], text=text.strip())
+
+
+def default_rate_limits() -> RateLimits:
+    """The built-in budgets (`DEFAULT_RATE_LIMITS`), when RATE_LIMITS is not set."""
+    return parse_limits_text("")
+
+
+def parse_limits_text(value: str) -> RateLimits:
+    """`key=rate,key=rate` over the defaults; an unknown key or a bad rate is a ValueError."""
+    rules: dict[str, Rate | None] = {}
+    for text in (DEFAULT_RATE_LIMITS, value):
+        for item in filter(str.strip, text.split(",")):
+            key, sep, rate = (part.strip() for part in item.partition("="))
+            if not sep:
+                raise ValueError(f"expected key=rate, got {item.strip()!r} (e.g. turns=30/minute)")
+            if key not in RateLimits.model_fields:
+                raise ValueError(
+                    f"unknown limit {key!r} in {item.strip()!r}: the keys are "
+                    f"{', '.join(RateLimits.model_fields)} (e.g. turns=30/minute)"
+                )
+            rules[key] = parse_rate(key, rate)
+    return RateLimits(**rules)
+
+
+def parse_rate_limits(value: object) -> object:
+    """`key=rate,key=rate` over the defaults; an unknown key or a bad rate is a ValueError
+    (so `load_settings` raises a ConfigError naming RATE_LIMITS and the key)."""
+    return parse_limits_text(value) if isinstance(value, str) else value
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    host: str = Field(default="127.0.0.1", description="Address the server listens on (`0.0.0.0`: every interface).")
+    port: int = Field(default=5000, ge=1, le=65535, description="Port the server listens on.")
+    database_path: str = Field(
+        default="./data/app.db",
+        description="The SQLite database file, created on first start (its `-wal` and `-shm` files sit beside it).",
+    )
+    database_url: Annotated[str | None, BeforeValidator(checked_database_url)] = Field(
+        default=None,
+        description="Where the data lives: `sqlite:///PATH` (the embedded default: unset means "
+        "`sqlite:///` + `DATABASE_PATH`) or `postgresql://user:password@host:port/dbname`, a PostgreSQL server "
+        "shared by every server process on every host (see Running on several machines).",
+    )
+    database_pool_size: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description="With a `postgresql://` `DATABASE_URL`: most connections one server process keeps to "
+        "PostgreSQL (held by a request or turn only while its SQL runs, not while a turn waits on its model or "
+        "a tool; a statement that finds none free waits up to 10 s, then gets a 503).",
+    )
+    data_dir: str = Field(
+        default="./data",
+        description="Uploaded and generated images (`uploads/`, `generated/`), the users' workspaces "
+        "(`workspaces/`) and the web UI's cookie key (`secret.key`).",
+    )
+    llm_provider: ProviderName = Field(
+        default="ollama",
+        description="The chat model's provider: `ollama`, `openai` (any OpenAI-compatible server: vLLM, llama.cpp, "
+        "LM Studio, OpenAI), `openrouter`, `cerebras`, `chutes`, or `scripted` (replies from "
+        "`SCRIPTED_REPLIES`, no model).",
+    )
+    llm_base_url: str | None = Field(
+        default=None,
+        description="Base URL of the provider (for `openai` it ends in `/v1`, e.g. `http://127.0.0.1:8000/v1`). "
+        "Unset: the provider's public URL; for ollama `http://127.0.0.1:11434`.",
+    )
+    llm_model: str | None = Field(
+        default=None,
+        description="Model name, e.g. `qwen2.5:7b` (ollama) or `meta-llama/llama-3.3-70b-instruct` (openrouter).",
+    )
+    llm_api_key: str | None = Field(default=None, description="Bearer key of the provider (unset: none is sent).")
+    llm_fallbacks: str = Field(
+        default="",
+        description="Comma-separated `provider:model` tried in order when the primary fails, e.g. "
+        "`openrouter:meta-llama/llama-3.3-70b-instruct,ollama:qwen2.5:7b`. A fallback of the primary's "
+        "own provider reuses its base URL and key; another provider uses its public base URL and the key "
+        "in `<PROVIDER>_API_KEY`.",
+    )
+    llm_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Deadline in seconds of one provider call, from connect to last byte (not per read).",
+    )
+    vision_provider: ProviderName | None = Field(
+        default=None,
+        description="Provider for turns with images and for `/image_analyze`. Unset: `LLM_PROVIDER`; while it is "
+        "unset or the same as `LLM_PROVIDER`, each unset `VISION_*` value is taken from its `LLM_*` value.",
+    )
+    vision_model: str | None = Field(default=None, description="Model of the vision provider (see `VISION_PROVIDER`).")
+    vision_base_url: str | None = Field(
+        default=None, description="Base URL of the vision provider (see `VISION_PROVIDER`)."
+    )
+    vision_api_key: str | None = Field(default=None, description="Key of the vision provider (see `VISION_PROVIDER`).")
+    vision_followup_turns: int = Field(
+        default=2, ge=0, description="Turns after an image during which the image stays in the context."
+    )
+    image_provider: Literal["openai", "chutes"] | None = Field(
+        default=None,
+        description="Image generation for `/imagine`: `openai` (the images API shape, `/images/generations`) or "
+        "`chutes`. Unset: `/imagine` answers that it is not configured.",
+    )
+    image_base_url: str | None = Field(default=None, description="Base URL of the image provider.")
+    image_api_key: str | None = Field(default=None, description="Key of the image provider.")
+    image_model: str | None = Field(default=None, description="Model of the image provider.")
+    search_url: str | None = Field(
+        default=None,
+        description="Backend of `/web_search`: a SearXNG instance (queried as `/search?format=json`; trusted, not "
+        "SSRF-checked). Unset: DuckDuckGo's HTML page.",
+    )
+    weather_url: str = Field(
+        default="https://api.open-meteo.com/v1/forecast", description="Open-Meteo forecast URL of `/weather`."
+    )
+    geocoding_url: str = Field(
+        default="https://geocoding-api.open-meteo.com/v1/search",
+        description="Open-Meteo geocoding URL of `/weather` (place names to coordinates).",
+    )
+    scripted_replies: str | None = Field(
+        default=None,
+        description="Path of the JSON reply file of the `scripted` provider (see Scripted reply files), e.g. "
+        "`examples/scripted_demo.json`.",
+    )
+    context_messages: int = Field(
+        default=40, ge=1, le=1000, description="How many stored messages go into the model's context (1-1000)."
+    )
+    max_tool_rounds: int = Field(
+        default=1,
+        ge=1,
+        le=5,
+        description="Tool rounds per user turn, 1-5 (1 = strict two-phase: one command, then the answer).",
+    )
+    auth_token_file: str = Field(
+        default="./data/admin.token",
+        description="Where the first start writes the `admin` user's API token (mode 0600); `reset-admin-token` "
+        "writes a new one here.",
+    )
+    judge_enabled: bool | None = Field(
+        default=None,
+        description="`1` uses the Docker judge (`/run`, `/submit`, `/run_code`, generated problems, `code_test` "
+        "tasks), `0` turns it off. Unset: used when a Docker engine answers (`DOCKER_HOST` or the "
+        "local socket); without one the server starts and `/health` says why the judge is unavailable.",
+    )
+    system_prompt_file: str | None = Field(
+        default=None,
+        description="A file whose text replaces the persona part of the system prompt (the command list is "
+        "always generated from the registry). Unset: the built-in persona.",
+    )
+    trace_enabled: bool = Field(
+        default=False,
+        description="`1` serves `GET /sessions/<id>/trace` (a turn's internal steps); off it answers 404.",
+    )
+    web_threads: int = Field(
+        default=32,
+        ge=1,
+        le=1024,
+        description="Threads for ordinary requests (open streams and waiting turns hold none).",
+    )
+    turn_workers: int = Field(default=64, ge=1, le=1024, description="Turns that run at once (more wait for a worker).")
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="A request (head and body) must arrive within this many seconds of its first byte.",
+    )
+    keepalive_s: float = Field(
+        default=5.0, gt=0, le=300, description="An idle kept-alive connection is closed after this many seconds."
+    )
+    max_connections: int = Field(
+        default=20_000,
+        ge=10,
+        le=1_000_000,
+        description="Open connections (streams included) before new requests answer 503.",
+    )
+    sse_heartbeat_s: float = Field(
+        default=15.0,
+        gt=0,
+        le=15.0,
+        description="Seconds of silence on an event stream before a heartbeat (at most 15).",
+    )
+    access_log: bool = Field(default=False, description="`1` writes uvicorn's access log.")
+    allow_private_fetch: bool = Field(
+        default=False,
+        description="`1` lets `/open_url` reach loopback and private addresses (tests, private deployments; cloud "
+        "metadata addresses stay refused).",
+    )
+    judge_pool_size: int = Field(
+        default=2, ge=0, le=16, description="Pre-started single-use judge containers per image (0-16)."
+    )
+    docker_host: str | None = Field(
+        default=None,
+        description="The judge's Docker engine, as for the Docker CLI: `unix:///var/run/docker.sock`, "
+        "`tcp://judge-host:2376` (TLS required: set `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH`; plain tcp is "
+        "refused) or `ssh://user@judge-host` (key and `known_hosts` in the server user's `~/.ssh`; the judge host "
+        "needs the docker CLI); the judge images must be loaded there (see Running on several machines). "
+        "Unset: the local engine.",
+    )
+    docker_tls_verify: str | None = Field(
+        default=None,
+        description="Any non-empty value (even `0`, as for the Docker CLI): verify the engine's certificate "
+        "against `ca.pem` of `DOCKER_CERT_PATH` and present the client certificate.",
+    )
+    docker_cert_path: str | None = Field(
+        default=None,
+        description="Directory holding `ca.pem`, `cert.pem` and `key.pem` for a `tcp://` `DOCKER_HOST` "
+        "(readable by the server's user only: the key opens the judge host).",
+    )
+    max_streams_per_user: int = Field(
+        default=8,
+        ge=1,
+        le=1_000_000,
+        description="Open event streams one user may hold (streamed `POST /chat` and widget answers, "
+        "`/generate/stream`, `/trace`); the next answers 429.",
+    )
+    rate_limits: Annotated[RateLimits, BeforeValidator(parse_rate_limits)] = Field(
+        default_factory=default_rate_limits,
+        description="Per-user budgets, 429 beyond: SPEC's keys plus `sessions` (chat sessions created); "
+        "`COUNT/UNIT` with unit second, minute, hour or day (`100/10 minutes`, `5 per hour` also work) "
+        "or `off`; keys left out keep their defaults; an unknown key or a bad rate stops the start with "
+        "an error naming it (see Per-user limits).",
+    )
+    fallback_api_keys: dict[str, str] = Field(
+        default_factory=dict,
+        description="Keys for fallbacks of another provider than the primary's (see `LLM_FALLBACKS`), one variable "
+        "per provider.",
+    )
+    provider_breaker_failures: int = Field(
+        default=3,
+        ge=0,
+        le=1000,
+        description="Consecutive timeouts or connection failures of one provider that open its circuit: its calls "
+        "then fail at once (the chain goes to the next provider) until the cool-down ends, when one call "
+        "probes it; `0` turns the breaker off. `/health` shows each provider's `breaker` (`state`, "
+        "`failures`, `retry_at`).",
+    )
+    provider_breaker_cooldown_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="Seconds an open circuit fails fast before one call probes the provider again.",
+    )
+    sandbox_workers: int = Field(
+        default=4,
+        ge=1,
+        le=256,
+        description="Worker processes for untrusted work (`/memory_sql`, task SQL checks, `/search_files`, "
+        "`/open_url` parsing) over every kind and user, idle ones included, so the server's extra memory "
+        "stays under this many times one worker's limit (its imports plus 64 MB); a job that finds every "
+        "worker busy waits at most its own deadline, then its tool answers that the server is busy.",
+    )
+    redis_url: str | None = Field(
+        default=None,
+        description="`redis://[:password@]host:port/db` (or `rediss://`): events (ids, replay), the active turn of "
+        "each session, cancellation and `RATE_LIMITS` live in this Redis, shared by every server process on "
+        "every host (see Running on several machines); unset: all in this process.",
+    )
+    redis_turn_lease_s: float = Field(
+        default=30.0,
+        ge=1,
+        le=3600,
+        description="With `REDIS_URL`: how long a running turn holds its session without its process renewing "
+        "the claim (renewed every third of it); a process killed mid-turn leaves the session usable after this.",
+    )
+
+    def database_target(self) -> DatabaseTarget:
+        """`DATABASE_URL` parsed; unset: the SQLite file `DATABASE_PATH` (storage/database_url.py)."""
+        if self.database_url:
+            return parse_database_url(self.database_url)
+        return DatabaseTarget("sqlite", self.database_path)
+
+    def breaker_policy(self) -> BreakerPolicy | None:
+        """Each provider's circuit breaker (llm/breaker.py), or None when turned off."""
+        if self.provider_breaker_failures == 0:
+            return None
+        return BreakerPolicy(failures=self.provider_breaker_failures, cooldown_s=self.provider_breaker_cooldown_s)
+
+    def llm_config(self) -> ProviderConfig:
+        return ProviderConfig(
+            provider=self.llm_provider,
+            model=self.llm_model,
+            base_url=self.llm_base_url,
+            api_key=self.llm_api_key,
+            timeout_s=self.llm_timeout_s,
+            scripted_replies=self.scripted_replies,
+        )
+
+    def vision_config(self) -> ProviderConfig:
+        """The vision provider; every unset VISION_* value falls back to its LLM_* value."""
+        if self.vision_provider is None or self.vision_provider == self.llm_provider:
+            base = self.llm_config()
+            return base.model_copy(
+                update={
+                    "model": self.vision_model or base.model,
+                    "base_url": self.vision_base_url or base.base_url,
+                    "api_key": self.vision_api_key or base.api_key,
+                }
+            )
+        return ProviderConfig(
+            provider=self.vision_provider,
+            model=self.vision_model,
+            base_url=self.vision_base_url,
+            api_key=self.vision_api_key,
+            timeout_s=self.llm_timeout_s,
+            scripted_replies=self.scripted_replies,
+        )
+
+    @property
+    def uploads_dir(self) -> Path:
+        return Path(self.data_dir) / "uploads"
+
+
+_ENV_NAMES = {name: name.upper() for name in Settings.model_fields if name != "fallback_api_keys"}
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """Parse a `.env` file (KEY=VALUE lines); a missing file is simply empty."""
+    if not path.is_file():
+        return {}
+    from dotenv import dotenv_values
+
+    return {key: value for key, value in dotenv_values(path).items() if value is not None}
+
+
+def load_settings(environ: Mapping[str, str] | None = None, dotenv_path: Path | None = Path(".env")) -> Settings:
+    """Build `Settings` from `.env` then the environment (the environment wins)."""
+    merged: dict[str, str] = dict(read_dotenv(dotenv_path)) if dotenv_path else {}
+    merged.update(os.environ if environ is None else environ)
+    raw: dict[str, Any] = {field: merged[env] for field, env in _ENV_NAMES.items() if merged.get(env, "") != ""}
+    raw["fallback_api_keys"] = {
+        name: merged[f"{name.upper()}_API_KEY"]
+        for name in ("ollama", "openai", "openrouter", "cerebras", "chutes")
+        if merged.get(f"{name.upper()}_API_KEY")
+    }
+    if "judge_enabled" in raw:
+        raw["judge_enabled"] = raw["judge_enabled"].strip().lower() in {"1", "true", "yes", "on"}
+    for flag in ("trace_enabled", "access_log", "allow_private_fetch"):
+        if flag in raw:
+            raw[flag] = raw[flag].strip().lower() in {"1", "true", "yes", "on"}
+    try:
+        return Settings(**raw)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{_ENV_NAMES.get(str(item['loc'][0]), item['loc'][0])}: {item['msg']}" for item in error.errors()
+        )
+        raise ConfigError(f"invalid configuration: {problems}") from error

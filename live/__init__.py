@@ -1,0 +1,26 @@
+"""Live state of turns: events with replay, the active-turn registry, cancellation (SPEC 7, 7a).
+
+`Live` is the one small value the HTTP layer and the turn runner use: an `EventLog` and a
+`TurnBoard` (`live/interfaces.py`). By default both live in this process (`EventBus`,
+`TurnRegistry`); with `REDIS_URL` both live in Redis (`live/redis_bus.py`,
+`live/redis_turns.py`), shared by every server process, without touching the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from live.interfaces import EventLog, TurnBoard
+
+
+@dataclass(frozen=True)
+class Live:
+    bus: EventLog
+    turns: TurnBoard
+    closers: tuple[Callable[[], None], ...] = ()  # what `close` releases (a Redis listener, its connections)
+
+    def close(self) -> None:
+        """Stop the backend's threads and connections (nothing to do in-process)."""
+        for close in self.closers:
+            close()

@@ -1,0 +1,41 @@
+"""Which backend holds the live state of turns: this process, or a Redis shared by several.
+
+`build_live` is the one place that decides (from `REDIS_URL`); everything else uses the
+`Live` value it returns through the `EventLog` / `TurnBoard` interfaces.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from live import Live
+from live.bus import EventBus
+from live.ids import IdClock
+from live.redis_bus import RedisEventLog
+from live.redis_conn import DEFAULT_PREFIX, RedisLink
+from live.redis_turns import RedisTurnBoard, lost_turn_error
+from live.turns import TurnRegistry
+
+
+def build_live(
+    *,
+    data_dir: str,
+    heartbeat_s: float,
+    redis_url: str | None = None,
+    lease_s: float = 30.0,
+    prefix: str = DEFAULT_PREFIX,
+) -> Live:
+    """In-process (ids reserved in DATA_DIR/event-ids) without `redis_url`; else in Redis,
+    with this process's one listener thread started (raises `RedisUnavailable` when Redis
+    does not answer: a server configured to share state must not run alone)."""
+    if not redis_url:
+        return Live(bus=EventBus(IdClock(Path(data_dir) / "event-ids"), heartbeat_s=heartbeat_s), turns=TurnRegistry())
+    link = RedisLink.connect(redis_url, prefix)
+    bus = RedisEventLog(link, heartbeat_s=heartbeat_s)
+    turns = RedisTurnBoard(
+        link,
+        lambda session_id, turn_id: bus.publish(session_id, "error", lost_turn_error(session_id, turn_id)),
+        lease_s=lease_s,
+    )
+    link.start()
+    return Live(bus=bus, turns=turns, closers=(turns.close, link.close))

@@ -1,0 +1,357 @@
+"""The event log in Redis (REDIS_URL): every server process publishes to and replays from it.
+
+Layout (names in `live.redis_conn.RedisKeys`): one Redis Stream per session whose entry ids
+ARE the event ids (`<id>-0`), so `XRANGE` from `after + 1` is exactly the replay after a
+client's `Last-Event-ID`; one small hash per session (`last` id, `floor`: the newest id
+trimmed away, `end`: the latest terminal event, `end_turn`: its run); one counter of ids.
+
+Ids: one Lua script allocates the id and appends the event atomically, so ids increase
+across every process and host. An id is `max(counter + 1, Redis clock in microseconds)`, as
+`live.ids.IdClock` does in-process: a Redis restarted without its data starts above every
+id it issued before (the clock moved on), and the `epoch` it records then tells a client
+holding an older `Last-Event-ID` that events may be missing (`replay.gap`).
+
+Bounded replay: each stream keeps at most `max_events` entries (the script trims the oldest
+and records them in `floor`), and a session untouched for `idle_ttl_s` expires. The latest
+terminal event stays in the hash even when its entry is trimmed, as in `EventBus`.
+Consecutive `answer.delta` entries of one turn and pass are replayed as one delta, as
+`EventBus` does.
+
+Waking: publishing also sends `<id> <session>` on one pub/sub channel. The process's single
+listener thread (`RedisLink`) receives it and wakes the local waiters of that session: a
+thread waiting in `wait`, or an asyncio stream's `Wakeup` (through its loop, once per loop),
+so an idle stream costs no thread here either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from live.bus import DELTA, HEARTBEAT_S, TERMINAL_EVENTS, Event, Snapshot, Wakeup, checked_payload, make_event
+from live.redis_conn import RedisLink
+from live.redis_outbox import Call
+
+MAX_EVENTS_PER_SESSION = 4096  # entries kept per session (one answer's deltas are one entry each)
+IDLE_SESSION_TTL_S = 24 * 3600.0
+SEEN_SESSIONS = 100_000  # sessions whose newest id the listener remembers (about 10 MB at most)
+MAX_ID = 2**62  # a client's cursor beyond any real id is clamped (stream ids are 64-bit)
+
+_CLOCK = """
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function current(counter, epoch)
+  local value = redis.call('GET', counter)
+  if value then return tonumber(value) end
+  local start = now_us() - 1
+  redis.call('SET', counter, string.format('%.0f', start))
+  redis.call('SET', epoch, string.format('%.0f', start))
+  return start
+end
+local function next_id(counter, epoch)
+  local id = math.max(current(counter, epoch) + 1, now_us())
+  local text = string.format('%.0f', id)
+  redis.call('SET', counter, text)
+  return text
+end
+"""
+
+# KEYS: counter, epoch, stream, meta. ARGV: name, data json, at, max events, ttl ms,
+# terminal (1/0), turn id, session id, wake channel
+_PUBLISH = (
+    _CLOCK
+    + """
+local id = next_id(KEYS[1], KEYS[2])
+local keep = tonumber(ARGV[4])
+local length = redis.call('XLEN', KEYS[3])
+if length >= keep then
+  local dropped = redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', length - keep + 1)
+  local newest = dropped[#dropped][1]
+  redis.call('HSET', KEYS[4], 'floor', string.sub(newest, 1, string.find(newest, '-', 1, true) - 1))
+  redis.call('XTRIM', KEYS[3], 'MAXLEN', keep - 1)
+end
+redis.call('XADD', KEYS[3], id .. '-0', 'n', ARGV[1], 'd', ARGV[2], 't', ARGV[3])
+redis.call('HSET', KEYS[4], 'last', id)
+if ARGV[6] == '1' then
+  redis.call('HSET', KEYS[4], 'end', cjson.encode({id, ARGV[1], ARGV[2], ARGV[3]}), 'end_turn', ARGV[7])
+end
+redis.call('PEXPIRE', KEYS[3], ARGV[5])
+redis.call('PEXPIRE', KEYS[4], ARGV[5])
+redis.call('PUBLISH', ARGV[9], id .. ' ' .. ARGV[8])
+return id
+"""
+)
+
+# KEYS: counter, epoch
+_NEXT_ID = _CLOCK + "return next_id(KEYS[1], KEYS[2])\n"
+_POSITION = _CLOCK + "return string.format('%.0f', current(KEYS[1], KEYS[2]))\n"
+
+# KEYS: stream, meta, epoch. ARGV: first stream id to return
+_READ = """
+local entries = redis.call('XRANGE', KEYS[1], ARGV[1], '+')
+local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
+local oldest = false
+if #first > 0 then oldest = first[1][1] end
+local meta = redis.call('HMGET', KEYS[2], 'floor', 'end')
+return {entries, oldest, meta[1], meta[2], redis.call('GET', KEYS[3])}
+"""
+
+
+def _event_id(stream_id: str) -> int:
+    return int(stream_id.partition("-")[0])
+
+
+def _event(event_id: int, name: str, data_json: str, at: str) -> Event:
+    return Event(event_id, name, json.loads(data_json), float(at), data_json)
+
+
+def _end(raw: str | None) -> Event | None:
+    if not raw:
+        return None
+    event_id, name, data_json, at = json.loads(raw)
+    return _event(int(event_id), name, data_json, at)
+
+
+def merge_deltas(events: list[Event]) -> list[Event]:
+    """Consecutive deltas of one turn and pass as one delta (its id the last piece's)."""
+    out: list[Event] = []
+    for event in events:
+        last = out[-1] if out else None
+        if (
+            event.name == DELTA
+            and last is not None
+            and last.name == DELTA
+            and last.data["turn_id"] == event.data["turn_id"]
+            and last.data["pass"] == event.data["pass"]
+        ):
+            data = {**last.data, "text": last.data["text"] + event.data["text"]}
+            out[-1] = make_event(event.id, DELTA, data, event.at)
+        else:
+            out.append(event)
+    return out
+
+
+@dataclass(eq=False)
+class _Watch:
+    """The local waiters of one session (only while someone waits)."""
+
+    condition: threading.Condition
+    seen: int = 0  # the newest id this process knows was published on the session
+    waiters: set[Wakeup] = field(default_factory=set)
+    sync_waiting: int = 0
+
+
+class RedisEventLog:
+    """`EventLog` over Redis; thread-safe; one per app process, sharing the process's `RedisLink`."""
+
+    def __init__(
+        self,
+        link: RedisLink,
+        *,
+        heartbeat_s: float = HEARTBEAT_S,
+        max_events: int = MAX_EVENTS_PER_SESSION,
+        idle_ttl_s: float = IDLE_SESSION_TTL_S,
+    ) -> None:
+        if max_events < 2:
+            raise ValueError("keep at least 2 events per session")
+        self.link = link
+        self.keys = link.keys
+        self.heartbeat_s = heartbeat_s
+        self.max_events = max_events
+        self.ttl_ms = int(idle_ttl_s * 1000)
+        client = link.client
+        self._publish = client.register_script(_PUBLISH)
+        self._next_id = client.register_script(_NEXT_ID)
+        self._position = client.register_script(_POSITION)
+        self._read = client.register_script(_READ)
+        self._lock = threading.Lock()
+        self._watches: dict[str, _Watch] = {}
+        self._seen: OrderedDict[str, int] = OrderedDict()  # newest id heard of, per session (least recent first)
+        link.subscribe(self.keys.wake_channel, self._on_wake, self._resync)
+
+    # ------------------------------------------------------------------ publishing
+
+    def publish(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> Event:
+        """Store one event now, after everything `post`ed before it, and return it with its id.
+        It rides in the outbox's next batch, so a turn's end costs one round trip however many
+        of its deltas were still on their way."""
+        call, payload, data_json, at = self._prepared(session_id, name, data)
+        stored: list[int] = []
+        self.link.outbox.post(replace(call, done=lambda raw: stored.append(int(raw))))
+        self.link.outbox.flush()
+        event = Event(stored[0], name, payload, at, data_json)
+        self._notify(session_id, event.id)  # local waiters need not wait for the listener
+        return event
+
+    def post(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> None:
+        """Store one event soon, in order with this process's other events, without waiting
+        for Redis (`live/redis_outbox.py`): a turn's progress and deltas."""
+        call = self._prepared(session_id, name, data)[0]
+        self.link.outbox.post(replace(call, done=lambda raw: self._notify(session_id, int(raw))))
+
+    def _prepared(
+        self, session_id: str, name: str, data: dict[str, Any] | None
+    ) -> tuple[Call, dict[str, Any], str, float]:
+        """The publish script's keys and arguments (the payload checked here, in the caller)."""
+        payload = checked_payload(name, data)
+        data_json = json.dumps(payload, ensure_ascii=False)
+        at = time.time()
+        turn_id = payload.get("turn_id")
+        keys = self.keys
+        call = Call(
+            self._publish,
+            keys=[keys.counter, keys.epoch, keys.stream(session_id), keys.meta(session_id)],
+            args=[
+                name,
+                data_json,
+                repr(at),
+                self.max_events,
+                self.ttl_ms,
+                "1" if name in TERMINAL_EVENTS else "0",
+                turn_id if isinstance(turn_id, str) else "",
+                session_id,
+                keys.wake_channel,
+            ],
+        )
+        return call, payload, data_json, at
+
+    def heartbeat(self) -> Event:
+        return make_event(int(self._next_id(keys=[self.keys.counter, self.keys.epoch])), "heartbeat", {})
+
+    # ------------------------------------------------------------------ reading
+
+    def position(self) -> int:
+        return int(self._position(keys=[self.keys.counter, self.keys.epoch]))
+
+    def last_id(self, session_id: str) -> int:
+        raw = self.link.client.hget(self.keys.meta(session_id), "last")
+        return int(str(raw)) if raw else 0
+
+    def last_terminal(self, session_id: str) -> Event | None:
+        raw = self.link.client.hget(self.keys.meta(session_id), "end")
+        return _end(str(raw) if raw else None)
+
+    def read(self, session_id: str, after: int) -> Snapshot:
+        after = min(max(after, 0), MAX_ID)
+        keys = self.keys
+        entries, oldest_raw, floor_raw, end_raw, epoch_raw = self._read(
+            keys=[keys.stream(session_id), keys.meta(session_id), keys.epoch], args=[f"{after + 1}-0"]
+        )
+        found = merge_deltas(
+            [_event(_event_id(stream_id), fields[1], fields[3], fields[5]) for stream_id, fields in entries]
+        )
+        oldest = _event_id(oldest_raw) if oldest_raw else None
+        terminal = _end(end_raw)
+        if terminal is not None and terminal.id > after and (oldest is None or terminal.id < oldest):
+            found.insert(0, terminal)  # its entry was trimmed; the end of the run is still known
+        floor = max(int(floor_raw or 0), int(epoch_raw or 0))
+        return Snapshot(found, floor if after < floor else None, oldest)
+
+    # ------------------------------------------------------------------ waiting
+
+    def _watch(self, session_id: str) -> _Watch:
+        """The session's local watch, created while someone waits (lock held)."""
+        watch = self._watches.get(session_id)
+        if watch is None:
+            watch = self._watches[session_id] = _Watch(threading.Condition(self._lock))
+        return watch
+
+    def _release(self, session_id: str, watch: _Watch) -> None:
+        if not watch.waiters and watch.sync_waiting == 0 and self._watches.get(session_id) is watch:
+            del self._watches[session_id]
+
+    def _remember(self, session_id: str, event_id: int) -> int:
+        """Record the newest id known for the session; the newest known (lock held)."""
+        newest = max(self._seen.get(session_id, 0), event_id)
+        self._seen[session_id] = newest
+        self._seen.move_to_end(session_id)
+        if len(self._seen) > SEEN_SESSIONS:
+            self._seen.popitem(last=False)
+        return newest
+
+    def _see(self, session_id: str, watch: _Watch) -> int:
+        """Bring the watch up to the newest id of the session (called after registering, so
+        a publish after this still wakes the waiter). The listener hears of every publish, so
+        what it remembers is enough; Redis is asked only about a session it has not heard of
+        (this keeps a round trip off the event loop for each wait of an asyncio stream)."""
+        with self._lock:
+            known = self._seen.get(session_id)
+        if known is None:
+            known = self.last_id(session_id)
+        with self._lock:
+            watch.seen = max(watch.seen, self._remember(session_id, known))
+            return watch.seen
+
+    def wait(self, session_id: str, after: int, timeout: float) -> bool:
+        with self._lock:
+            watch = self._watch(session_id)
+            watch.sync_waiting += 1
+        try:
+            if self._see(session_id, watch) > after:
+                return True
+            with self._lock:
+                return watch.condition.wait_for(lambda: watch.seen > after, timeout)
+        finally:
+            with self._lock:
+                watch.sync_waiting -= 1
+                self._release(session_id, watch)
+
+    async def wait_async(self, session_id: str, after: int, timeout: float, wakeup: Wakeup) -> bool:
+        with self._lock:
+            watch = self._watch(session_id)
+            watch.waiters.add(wakeup)
+        try:
+            # no await between registering and sleeping: a wake-up scheduled meanwhile runs
+            # only once `sleep` has its future
+            if self._see(session_id, watch) > after:
+                return True
+            await wakeup.sleep(timeout)
+        finally:
+            with self._lock:
+                watch.waiters.discard(wakeup)
+                self._release(session_id, watch)
+        with self._lock:
+            return watch.seen > after
+
+    def _notify(self, session_id: str, event_id: int) -> None:
+        """An event was published on the session (here or in another process): wake its waiters."""
+        with self._lock:
+            self._remember(session_id, event_id)
+            watch = self._watches.get(session_id)
+            if watch is None or event_id <= watch.seen:
+                return
+            watch.seen = event_id
+            watch.condition.notify_all()
+            by_loop: dict[asyncio.AbstractEventLoop, list[Wakeup]] = {}
+            for wakeup in watch.waiters:
+                by_loop.setdefault(wakeup.loop, []).append(wakeup)
+        for loop, wakeups in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_fire_all, wakeups)
+            except RuntimeError:  # that loop is closed; its streams are gone
+                pass
+
+    def _on_wake(self, message: str) -> None:
+        event_id, _, session_id = message.partition(" ")
+        self._notify(session_id, int(event_id))
+
+    def _resync(self) -> None:
+        """After the listener reconnected: messages may have been lost, so forget what it
+        heard and ask Redis."""
+        with self._lock:
+            self._seen.clear()
+            watched = list(self._watches)
+        for session_id in watched:
+            self._notify(session_id, self.last_id(session_id))
+
+
+def _fire_all(wakeups: list[Wakeup]) -> None:
+    for wakeup in wakeups:
+        wakeup.fire()

@@ -1,0 +1,457 @@
+"""`/memory_sql` on PostgreSQL: what only PostgreSQL shows (the shared rules are proved on both
+backends in test_memory_sql.py).
+
+Every bypass a PostgreSQL user would try is refused by PostgreSQL itself, with nothing changed:
+catalogs, the app's tables, files and programs, dblink, settings and roles, functions with side
+effects, other users' rows. Runaway statements stop at the deadline (or at `temp_file_limit`),
+results are capped while they are fetched, and the restricted role is what the confinement says
+it is (its own login, no memberships, nothing bound = nothing visible). Real PostgreSQL only
+(`pg_url`, tests/pg_support.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from flask import Flask
+
+from foundation.cancellation import Cancelled, CancelToken
+from storage.pg import PgDatabase
+from storage.pg_memory_sql import EXTRA_FUNCTIONS, confine, read_login
+from storage.pg_memory_sql import main as confine_main
+from testing.fake_llm import FakeLLMServer
+from tests.conftest import new_token
+from tests.pg_support import PgCluster
+from tests.tools.test_memory_sql import ALICE, BOB, DENIED, INVALID, TIMEOUT, assert_refused, seed, snapshot
+from tools.base import ErrorCode, ToolFailure
+from tools.memory_sql import run_memory_sql
+from tools.memory_sql_pg import run_pg_memory
+
+UNAVAILABLE = ErrorCode.INTERNAL_ERROR  # SqlError UNAVAILABLE, as the tool reports it
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[PgDatabase]:
+    database = PgDatabase(pg_url, pool_size=4)
+    try:
+        yield database
+    finally:
+        database.close()
+
+
+@pytest.fixture
+def pg_ids(pg: PgDatabase) -> dict[str, list[int]]:
+    return seed(pg)
+
+
+BYPASSES: list[tuple[str, ErrorCode, str]] = [
+    # catalogs and the information schema
+    ("SELECT rolname, rolpassword FROM pg_authid", DENIED, "permission denied for table pg_authid"),
+    ("SELECT passwd FROM pg_shadow", DENIED, "permission denied for view pg_shadow"),
+    ("SELECT usename FROM pg_user", DENIED, "permission denied for view pg_user"),
+    ("SELECT rolname FROM pg_catalog.pg_roles", DENIED, "permission denied for view pg_roles"),
+    ("SELECT relname FROM pg_class", DENIED, "permission denied for table pg_class"),
+    ("SELECT query FROM pg_stat_activity", DENIED, "permission denied for view pg_stat_activity"),
+    ("SELECT name, setting FROM pg_settings", DENIED, "permission denied for view pg_settings"),
+    ("UPDATE pg_settings SET setting = 'public' WHERE name = 'search_path'", DENIED, "permission denied"),
+    ("SELECT table_name FROM information_schema.tables", DENIED, "permission denied for schema information_schema"),
+    ("SELECT * FROM information_schema.columns WHERE table_name = 'api_tokens'", DENIED, "information_schema"),
+    # the app's tables, directly or through the confinement's own tables
+    ("SELECT token_hash FROM api_tokens", DENIED, 'relation "api_tokens" does not exist or is not available'),
+    ("SELECT token_hash FROM public.api_tokens", DENIED, "permission denied for schema public"),
+    ("SELECT name FROM public.users", DENIED, "permission denied for schema public"),
+    ("SELECT content FROM public.chat_messages WHERE user_id = 2", DENIED, "permission denied for schema public"),
+    ("SELECT * FROM memory_sql.bindings", DENIED, "permission denied for table bindings"),
+    ("SELECT password FROM memory_sql.login", DENIED, "permission denied for table login"),
+    ("UPDATE memories SET content = u.name FROM public.users u", DENIED, "permission denied for schema public"),
+    # files, programs, other servers
+    ("SELECT pg_read_file('/etc/passwd')", DENIED, "permission denied for function pg_read_file"),
+    ("SELECT pg_read_binary_file('/etc/passwd')", DENIED, "permission denied for function pg_read_binary_file"),
+    ("SELECT * FROM pg_ls_dir('.')", DENIED, "permission denied for function pg_ls_dir"),
+    ("SELECT pg_stat_file('postgresql.conf')", DENIED, "permission denied for function pg_stat_file"),
+    ("COPY (SELECT 1) TO PROGRAM 'touch {tmp}/pwned'", DENIED, "only SELECT or UPDATE memories"),
+    ("COPY memories FROM PROGRAM 'id'", DENIED, "only SELECT or UPDATE memories"),
+    ("COPY (SELECT content FROM memories) TO '{tmp}/pwned'", DENIED, "only SELECT or UPDATE memories"),
+    ("SELECT lo_import('/etc/passwd')", DENIED, "permission denied for function lo_import"),
+    ("SELECT lo_export(1, '{tmp}/pwned')", DENIED, "permission denied for function lo_export"),
+    ("SELECT lo_create(0)", DENIED, "permission denied for function lo_create"),
+    ("SELECT lo_from_bytea(0, 'x')", DENIED, "permission denied for function lo_from_bytea"),
+    ("SELECT * FROM dblink('dbname=postgres', 'SELECT 1') AS t(x int)", DENIED, "dblink"),
+    ("SELECT public.dblink_connect('dbname=postgres')", DENIED, "permission denied for schema public"),
+    # settings, roles, sessions
+    ("SELECT set_config('search_path', 'public', false)", DENIED, "permission denied for function set_config"),
+    ("SELECT current_setting('is_superuser')", DENIED, "permission denied for function current_setting"),
+    ("SET search_path = public", DENIED, "only SELECT or UPDATE memories"),
+    ("SET statement_timeout = 0", DENIED, "only SELECT or UPDATE memories"),
+    ("SET ROLE postgres", DENIED, "only SELECT or UPDATE memories"),
+    ("SET SESSION AUTHORIZATION postgres", DENIED, "only SELECT or UPDATE memories"),
+    ("RESET ROLE", DENIED, "only SELECT or UPDATE memories"),
+    ("RESET ALL", DENIED, "only SELECT or UPDATE memories"),
+    ("DISCARD ALL", DENIED, "only SELECT or UPDATE memories"),
+    ("ALTER ROLE CURRENT_USER SET statement_timeout = 0", DENIED, "only SELECT or UPDATE memories"),
+    ("ALTER SYSTEM SET statement_timeout = 0", DENIED, "only SELECT or UPDATE memories"),
+    ("DO $$ BEGIN PERFORM set_config('search_path', 'public', false); END $$", DENIED, "only SELECT or UPDATE"),
+    ("LOAD 'plpgsql'", DENIED, "only SELECT or UPDATE memories"),
+    ("BEGIN", DENIED, "only SELECT or UPDATE memories"),
+    ("COMMIT", DENIED, "only SELECT or UPDATE memories"),
+    ("PREPARE p AS SELECT 1", DENIED, "only SELECT or UPDATE memories"),
+    ("DECLARE c CURSOR FOR SELECT 1", DENIED, "only SELECT or UPDATE memories"),
+    ("LISTEN c", DENIED, "only SELECT or UPDATE memories"),
+    ("NOTIFY c", DENIED, "only SELECT or UPDATE memories"),
+    ("SELECT pg_notify('c', 'x')", DENIED, "permission denied for function pg_notify"),
+    # functions with side effects, or a view of the server
+    ("SELECT nextval('public.user_memories_id_seq')", DENIED, "permission denied"),
+    ("SELECT setval('public.users_id_seq', 1)", DENIED, "permission denied"),
+    ("SELECT pg_terminate_backend(1)", DENIED, "permission denied for function pg_terminate_backend"),
+    ("SELECT pg_cancel_backend(1)", DENIED, "permission denied for function pg_cancel_backend"),
+    ("SELECT pg_advisory_lock(1)", DENIED, "permission denied for function pg_advisory_lock"),
+    ("SELECT pg_try_advisory_xact_lock(1)", DENIED, "permission denied for function pg_try_advisory_xact_lock"),
+    ("SELECT pg_sleep(10)", DENIED, "permission denied for function pg_sleep"),
+    ("SELECT pg_reload_conf()", DENIED, "permission denied for function pg_reload_conf"),
+    ("SELECT txid_current()", DENIED, "permission denied for function txid_current"),
+    ("SELECT version()", DENIED, "permission denied for function version"),
+    ("SELECT pg_backend_pid()", DENIED, "permission denied for function pg_backend_pid"),
+    ("SELECT query_to_xml('SELECT * FROM public.api_tokens', true, true, '')", DENIED, "query_to_xml"),
+    ("SELECT * FROM ts_stat('SELECT search_vector FROM public.user_memories')", DENIED, "ts_stat"),
+    ("SELECT table_to_xml('public.users', true, true, '')", DENIED, "permission denied"),
+    ("SELECT current_database()", DENIED, "permission denied for function current_database"),
+    ("SELECT count(*) FROM memories WHERE pg_advisory_lock(id) IS NULL", DENIED, "pg_advisory_lock"),
+    # DDL, other writes, data-modifying CTEs
+    ("CREATE TEMP TABLE t (x int)", DENIED, "only SELECT or UPDATE memories"),
+    ("CREATE TABLE memory_sql.t AS SELECT * FROM memories", DENIED, "only SELECT or UPDATE memories"),
+    ("SELECT * INTO memory_sql.t FROM memories", DENIED, "only SELECT or UPDATE memories"),
+    ("CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'", DENIED, "only SELECT or UPDATE memories"),
+    ("CREATE EXTENSION dblink", DENIED, "only SELECT or UPDATE memories"),
+    ("GRANT SELECT ON memories TO PUBLIC", DENIED, "only SELECT or UPDATE memories"),
+    ("DROP VIEW memories", DENIED, "only SELECT or UPDATE memories"),
+    ("TRUNCATE memories", DENIED, "only SELECT or UPDATE memories"),
+    ("VACUUM", DENIED, "only SELECT or UPDATE memories"),
+    ("DELETE FROM memories", DENIED, "permission denied for view memories"),
+    ("INSERT INTO memories (content) VALUES ('x')", DENIED, "permission denied for view memories"),
+    ("UPDATE memories SET created_at = 'x'", DENIED, "permission denied for view memories"),
+    ("UPDATE messages SET content = 'x'", DENIED, "permission denied for view messages"),
+    ("WITH x AS (DELETE FROM memories RETURNING *) SELECT * FROM x", DENIED, "permission denied for view memories"),
+    ("WITH x AS (UPDATE memories SET importance = 5 RETURNING id) SELECT * FROM x", INVALID, "top level"),
+    ("SELECT * FROM memories FOR UPDATE", DENIED, "read-only transaction"),
+    # another user's rows
+    ("SELECT content FROM messages WHERE user_id = 2", INVALID, 'column "user_id" does not exist'),
+]
+
+
+@pytest.mark.parametrize(("sql", "code", "words"), BYPASSES)
+def test_bypass_is_refused_by_postgresql(
+    pg: PgDatabase, pg_ids: dict[str, list[int]], tmp_path: Path, sql: str, code: ErrorCode, words: str
+) -> None:
+    if "dblink" in sql:  # the extension is installed in this database, as an administrator might have
+        with pg.connection() as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS dblink SCHEMA public")
+    failure = assert_refused(pg, sql.replace("{tmp}", str(tmp_path)), {code})
+    assert words in failure.message, failure.message
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_another_users_rows_are_never_seen_or_changed(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    bob_memory = pg_ids["bob_memories"][0]
+    everything = run_memory_sql(
+        pg,
+        ALICE,
+        "SELECT string_agg(content, '|') FROM (SELECT content FROM messages UNION ALL SELECT content FROM memories) s",
+    ).render()
+    assert "bob" not in everything and "alice" in everything
+    assert run_memory_sql(pg, ALICE, f"SELECT * FROM memories WHERE id = {bob_memory}").rows == []
+    before = snapshot(pg)
+    assert run_memory_sql(pg, ALICE, f"UPDATE memories SET content = 'pwned' WHERE id = {bob_memory}").updated == 0
+    assert snapshot(pg) == before
+    # a leaky predicate (an error that would name a hidden row) runs only on rows the barrier let through
+    assert run_memory_sql(
+        pg, ALICE, "SELECT count(*) FROM memories WHERE 1 / (importance - importance + 1) = 1"
+    ).rows == [[3]]
+
+
+def test_the_role_is_its_own_login_and_sees_nothing_unbound(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    with pg.connection() as conn:
+        login = read_login(conn)
+        assert login is not None
+        attributes = conn.execute(
+            "SELECT rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolbypassrls, rolcanlogin FROM pg_roles "
+            "WHERE rolname = ?",
+            (login.role,),
+        ).fetchone()
+        memberships = conn.execute(
+            "SELECT count(*) FROM pg_auth_members WHERE member = (SELECT oid FROM pg_roles WHERE rolname = ?)",
+            (login.role,),
+        ).fetchone()
+    assert tuple(attributes) == (False, False, False, False, False, True) and memberships[0] == 0
+    url = psycopg.conninfo.make_conninfo(pg.url, user=login.role, password=login.password)
+    with psycopg.connect(url, autocommit=True) as direct:  # logged in as the role, with no binding
+        assert direct.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+        assert direct.execute("SELECT count(*) FROM memories").fetchone() == (0,)
+        for escape in ("SET ROLE postgres", "SET SESSION AUTHORIZATION postgres"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                direct.execute(escape)
+        direct.execute("RESET ROLE")  # back to itself: nothing gained
+        assert direct.execute("SELECT current_user").fetchone() == (login.role,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            direct.execute("SET temp_file_limit = -1")
+    with pytest.raises(psycopg.OperationalError):  # the role logs in with its password only
+        psycopg.connect(psycopg.conninfo.make_conninfo(pg.url, user=login.role, password="guess"))
+
+
+def test_the_app_role_keeps_its_rights(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    """Revoked from PUBLIC, granted back to the app: its own queries of catalogs and functions work."""
+    with pg.connection() as conn:
+        assert conn.execute("SELECT set_config('application_name', 'app', false)").fetchone()[0] == "app"
+        assert conn.execute("SELECT count(*) > 0 FROM pg_class").fetchone()[0] is True
+        assert conn.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0] > 0
+
+
+TIMEOUTS = [
+    "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b",
+    "SELECT count(*) FROM messages a, messages b, messages c, messages d, messages e, messages f, messages g, "
+    "messages h, messages i, messages j, messages k, messages l",
+    "UPDATE memories SET importance = 2 WHERE id IN "
+    "(SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b)",
+]
+
+
+@pytest.mark.parametrize("sql", TIMEOUTS)
+def test_runaway_statements_stop_at_the_deadline(pg: PgDatabase, pg_ids: dict[str, list[int]], sql: str) -> None:
+    started = time.monotonic()
+    failure = assert_refused(pg, sql, {TIMEOUT}, deadline_s=0.3)
+    assert time.monotonic() - started < 2 and "0.3 s" in failure.message
+    with pg.connection() as conn:  # the backend is gone: no query of the role left running or bound
+        login = read_login(conn)
+        assert login is not None
+        left = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = ?", (login.role,)).fetchone()
+        assert left[0] == 0
+        assert conn.execute("SELECT count(*) FROM memory_sql.bindings").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM generate_series(1, 10000000) a ORDER BY random()",
+        "SELECT count(*) FROM (SELECT a.n, b.n FROM generate_series(1, 3000) a(n), generate_series(1, 3000) b(n) "
+        "ORDER BY 1 DESC, 2) s",
+        "WITH RECURSIVE r(n, b) AS (SELECT 1, ''::text UNION SELECT n + 1, md5(random()::text) FROM r) "
+        "SELECT count(*) FROM r",
+    ],
+)
+def test_a_cross_join_bomb_meets_temp_file_limit(pg: PgDatabase, pg_ids: dict[str, list[int]], sql: str) -> None:
+    failure = assert_refused(pg, sql, {INVALID, TIMEOUT})
+    assert "temp_file_limit" in failure.message or "ran longer" in failure.message, failure.message
+
+
+def test_a_huge_result_is_capped_while_fetched(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    started = time.monotonic()
+    result = run_memory_sql(pg, ALICE, "SELECT generate_series(1, 100000000) AS n")
+    assert (result.row_count, result.truncated_by) == (200, "rows") and time.monotonic() - started < 1
+    wide = run_memory_sql(
+        pg,
+        ALICE,
+        "SELECT g, " + ", ".join(f"repeat('x', 3000) AS c{i}" for i in range(60)) + " FROM generate_series(1, 200) g",
+    )
+    assert wide.truncated_by == "bytes" and 0 < wide.row_count < 200 and len(wide.model_dump_json()) < 160_000
+    failure = assert_refused(pg, "SELECT repeat('x', 5000000)", {INVALID})
+    assert "rows are at most" in failure.message
+
+
+def test_update_cap_refuses_51_and_writes_nothing(pg: PgDatabase) -> None:
+    seed(pg, alice_memories=51)
+    failure = assert_refused(pg, "UPDATE memories SET importance = 10", {DENIED})
+    assert failure.message == "UPDATE would change 51 > 50 memories; narrow the WHERE. Nothing was changed."
+    result = run_memory_sql(
+        pg, ALICE, "UPDATE memories SET importance = 10 WHERE id <= (SELECT min(id) + 49 FROM memories)"
+    )
+    assert result.updated == 50
+
+
+def test_cancel_stops_the_statement(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    token = CancelToken()
+    threading.Timer(0.2, token.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        run_pg_memory(pg, ALICE, TIMEOUTS[0], deadline_s=5.0, max_rows=200, max_update_rows=50, cancel=token)
+    assert time.monotonic() - started < 2
+
+
+def test_an_unconfined_database_answers_unavailable_until_confined(pg_cluster: PgCluster, pg_empty_url: str) -> None:
+    """Migrated by an ordinary owner role, the step is skipped (catalog rights need a superuser);
+    the operator's `python -m storage.pg_memory_sql <superuser URL>` confines it later."""
+    owner = f"owner_{int(time.monotonic() * 1000) % 10**9}"
+    database = pg_empty_url.rsplit("/", 1)[1]
+    with psycopg.connect(pg_empty_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {owner} LOGIN PASSWORD 'pw'")
+        admin.execute(f'ALTER DATABASE "{database}" OWNER TO {owner}')
+        admin.execute(f"ALTER SCHEMA public OWNER TO {owner}")
+    app = PgDatabase(pg_cluster.url(database, user=owner, password="pw"), pool_size=2)
+    try:
+        app.migrate()
+        seed(app)
+        with pytest.raises(ToolFailure) as caught:
+            run_memory_sql(app, ALICE, "SELECT count(*) FROM memories")
+        assert caught.value.code == UNAVAILABLE and "not set up" in caught.value.message
+        assert confine_main(["pg_memory_sql", pg_empty_url]) == 0
+        assert run_memory_sql(app, ALICE, "SELECT count(*) FROM memories").rows == [[3]]
+        assert run_memory_sql(app, BOB, "SELECT count(*) FROM memories").rows == [[2]]
+        with app.connection() as conn:  # the owner still reads the catalogs it needs
+            assert conn.execute("SELECT count(*) > 0 FROM pg_class").fetchone()[0] is True
+    finally:
+        app.close()
+
+
+def test_an_update_stamps_updated_at_and_reindexes_search(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    target, other = pg_ids["alice_memories"][:2]
+    before = snapshot(pg)
+    result = run_memory_sql(
+        pg, ALICE, f"UPDATE memories SET content = 'prefers zanzibarite now', importance = 9 WHERE id = {target}"
+    )
+    assert (result.updated, result.render()) == (1, "Updated 1 memory.")
+    with pg.connection() as conn:
+        row = conn.execute(
+            "SELECT content, importance, updated_at, user_id FROM user_memories WHERE id = ?", (target,)
+        ).fetchone()
+        old_stamp = next(r[5] for r in before["user_memories"] if r[0] == target)
+        assert (row[0], row[1], row[3]) == ("prefers zanzibarite now", 9, ALICE) and row[2] > old_stamp
+        hits = conn.execute(
+            "SELECT id FROM user_memories WHERE search_vector @@ to_tsquery('app_search', 'zanzibarite')"
+        )
+        assert [hit[0] for hit in hits] == [target]
+        tea = [
+            hit[0]
+            for hit in conn.execute(
+                "SELECT id FROM user_memories WHERE search_vector @@ to_tsquery('app_search', 'tea')"
+            )
+        ]
+        assert target not in tea and other in tea
+    after = snapshot(pg)
+    assert {k: v for k, v in after.items() if k != "user_memories"} == {
+        k: v for k, v in before.items() if k != "user_memories"
+    }
+
+
+def test_the_tool_endpoint_runs_on_postgresql(
+    pg_url: str, make_app: Callable[..., Flask], fake_llm: FakeLLMServer
+) -> None:
+    """`POST /tools/memory_sql` of an app whose DATABASE_URL is PostgreSQL: rows of the caller only,
+    refusals with the tool codes and HTTP statuses the SQLite path gives."""
+    app = make_app(database_url=pg_url)
+    client = app.test_client()
+    alice = {"Authorization": f"Bearer {new_token(app, 'alice')}"}
+    bob = {"Authorization": f"Bearer {new_token(app, 'bob')}"}
+    assert client.post("/tools/remember", json={"fact": "alice likes jazz"}, headers=alice).status_code == 200
+    rows = client.post("/tools/memory_sql", json={"sql": "SELECT content FROM memories"}, headers=alice).get_json()
+    assert rows["rows"] == [["alice likes jazz"]]
+    assert (
+        client.post("/tools/memory_sql", json={"sql": "SELECT content FROM memories"}, headers=bob).get_json()["rows"]
+        == []
+    )
+    for sql, status, code in [
+        ("SELECT * FROM pg_user", 403, "PERMISSION_DENIED"),
+        ("SELECT * FROM sqlite_master", 403, "PERMISSION_DENIED"),
+        ("SELEC 1", 400, "VALIDATION_FAILED"),
+        ("UPDATE memories SET importance = 11", 400, "VALIDATION_FAILED"),
+    ]:
+        response = client.post("/tools/memory_sql", json={"sql": sql}, headers=alice)
+        assert (response.status_code, response.get_json()["error"]["code"]) == (status, code), sql
+    updated = client.post(
+        "/tools/memory_sql", json={"sql": "UPDATE memories SET importance = 7"}, headers=alice
+    ).get_json()
+    assert updated["updated"] == 1
+    found = client.post("/tools/memory_sql", json={"sql": "SELECT importance FROM memories"}, headers=alice).get_json()
+    assert found["rows"] == [[7]]
+
+
+def test_a_role_that_cannot_log_in_answers_unavailable(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    with pg.connection() as conn:
+        login = read_login(conn)
+        assert login is not None
+        conn.execute(f"ALTER ROLE {login.role} NOLOGIN")
+    try:
+        with pytest.raises(ToolFailure) as caught:
+            run_memory_sql(pg, ALICE, "SELECT count(*) FROM memories")
+        assert caught.value.code == UNAVAILABLE and "cannot run the query now" in caught.value.message
+    finally:
+        with pg.connection() as conn:
+            conn.execute(f"ALTER ROLE {login.role} LOGIN")
+    assert run_memory_sql(pg, ALICE, "SELECT count(*) FROM memories").rows == [[3]]
+
+
+def test_confining_again_changes_nothing(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    """The step is idempotent: the same login, the same rights, nothing left for PUBLIC to lose."""
+    before = snapshot(pg)
+    with pg.connection() as conn:
+        first = read_login(conn)
+        conn.execute("BEGIN")
+        again = confine(conn)
+        conn.execute("COMMIT")
+        left = conn.execute(
+            """SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace
+            AND p.provolatile <> 'i' AND NOT (p.proname = ANY(?)) AND has_function_privilege(?, p.oid, 'EXECUTE')""",
+            (list(EXTRA_FUNCTIONS), again.role),
+        ).fetchone()
+    assert again == first and left[0] == 0
+    # a database copied from a template does not copy its own ACL (pg_database is shared): confining
+    # the copy again revokes TEMP there too; nothing else differs
+    after = snapshot(pg)
+    same = set(after) - {"databases"}
+    assert {k: after[k] for k in same} == {k: before[k] for k in same}
+    assert_refused(pg, "SELECT set_config('search_path', 'public', false)", {DENIED})
+    assert run_memory_sql(pg, ALICE, "SELECT count(*) FROM memories").rows == [[3]]
+
+
+def test_an_update_locks_no_row_while_its_where_runs(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    """The first memory matches at once, the next one's WHERE runs past the deadline. Meanwhile a
+    writer that waits for no lock (lock_timeout 10 ms) keeps updating that first memory: the
+    statement's trigger only recorded it. At the deadline nothing was written."""
+    first = pg_ids["alice_memories"][0]
+    sql = (
+        f"UPDATE memories SET importance = 9 WHERE CASE WHEN id = {first} THEN true ELSE "
+        "(SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b) > 0 END"
+    )
+    failures: list[ToolFailure] = []
+
+    def attack() -> None:
+        try:
+            run_memory_sql(pg, ALICE, sql, deadline_s=1.0)
+        except ToolFailure as failure:
+            failures.append(failure)
+
+    attacker = threading.Thread(target=attack)
+    attacker.start()
+    writes = 0
+    with pg.connection() as conn:
+        conn.execute("SET lock_timeout = '10ms'")
+        while attacker.is_alive():
+            conn.execute("BEGIN")
+            conn.execute("UPDATE user_memories SET importance = importance WHERE id = ?", (first,))
+            conn.execute("COMMIT")
+            writes += 1
+            time.sleep(0.02)
+        conn.execute("RESET lock_timeout")
+    attacker.join()
+    assert [failure.code for failure in failures] == [TIMEOUT] and writes > 10
+    assert run_memory_sql(pg, ALICE, f"SELECT importance FROM memories WHERE id = {first}").rows == [[1]]
+
+
+def test_users_running_at_once_each_see_their_own_rows(pg: PgDatabase, pg_ids: dict[str, list[int]]) -> None:
+    """Each call binds its own backend: interleaved calls of two users never see each other's rows."""
+    seen: dict[int, set[str]] = {ALICE: set(), BOB: set()}
+
+    def ask(user: int) -> None:
+        for _ in range(8):
+            rows = run_memory_sql(pg, user, "SELECT string_agg(content, '|' ORDER BY id) FROM memories").rows
+            seen[user].add(rows[0][0])
+
+    threads = [threading.Thread(target=ask, args=(user,)) for user in (ALICE, BOB, ALICE, BOB)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen[ALICE] == {"alice likes tea 0|alice likes tea 1|alice likes tea 2"}
+    assert seen[BOB] == {"bob secret memory 0|bob secret memory 1"}
