@@ -1,17 +1,16 @@
 """Optional pool of pre-started single-use sandboxes, refilled in the background.
 
-Starting a container costs ~0.2 s on the project machine, ten times a trivial run, so the
+Starting a container costs about ten times a trivial run (`bench/README.md`), so the
 pool keeps `size` started sandboxes per image (created with the judge's default limits) and
 hands each out once: a container still never serves two runs. Used sandboxes come back
 through `discard`, and the same background workers remove them, so removal is off the
 request path too. Requests with other limits start their own sandbox; when the pool is
 empty a request may wait for the refill under way (`take(wait_s=...)`) and starts its own
 only after that. Sustained throughput is therefore the engine's rate of container starts
-and removals (~5-10 per second on 2 cores). `close()` removes everything; the reaper covers
+and removals. `close()` removes everything; the reaper covers
 a process that died first.
 
-Two workers, because the engine starts two containers in about the time of one (measured:
-6 starts in 0.84 s with two, 1.75 s with one), and refilling comes before removing, so
+Two workers, because the engine starts two containers in about the time of one, and refilling comes before removing, so
 back-to-back runs find a ready sandbox more often; removal goes first once `_MAX_TRASH`
 used sandboxes wait, so they never pile up.
 

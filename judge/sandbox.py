@@ -9,11 +9,11 @@ launcher (`judge/launcher.sh`), which takes one step at a time on the container'
 stdin and runs it as a child. The container serves one run and is then destroyed.
 
 Decisions:
-- No `docker exec`: on docker.io 20.10 every exec costs ~55 ms of runc before its process
-  starts, most of a trivial run, and reading its exit code and OOM state cost more round
-  trips. The launcher forks instead (~1 ms) and reports the exit status and the cgroup's
-  `oom_kill` counter itself, so a pooled run is one write to the attach connection and one
-  read of the answer (~15 ms for a trivial python program, ~13 of them python's start).
+- No `docker exec`: every exec costs a runc start before its process starts, most of a
+  trivial run, and reading its exit code and OOM state cost more round trips. The launcher
+  forks instead and reports the exit status and the cgroup's `oom_kill` counter itself, so
+  a pooled run is one write to the attach connection and one read of the answer (figures in
+  `bench/README.md`, "The judge's costs").
 - The connection is attached before the container starts and kept for its whole life; the
   files travel with the first step (tar after the request line; the engine's archive upload
   refuses a read-only root). The launcher's marks carry a fresh random nonce per step, so a

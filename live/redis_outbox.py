@@ -2,8 +2,8 @@
 
 A plain turn publishes a dozen events (`turn.started`, `provider.request`, each
 `answer.delta`, `message.stored`, …) and tidies its claim when it ends. Made one by one,
-each costs the turn thread a round trip to Redis (about 0.4 ms on loopback, more across
-hosts): most of what Redis added to a turn. `Outbox.post` queues a script call and returns
+each costs the turn thread a round trip to Redis: most of what Redis added to a turn
+(figures in `bench/README.md`). `Outbox.post` queues a script call and returns
 at once; one sender thread per process sends what is queued, in order, as one pipeline per
 batch (a burst becomes one round trip), then hands each result to its callback (the event
 log wakes its local waiters with the new id). `flush()` waits until every call queued

@@ -1,9 +1,8 @@
 """Short full garbage collections while thousands of streams are open.
 
 A full (generation 2) collection walks every object the collector tracks, with every thread
-stopped. With 10,000 open event streams that is about a million objects: `bench/streams.py`
-measured pauses of 290-510 ms, a dozen of them in the minute after the streams opened, and
-50 concurrent turns took 1.96x one turn instead of under 1.5x because of them.
+stopped. With thousands of open event streams that is about a million objects, and the pauses
+they cause slow every concurrent turn (`bench/streams.py`; figures in `bench/README.md`).
 
 What survives a full collection is mostly long-lived (the app, open streams and their
 connections), so after each one the survivors are moved to the permanent generation
