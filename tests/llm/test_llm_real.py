@@ -30,8 +30,9 @@ from config.settings import Settings
 from foundation.cancellation import CancelToken
 from llm.base import ChatMessage, Completion, FailureKind, ProviderConfig
 from providers import FallbackChain, build_provider
+from testing.llama_server import free_port
 from testing.waiting import wait_until
-from tests.llama_support import LlamaServer, finished_generations, free_port, log_size
+from tests.llama_support import LlamaServer, finished_generations, log_size
 from tests.process_support import stop_process, wait_until_serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
