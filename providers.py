@@ -9,11 +9,12 @@ provider only has to move text. Runtime failures never raise; they are classifie
 on them, and they are logged without any prompt text because prompts hold user data.
 
 This module is the layer's public face: the registry, construction, and the fallback chain.
-The types and base class are in `llm/base.py`, the wire formats in `llm/http.py`,
-the scripted provider in `llm/scripted.py`, the abortable transport (deadline, cancel)
-in `llm/transport.py`, the SSE and NDJSON framing in `llm/framing.py`, the circuit
-breaker each provider of a chain has in `llm/breaker.py`; everything a caller needs is
-re-exported from here.
+The types and base class are in `llm/base.py`; the HTTP exchange policy in `llm/http.py`,
+one module per wire format (`llm/openai_wire.py`, `llm/ollama_wire.py`); every call goes
+through `requests` (`llm/transport.py`: the whole-call deadline, cancel through
+`llm/abort.py`); the SSE and NDJSON framing is in `llm/framing.py`, the scripted provider
+in `llm/scripted.py`, the circuit breaker each provider of a chain has in
+`llm/breaker.py`; everything a caller needs is re-exported from here.
 """
 
 from __future__ import annotations
@@ -36,14 +37,9 @@ from llm.base import (
     log,
 )
 from llm.breaker import BreakerPolicy, BreakerState, CircuitBreaker
-from llm.http import (
-    CerebrasProvider,
-    ChutesProvider,
-    HttpProvider,
-    OllamaProvider,
-    OpenAICompatibleProvider,
-    OpenRouterProvider,
-)
+from llm.http import HttpProvider
+from llm.ollama_wire import OllamaProvider
+from llm.openai_wire import CerebrasProvider, ChutesProvider, OpenAICompatibleProvider, OpenRouterProvider
 from llm.scripted import ScriptedProvider, load_script, quoted_result
 
 __all__ = [

@@ -5,8 +5,8 @@ A provider turns a list of `ChatMessage` (roles system/user/assistant only) into
 each piece of text to a `StreamSink` as it arrives, so the pipeline can show an answer while
 it is written and close the stream as soon as it has seen enough. Runtime failures never
 raise: they are classified into a `FailureKind` and logged without prompt text. The
-concrete providers live in `llm/http.py` and `llm/scripted.py`; `providers.py` is
-the public face.
+concrete providers live in `llm/openai_wire.py`, `llm/ollama_wire.py` (both on
+`llm/http.py`) and `llm/scripted.py`; `providers.py` is the public face.
 """
 
 from __future__ import annotations
@@ -237,9 +237,8 @@ class Provider(ABC):
     def _session(self) -> requests.Session:
         """A pooled session whose proxy settings are read from the environment once.
 
-        With `trust_env` on, requests re-scans `os.environ` for proxies on every call,
-        which costs a noticeable share of a loopback round trip; the answer cannot change
-        while the process runs, so it is resolved here.
+        With `trust_env` on, requests re-scans `os.environ` for proxies on every call; the
+        answer cannot change while the process runs, so it is resolved here, once.
         """
         session = requests.Session()
         configure_session(session, self.base_url)
@@ -333,10 +332,8 @@ def configure_session(session: requests.Session, base_url: str) -> None:
     environment on every call (see ``Provider._session``)."""
     if base_url:
         session.proxies.update(requests.utils.get_environ_proxies(base_url))
-    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
-    # A bundle path makes requests stat it on every call (file or directory?); plain http
-    # verifies nothing, so a local server (Ollama, llama.cpp) skips that system call.
-    session.verify = bundle if bundle and not base_url.startswith("http://") else True
+    # With `trust_env` off, requests no longer reads the CA bundle variables itself.
+    session.verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
     session.trust_env = False
 
 

@@ -3,7 +3,7 @@
 A provider stream arrives in byte chunks cut wherever the network likes: inside a UTF-8
 sequence (a BOM included), between the two bytes of `\\r\\n`, inside `data:`. These decoders
 take bytes as they come and hand back only complete units (the data of one SSE event, one
-NDJSON line), so the wire-format code in `llm/http.py` never sees half a line. They
+NDJSON line), so the wire-format code (`llm/openai_wire.py`, `llm/ollama_wire.py`) never sees half a line. They
 know nothing about chat completions.
 
 Line ends are found on bytes, before decoding: `\\r` and `\\n` never occur inside a UTF-8
@@ -128,69 +128,3 @@ class NdjsonDecoder:
 
     def end(self) -> list[str]:
         return []
-
-
-class ChunkedBody:
-    """`Transfer-Encoding: chunked` bytes in, body bytes out, as they arrive.
-
-    The transport reads a streamed reply's socket itself (`llm/body.py`): one read
-    takes everything that has arrived, however many HTTP chunks that is, where a reader that
-    decodes chunk by chunk hands on one chunk per call. Lines may end with `\\r\\n` or `\\n`;
-    chunk extensions and trailer fields are read and ignored. `done` turns true once the last
-    chunk and the trailer have been read; `extra` counts any bytes that came after them.
-    A size line that is not a hexadecimal number, or longer than `MAX_LINE`, raises
-    `ValueError`.
-    """
-
-    MAX_LINE = 4096
-
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._left = 0  # bytes of the current chunk's data still to come
-        self._state = "size"  # size -> data -> data_end -> size ... -> trailer -> done
-
-    @property
-    def done(self) -> bool:
-        return self._state == "done"
-
-    @property
-    def extra(self) -> int:
-        return len(self._buffer) if self.done else 0
-
-    def feed(self, data: bytes) -> bytes:
-        """The body bytes completed by ``data``."""
-        buffer = self._buffer
-        buffer += data
-        out: list[bytes] = []
-        start = 0
-        while self._state != "done":
-            if self._state == "data":
-                take = min(self._left, len(buffer) - start)
-                if not take:
-                    break
-                out.append(bytes(buffer[start : start + take]))
-                start += take
-                self._left -= take
-                if not self._left:
-                    self._state = "data_end"
-                continue
-            end = buffer.find(b"\n", start)
-            if end < 0:
-                if len(buffer) - start > self.MAX_LINE:
-                    raise ValueError("chunk line too long")
-                break
-            line = bytes(buffer[start:end]).rstrip(b"\r")
-            start = end + 1
-            if self._state == "data_end":
-                if line:
-                    raise ValueError("chunk data longer than its size")
-                self._state = "size"
-            elif self._state == "size":
-                size = int(line.split(b";", 1)[0].strip() or b"x", 16)  # int() raises on "x"
-                if size < 0:
-                    raise ValueError("negative chunk size")
-                self._left, self._state = size, ("data" if size else "trailer")
-            elif not line:  # the blank line that ends the trailer
-                self._state = "done"
-        del buffer[:start]
-        return b"".join(out)

@@ -1,11 +1,12 @@
-"""HTTP providers: Ollama's native chat API and every OpenAI-compatible server.
+"""The exchange policy every HTTP provider shares, whatever its wire format.
 
-`HttpProvider` owns the exchange policy: one streamed POST, the 429 `Retry-After` policy,
-the mapping of status codes to `FailureKind`, the reading of a streamed reply piece by piece
-(or of one JSON body, from a server that does not stream), and the probe. Each subclass only
-knows its wire format: the body it sends and where the text sits in a stream chunk and in a
-whole reply. The deadline and cancel machinery is in `llm/transport.py`; the byte-level
-framing (SSE, NDJSON) in `llm/framing.py`.
+`HttpProvider` sends one streamed POST per call (through `llm/transport.py`: one deadline,
+cancel, bounded bodies), applies the 429 `Retry-After` policy, maps status codes to
+`FailureKind`, reads a 2xx answer piece by piece as it arrives (or as one JSON body, from a
+server that does not stream), and probes the server for `/health`. A subclass only knows its
+wire format: the body it sends and where the text sits in a stream chunk and in a whole reply
+(`llm/openai_wire.py`, `llm/ollama_wire.py`); the byte-level framing (SSE, NDJSON) is in
+`llm/framing.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import time
 from abc import abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import requests
@@ -33,23 +34,12 @@ from llm.base import (
     ms_since,
     text_or_failure,
 )
-from llm.direct import DirectPost
-from llm.framing import Framing, NdjsonDecoder, SseDecoder
-from llm.transport import Broken, Exchange, PostTemplate, Reply, mount_abortable, prepare_post
+from llm.framing import Framing
+from llm.transport import Broken, Exchange, provider_session
+from llm.wire import Parsed, decode_json, error_message
 
 ERROR_BODY_MAX = 64 * 1024  # of a non-2xx answer: enough for any error message
 REPLY_MAX = 4 * 1024 * 1024  # of one call's answers: far beyond any chat reply
-
-
-@dataclass(frozen=True)
-class Parsed:
-    """What one JSON message of the server says: a whole reply, or one chunk of a stream."""
-
-    content: Any = None  # the text; anything but a str (or None) is classified as malformed
-    finish_reason: str | None = None
-    usage: dict[str, int] | None = None
-    end: bool = False  # the stream's terminator ([DONE], "done": true)
-    failure: Attempt | None = None
 
 
 def _retry_after_seconds(value: str | None) -> float | None:
@@ -64,22 +54,6 @@ def _retry_after_seconds(value: str | None) -> float | None:
     return seconds if seconds >= 0 else None
 
 
-def _error_message(data: Any) -> str:
-    """The human part of an error body: Ollama ``{"error": "..."}`` or OpenAI-style
-    ``{"error": {"message": "...", "code": ...}}``."""
-    if not isinstance(data, dict):
-        return ""
-    error = data.get("error")
-    if isinstance(error, str):
-        return error
-    if isinstance(error, dict):
-        message = error.get("message")
-        code = error.get("code")
-        parts = [str(p) for p in (code, message) if p is not None and p != ""]
-        return ": ".join(parts)
-    return ""
-
-
 def _status_failure(status: int) -> FailureKind:
     if status in (401, 403):
         return FailureKind.AUTH
@@ -90,30 +64,7 @@ def _status_failure(status: int) -> FailureKind:
     return FailureKind.CLIENT_ERROR
 
 
-def _json(raw: bytes | str) -> tuple[Any, bool]:
-    """``(value, True)`` when ``raw`` is JSON, ``(None, False)`` otherwise (nested too deeply
-    for the parser's recursion included: a reply is never that deep)."""
-    try:
-        return json.loads(raw), True
-    except (ValueError, RecursionError):
-        return None, False
-
-
-def _malformed(detail: str) -> Parsed:
-    return Parsed(failure=Attempt(failure=FailureKind.MALFORMED, detail=detail))
-
-
-def _token_counts(**counts: Any) -> dict[str, int] | None:
-    """Keep the integer counts; add the total when the server gave only its parts."""
-    usage = {k: v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)}
-    if "total_tokens" not in usage and {"prompt_tokens", "completion_tokens"} <= set(usage):
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-    return usage or None
-
-
 class HttpProvider(Provider):
-    finish_reason_required: ClassVar[bool] = False  # a terminator without one means "cut short"
-
     """Shared HTTP policy: a streamed POST under one deadline, the 429 ``Retry-After``
     policy, and the mapping of transport and status errors to ``FailureKind``. Subclasses
     only know their wire format."""
@@ -121,6 +72,8 @@ class HttpProvider(Provider):
     #: Content-Type values of a streamed answer; anything else is read as one JSON body.
     stream_types: ClassVar[tuple[str, ...]]
     probe_path: ClassVar[str] = "/models"
+    #: A terminator without a finish reason means "cut short" (see `OpenAICompatibleProvider`).
+    finish_reason_required: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -131,16 +84,9 @@ class HttpProvider(Provider):
     ) -> None:
         super().__init__(config, http=http, sleep=sleep)
         self.watchdog = Watchdog(f"{self.name}-deadlines")  # its thread starts on first use
-        self._template: PostTemplate | DirectPost | None = None  # prepared on first use (see `_post`)
 
     def _session(self) -> requests.Session:
-        """The base session, with connections that a deadline or a cancel can shut."""
-        return mount_abortable(super()._session())
-
-    def close(self) -> None:
-        super().close()
-        if self._template is not None:
-            self._template.close()
+        return provider_session(self.base_url)
 
     @abstractmethod
     def endpoint(self) -> str:
@@ -184,28 +130,13 @@ class HttpProvider(Provider):
             headers["Authorization"] = f"Bearer {self.config.api_key}"
         return headers
 
-    def _post(self) -> PostTemplate | DirectPost | Attempt:
-        """The chat endpoint's prepared POST (built once: the URL and headers never change),
-        or why it cannot be built (a base URL that is not a URL)."""
-        if self._template is None:
-            try:
-                self._template = prepare_post(self.http, self.endpoint(), self.headers())
-            except requests.exceptions.InvalidHeader:
-                detail = "a request header (the API key) holds a character HTTP cannot carry, such as a line break"
-                return Attempt(failure=FailureKind.NOT_CONFIGURED, detail=detail)
-            except requests.RequestException as exc:
-                detail = f"the base URL is not a usable URL ({type(exc).__name__})"
-                return Attempt(failure=FailureKind.NOT_CONFIGURED, detail=detail)
-        return self._template
-
     def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed) -> Attempt:
-        template = self._post()
-        if isinstance(template, Attempt):
-            return template
-        # Escaped to ASCII: the encoder's fast path, and any JSON parser reads it.
+        # Escaped to ASCII: any JSON parser reads it, whatever it assumes of the charset.
         payload = json.dumps(self.request_body(messages)).encode("ascii")
         exchange = Exchange(
-            template,
+            self.http,
+            self.endpoint(),
+            self.headers(),
             self.watchdog,
             cancel=feed.cancel,
             deadline=feed.deadline,
@@ -249,12 +180,12 @@ class HttpProvider(Provider):
                     )
                     self._pause(delay, feed)
                     continue
-                message = _error_message(_json(body)[0]) or _redirect_message(response) or f"HTTP {status}"
+                message = error_message(decode_json(body)[0]) or _redirect_message(response) or f"HTTP {status}"
                 if status == 429 and retries:
                     message = f"{message} (after {retries} retries)"
                 return Attempt(failure=_status_failure(status), detail=message, **sizes)
 
-    def _retry_delay(self, response: Reply, retries: int, feed: ReplyFeed) -> float | None:
+    def _retry_delay(self, response: requests.Response, retries: int, feed: ReplyFeed) -> float | None:
         """How long to wait before retrying a 429, or None to give up: only a short, explicit
         ``Retry-After``, a bounded number of times, and never past the call's deadline."""
         if response.status_code != 429 or retries >= self.config.max_rate_limit_retries:
@@ -264,7 +195,7 @@ class HttpProvider(Provider):
             return None
         return delay
 
-    def _read_reply(self, exchange: Exchange, response: Reply, feed: ReplyFeed) -> Attempt:
+    def _read_reply(self, exchange: Exchange, response: requests.Response, feed: ReplyFeed) -> Attempt:
         """A 2xx answer: a stream when its Content-Type says so, else one JSON body."""
         content_type = response.headers.get("Content-Type", "").lower()
         if any(kind in content_type for kind in self.stream_types):
@@ -272,7 +203,7 @@ class HttpProvider(Provider):
         body = exchange.read_body(response, None)
         if isinstance(body, Broken):
             return Attempt(failure=body.kind, detail=body.detail)
-        data, decoded = _json(body)
+        data, decoded = decode_json(body)
         if not decoded:
             return Attempt(failure=FailureKind.MALFORMED, detail="response is not JSON")
         parsed = self.parse_reply(data)
@@ -284,13 +215,13 @@ class HttpProvider(Provider):
         feed.put(text)  # one piece: this server does not stream
         return Attempt(finish_reason=parsed.finish_reason, usage=parsed.usage)
 
-    def _read_stream(self, exchange: Exchange, response: Reply, feed: ReplyFeed) -> Attempt:
+    def _read_stream(self, exchange: Exchange, response: requests.Response, feed: ReplyFeed) -> Attempt:
         """Hand the text on as it arrives, until the terminator, the end of the body, a
         failure, or a sink that says stop (then the stream is closed unread).
 
         The pieces of one read are handed on as one: they arrived together, so nobody could
-        have seen them sooner, and a fast server's burst becomes one `answer.delta` instead of
-        one event (and one round trip to a shared event log) per chunk."""
+        have seen them sooner, and one `answer.delta` (one write to a shared event log) is
+        cheaper than several."""
         framing = self.framing()
         finish_reason: str | None = None
         usage: dict[str, int] | None = None
@@ -331,9 +262,9 @@ class HttpProvider(Provider):
                 return Attempt(finish_reason=finish_reason, usage=usage)
 
 
-def _redirect_message(response: Reply) -> str | None:
-    """A redirect is not followed (see `PostTemplate`): say where it points, so that the base
-    URL can be set to that address."""
+def _redirect_message(response: requests.Response) -> str | None:
+    """A redirect is not followed (see `llm.transport.ProviderSession`): say where it points,
+    so that the base URL can be set to that address."""
     location = response.headers.get("Location")
     if not 300 <= response.status_code < 400 or not location:
         return None
@@ -352,206 +283,3 @@ def _stopped(exchange: Exchange) -> Attempt | None:
     """Cancelled or past the deadline, checked before each piece (a read may bring many)."""
     stop = exchange.interrupted()
     return None if stop is None else Attempt(failure=stop.kind, detail=stop.detail)
-
-
-def _upstream_error(data: dict[str, Any]) -> Attempt | None:
-    """A 200 body or stream chunk that carries an ``error`` object (OpenRouter forwards
-    upstream failures so, also in the middle of a stream)."""
-    if data.get("error"):
-        return Attempt(failure=FailureKind.UPSTREAM_ERROR, detail=_error_message(data) or "error in 200 response")
-    return None
-
-
-def _string(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-class OllamaProvider(HttpProvider):
-    """Ollama's native ``/api/chat`` (not its OpenAI shim) so that images use the native
-    ``images`` field and error bodies are Ollama's ``{"error": "..."}``. Its stream is
-    newline-delimited JSON: one object per piece, the last one with ``"done": true`` and the
-    token counts."""
-
-    name = "ollama"
-    needs_key = False
-    default_base_url = "http://127.0.0.1:11434"
-    default_model = "qwen2.5:7b"
-
-    probe_path = "/api/tags"
-    stream_types = ("application/x-ndjson", "application/ndjson")
-
-    def endpoint(self) -> str:
-        return f"{self.base_url}/api/chat"
-
-    def request_body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
-        wire: list[dict[str, Any]] = []
-        for message in messages:
-            item: dict[str, Any] = {"role": message.role, "content": message.content}
-            if message.images:
-                item["images"] = [_strip_data_url(image) for image in message.images]
-            wire.append(item)
-        return {"model": self.model, "messages": wire, "stream": True}
-
-    def framing(self) -> Framing:
-        return NdjsonDecoder()
-
-    def parse_reply(self, data: Any) -> Parsed:
-        if not isinstance(data, dict):
-            return _malformed("body is not an object")
-        upstream = _upstream_error(data)
-        if upstream is not None:
-            return Parsed(failure=upstream)
-        message = data.get("message")
-        if not isinstance(message, dict):
-            return _malformed("no message object")
-        return Parsed(
-            content=message.get("content"), finish_reason=_string(data.get("done_reason")), usage=_ollama_usage(data)
-        )
-
-    def parse_chunk(self, payload: str) -> Parsed:
-        data, decoded = _json(payload)
-        if not decoded or not isinstance(data, dict):
-            return _malformed("stream line is not a JSON object")
-        upstream = _upstream_error(data)
-        if upstream is not None:
-            return Parsed(failure=upstream)
-        message = data.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        if data.get("done") is not True:
-            return Parsed(content=content)
-        return Parsed(
-            content=content, end=True, finish_reason=_string(data.get("done_reason")), usage=_ollama_usage(data)
-        )
-
-
-def _ollama_usage(data: dict[str, Any]) -> dict[str, int] | None:
-    return _token_counts(prompt_tokens=data.get("prompt_eval_count"), completion_tokens=data.get("eval_count"))
-
-
-def _strip_data_url(image: str) -> str:
-    """Ollama wants raw base64; our messages carry data URLs."""
-    if image.startswith("data:") and "," in image:
-        return image.split(",", 1)[1]
-    return image
-
-
-class OpenAICompatibleProvider(HttpProvider):
-    # Every OpenAI-compatible server sends a finish_reason before `[DONE]`; llama.cpp's server
-    # sends a bare `[DONE]` when another request interrupts the stream, which must not pass
-    # for a finished answer (the pipeline resets what was shown and retries).
-    finish_reason_required = True
-
-    """Any server speaking OpenAI's ``/chat/completions`` (vLLM, llama.cpp, OpenAI itself).
-    A key is optional because local servers often have none; hosted subclasses require one.
-
-    Its stream is server-sent events: ``choices[0].delta.content`` pieces, a chunk with a
-    ``finish_reason``, ``usage`` where the server sends it (OpenRouter always does, in the
-    last chunk), then ``data: [DONE]``. No ``stream_options`` are sent: not every
-    compatible server accepts them."""
-
-    name = "openai"
-    needs_key = False
-    default_base_url = "https://api.openai.com/v1"
-    default_model = "gpt-4o-mini"
-
-    stream_types = ("text/event-stream",)
-
-    def endpoint(self) -> str:
-        return f"{self.base_url}/chat/completions"
-
-    def request_body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
-        wire: list[dict[str, Any]] = []
-        for message in messages:
-            content: str | list[dict[str, Any]] = message.content
-            if message.images:
-                content = [{"type": "text", "text": message.content}] + [
-                    {"type": "image_url", "image_url": {"url": image}} for image in message.images
-                ]
-            wire.append({"role": message.role, "content": content})
-        return {"model": self.model, "messages": wire, "stream": True}
-
-    def framing(self) -> Framing:
-        return SseDecoder()
-
-    def parse_reply(self, data: Any) -> Parsed:
-        if not isinstance(data, dict):
-            return _malformed("body is not an object")
-        upstream = _upstream_error(data)
-        if upstream is not None:
-            return Parsed(failure=upstream)
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            return _malformed("no choices[0]")
-        choice = choices[0]
-        upstream = _upstream_error(choice)
-        if upstream is not None:
-            return Parsed(failure=upstream)
-        message = choice.get("message")
-        if not isinstance(message, dict):
-            return _malformed("no choices[0].message")
-        return Parsed(
-            content=message.get("content"),
-            finish_reason=_string(choice.get("finish_reason")),
-            usage=_openai_usage(data.get("usage")),
-        )
-
-    def parse_chunk(self, payload: str) -> Parsed:
-        if payload.strip() == "[DONE]":
-            return Parsed(end=True)
-        data, decoded = _json(payload)
-        if not decoded or not isinstance(data, dict):
-            return _malformed("stream event is not a JSON object")
-        upstream = _upstream_error(data)  # a mid-stream error: top-level `error`
-        if upstream is not None:
-            return Parsed(failure=upstream)
-        usage = _openai_usage(data.get("usage"))
-        choices = data.get("choices")
-        if not choices:  # a usage-only chunk, or an empty keep-alive
-            return Parsed(usage=usage)
-        if not isinstance(choices, list) or not isinstance(choices[0], dict):
-            return _malformed("no choices[0] in a stream chunk")
-        choice = choices[0]
-        upstream = _upstream_error(choice)
-        if upstream is not None:
-            return Parsed(failure=upstream)
-        finish_reason = _string(choice.get("finish_reason"))
-        if finish_reason == "error":
-            return Parsed(
-                failure=Attempt(failure=FailureKind.UPSTREAM_ERROR, detail="stream ended with finish_reason error")
-            )
-        delta = choice.get("delta")
-        content = delta.get("content") if isinstance(delta, dict) else None
-        return Parsed(content=content, finish_reason=finish_reason, usage=usage)
-
-
-def _openai_usage(raw: Any) -> dict[str, int] | None:
-    if not isinstance(raw, dict):
-        return None
-    return _token_counts(
-        prompt_tokens=raw.get("prompt_tokens"),
-        completion_tokens=raw.get("completion_tokens"),
-        total_tokens=raw.get("total_tokens"),
-    )
-
-
-class OpenRouterProvider(OpenAICompatibleProvider):
-    """OpenRouter: OpenAI wire format; upstream failures may arrive as 200 + ``error``."""
-
-    name = "openrouter"
-    needs_key = True
-    default_base_url = "https://openrouter.ai/api/v1"
-    default_model = "meta-llama/llama-3.3-70b-instruct"
-
-
-class CerebrasProvider(OpenAICompatibleProvider):
-    name = "cerebras"
-    needs_key = True
-    default_base_url = "https://api.cerebras.ai/v1"
-    default_model = "llama-3.3-70b"
-
-
-class ChutesProvider(OpenAICompatibleProvider):
-    name = "chutes"
-    needs_key = True
-    default_base_url = "https://llm.chutes.ai/v1"
-    default_model = "deepseek-ai/DeepSeek-V3-0324"

@@ -1,9 +1,9 @@
-"""A loopback HTTP server that answers with scripted raw bytes, for the provider transports.
+"""A loopback HTTP server that answers with scripted raw bytes, for byte-level provider tests.
 
 `RawHTTPServer(answers)` reads each request (head and `Content-Length` body), records it,
 and answers with the next scripted answer in ONE `sendall` (a whole stream at once, as a
-fast server's burst arrives). `HANG_UP` closes the connection instead of answering. It
-counts the connections it accepted, so a test can tell whether one was reused.
+fast server's burst arrives). It counts the connections it accepted, so a test can tell
+whether one was reused.
 """
 
 from __future__ import annotations
@@ -14,17 +14,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-HANG_UP = b""  # as an answer: read the request, then close the connection without a word
 
-
-def chunked(parts: list[bytes], *, lf_only: bool = False, extension: bool = False, trailer: bool = False) -> bytes:
+def chunked(parts: list[bytes]) -> bytes:
     """`parts` as a chunked body, each part one chunk."""
-    end = b"\n" if lf_only else b"\r\n"
-    out = b""
-    for part in parts:
-        out += b"%x" % len(part) + (b";name=value" if extension else b"") + end + part + end
-    out += b"0" + end + (b"X-Checksum: 1" + end if trailer else b"") + end
-    return out
+    return b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in parts) + b"0\r\n\r\n"
 
 
 def sse_reply(*pieces: str) -> bytes:
@@ -34,12 +27,6 @@ def sse_reply(*pieces: str) -> bytes:
     body = [b"data: " + json.dumps(event).encode() + b"\n\n" for event in events] + [b"data: [DONE]\n\n"]
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
     return head + chunked(body)
-
-
-def json_reply(status: int, body: bytes, *headers: str) -> bytes:
-    """A `Content-Length` reply with `body` and extra header lines."""
-    lines = [f"HTTP/1.1 {status} X", "Content-Type: application/json", f"Content-Length: {len(body)}", *headers]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
 class RawHTTPServer:
@@ -81,10 +68,7 @@ class RawHTTPServer:
                 body_length = length - len(head) - 4
                 self.requests.append((head, rest[:body_length]))
                 received = received[length:]
-                answer = self.answers.pop(0)
-                if answer == HANG_UP:
-                    return
-                conn.sendall(answer)
+                conn.sendall(self.answers.pop(0))
                 if self.close_after:
                     return
 

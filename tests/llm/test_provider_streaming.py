@@ -23,9 +23,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from foundation.cancellation import CancelToken, Watchdog
-from llm.body import READ_SIZE
+from llm.abort import CallHandle
 from llm.framing import LineSplitter, NdjsonDecoder, SseDecoder
-from llm.transport import SETTLE_GRACE_S, CallHandle
+from llm.transport import READ_SIZE, SETTLE_GRACE_S
 from providers import (
     ChatMessage,
     FailureKind,
@@ -535,7 +535,6 @@ def test_a_json_body_beyond_4_mib_is_cut() -> None:
 
 
 # --- through requests without a socket (responses mocks): checked between pieces -----------------------
-# An https:// server is reached through requests (a plain http:// one directly: llm/direct.py).
 
 BASE_URL = "https://llm.example/v1"
 URL = f"{BASE_URL}/chat/completions"

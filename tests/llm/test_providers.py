@@ -1,11 +1,8 @@
 """Provider layer: exact wire formats, failure classification, 429 policy, fallbacks.
 
-The network is never touched: every HTTP call goes through a ``responses`` mock that fails
-any unregistered request. The mock sits in `requests`, which carries calls to `https://`
-servers; a plain `http://` server (Ollama's default) is reached directly
-(`llm/direct.py`, tested over real sockets in tests/llm/test_provider_direct.py), so here
-Ollama is given an `https://` base URL (`OLLAMA_BASE`): its wire format and failure classes
-do not depend on the transport.
+The network is never touched: every HTTP call goes through a ``responses`` mock (it sits in
+`requests`, which carries every provider call) that fails any unregistered request. Calls
+over real sockets are in test_provider_streaming.py and test_provider_sockets.py.
 """
 
 from __future__ import annotations
@@ -328,6 +325,16 @@ def test_a_base_url_that_is_not_a_url_is_not_configured(mock: responses.Requests
     assert result.failure is FailureKind.NOT_CONFIGURED
     assert "base URL" in result.detail
     assert len(mock.calls) == 0
+
+
+@pytest.mark.parametrize("key", ["sk-line\nbreak", "sk-\u043a\u043b\u044e\u0447"], ids=["line-break", "not-latin-1"])
+def test_a_key_that_http_cannot_carry_is_not_configured(key: str) -> None:
+    """Over a real socket: the `responses` mock does not encode headers as the wire does."""
+    with FakeLLMServer() as server:
+        config = ProviderConfig(provider="openai", base_url=server.openai_base_url, model="m", api_key=key)
+        result = build_provider(config).call(MESSAGES)
+        assert result.failure is FailureKind.NOT_CONFIGURED and "API key" in result.detail
+        assert server.requests == []
 
 
 def test_every_call_sends_its_own_body_and_length(mock: responses.RequestsMock) -> None:

@@ -1,0 +1,134 @@
+"""OpenAI's `/chat/completions` wire format, spoken by OpenAI itself, vLLM, llama.cpp's
+server, OpenRouter, Cerebras and Chutes.
+
+Its stream is server-sent events: `choices[0].delta.content` pieces, a chunk with a
+`finish_reason`, `usage` where the server sends it (OpenRouter always does, in the last
+chunk), then `data: [DONE]`. No `stream_options` are sent: not every compatible server
+accepts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llm.base import Attempt, ChatMessage, FailureKind
+from llm.framing import Framing, SseDecoder
+from llm.http import HttpProvider
+from llm.wire import Parsed, decode_json, malformed, string, token_counts, upstream_error
+
+
+class OpenAICompatibleProvider(HttpProvider):
+    """Any server speaking OpenAI's ``/chat/completions``. A key is optional because local
+    servers often have none; the hosted subclasses require one."""
+
+    name = "openai"
+    needs_key = False
+    default_base_url = "https://api.openai.com/v1"
+    default_model = "gpt-4o-mini"
+
+    stream_types = ("text/event-stream",)
+    # Every OpenAI-compatible server sends a finish_reason before `[DONE]`; llama.cpp's server
+    # sends a bare `[DONE]` when another request interrupts the stream, which must not pass
+    # for a finished answer (the pipeline resets what was shown and retries).
+    finish_reason_required = True
+
+    def endpoint(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def request_body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
+        wire: list[dict[str, Any]] = []
+        for message in messages:
+            content: str | list[dict[str, Any]] = message.content
+            if message.images:
+                content = [{"type": "text", "text": message.content}] + [
+                    {"type": "image_url", "image_url": {"url": image}} for image in message.images
+                ]
+            wire.append({"role": message.role, "content": content})
+        return {"model": self.model, "messages": wire, "stream": True}
+
+    def framing(self) -> Framing:
+        return SseDecoder()
+
+    def parse_reply(self, data: Any) -> Parsed:
+        if not isinstance(data, dict):
+            return malformed("body is not an object")
+        upstream = upstream_error(data)
+        if upstream is not None:
+            return upstream
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return malformed("no choices[0]")
+        choice = choices[0]
+        upstream = upstream_error(choice)
+        if upstream is not None:
+            return upstream
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            return malformed("no choices[0].message")
+        return Parsed(
+            content=message.get("content"),
+            finish_reason=string(choice.get("finish_reason")),
+            usage=_usage(data.get("usage")),
+        )
+
+    def parse_chunk(self, payload: str) -> Parsed:
+        if payload.strip() == "[DONE]":
+            return Parsed(end=True)
+        data, decoded = decode_json(payload)
+        if not decoded or not isinstance(data, dict):
+            return malformed("stream event is not a JSON object")
+        upstream = upstream_error(data)  # a mid-stream error: top-level `error`
+        if upstream is not None:
+            return upstream
+        usage = _usage(data.get("usage"))
+        choices = data.get("choices")
+        if not choices:  # a usage-only chunk, or an empty keep-alive
+            return Parsed(usage=usage)
+        if not isinstance(choices, list) or not isinstance(choices[0], dict):
+            return malformed("no choices[0] in a stream chunk")
+        choice = choices[0]
+        upstream = upstream_error(choice)
+        if upstream is not None:
+            return upstream
+        finish_reason = string(choice.get("finish_reason"))
+        if finish_reason == "error":
+            return Parsed(
+                failure=Attempt(failure=FailureKind.UPSTREAM_ERROR, detail="stream ended with finish_reason error")
+            )
+        delta = choice.get("delta")
+        content = delta.get("content") if isinstance(delta, dict) else None
+        return Parsed(content=content, finish_reason=finish_reason, usage=usage)
+
+
+def _usage(raw: Any) -> dict[str, int] | None:
+    if not isinstance(raw, dict):
+        return None
+    return token_counts(
+        prompt_tokens=raw.get("prompt_tokens"),
+        completion_tokens=raw.get("completion_tokens"),
+        total_tokens=raw.get("total_tokens"),
+    )
+
+
+class OpenRouterProvider(OpenAICompatibleProvider):
+    """OpenRouter: OpenAI wire format; upstream failures may arrive as 200 + ``error``."""
+
+    name = "openrouter"
+    needs_key = True
+    default_base_url = "https://openrouter.ai/api/v1"
+    default_model = "meta-llama/llama-3.3-70b-instruct"
+
+
+class CerebrasProvider(OpenAICompatibleProvider):
+    name = "cerebras"
+    needs_key = True
+    default_base_url = "https://api.cerebras.ai/v1"
+    default_model = "llama-3.3-70b"
+
+
+class ChutesProvider(OpenAICompatibleProvider):
+    name = "chutes"
+    needs_key = True
+    default_base_url = "https://llm.chutes.ai/v1"
+    default_model = "deepseek-ai/DeepSeek-V3-0324"
