@@ -61,6 +61,7 @@ class Reply:
     media: tuple[str, ...] = (JSON,)
     headers: tuple[str, ...] = ()  # response headers, from `HEADERS`
     links: dict[str, dict[str, str]] = field(default_factory=dict)  # operationId -> its parameters from this answer
+    event_data: Literal["json", "text"] = "json"  # an SSE event's `data`: SPEC 7's JSON, or `/v1`'s chunks and `[DONE]`
 
 
 @dataclass(frozen=True)

@@ -155,8 +155,9 @@ def sse_event_schema(reply: Reply, schemas: SchemaSet) -> dict[str, Any]:
     """One server-sent event (`event`, `id`, `data`), the convention of OpenAPI 3.2's `itemSchema`
     that fuzzers validate each event against. SPEC 7 events carry JSON `data`; a `done` event
     carries the turn's answer (`reply.model`) where the stream is a turn's. `/v1`'s chunk stream
-    ends with `data: [DONE]`, which is not JSON, so there `data` is a plain string."""
-    json_data = reply.model is None or reply.model.__module__ != "api.openapi_v1"
+    ends with `data: [DONE]`, which is not JSON, so there (`event_data="text"`) `data` is a
+    plain string."""
+    json_data = reply.event_data == "json"
     data: dict[str, Any] = {"type": "string"}
     if json_data:
         data = {"type": "string", "contentMediaType": "application/json", "contentSchema": {"type": "object"}}

@@ -320,6 +320,7 @@ def invalid_answer(
             ChatCompletion,
             media=(JSON, SSE),
             headers=(SESSION_HEADER,),
+            event_data="text",
         ),
         400: Reply("a bad request, or client tools (`client_tools_unsupported`)"),
         404: Reply("an unknown model or session"),

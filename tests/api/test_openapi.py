@@ -254,3 +254,11 @@ def test_profile_field_names_are_constrained_in_the_schema_as_in_validation(
     assert not Draft202012Validator(schema).is_valid(body)
     assert client.patch("/api/profile", json=body, headers=auth).status_code == 400
     assert Draft202012Validator(schema).is_valid({"fields": {"city": "Paris"}})
+
+
+def test_a_v1_chunk_stream_is_text_events_and_a_turn_stream_json_events(document: dict[str, Any]) -> None:
+    """`/v1`'s stream ends with `data: [DONE]`, not JSON; a turn's `done` event carries the turn's answer."""
+    chunks = document["paths"]["/v1/chat/completions"]["post"]["responses"]["200"]["content"]["text/event-stream"]
+    assert chunks["schema"]["properties"]["data"] == {"type": "string"} and "then" not in chunks["schema"]
+    turn = document["paths"]["/chat"]["post"]["responses"]["200"]["content"]["text/event-stream"]["schema"]
+    assert turn["then"]["properties"]["data"]["contentSchema"] == {"$ref": "#/components/schemas/TurnAnswer"}
