@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.bodies import json_body
 from api.database import get_db
+from api.declare import Reply, budget, operation
 from api.errors import ApiError
 from api.refusal import refuse_unless
 from api.services import services
@@ -41,8 +42,8 @@ bp = Blueprint("auth", __name__)
 
 class CookieSessions(SecureCookieSessionInterface):
     """Flask's signed-cookie sessions, without building a signer for a request that has no
-    cookie (every bearer-token call): Flask builds one per request before it looks, which
-    is a measurable share of a plain turn's CPU. A request with a cookie is read as before."""
+    cookie (every bearer-token call): Flask builds one per request before it looks, work a
+    request without a cookie never needs. A request with a cookie is read as before."""
 
     def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
         if app.secret_key and not request.cookies.get(self.get_cookie_name(app)):
@@ -105,6 +106,16 @@ class LoginRequest(BaseModel):
 
 
 @bp.post("/api/login")
+@operation(
+    "Trade an API token for a session cookie (the web UI's login)",
+    auth=False,
+    body=LoginRequest,
+    replies={
+        200: Reply("logged in; the answer sets an HttpOnly cookie", UserOut),
+        401: Reply("no such token (`unauthorized`)"),
+    },
+)
+@budget(by_view=("login",))
 def login() -> ResponseReturnValue:
     """Trade an API token for a session cookie (the web UI keeps no token in JS storage)."""
     data = json_body(LoginRequest)
@@ -125,6 +136,7 @@ def login() -> ResponseReturnValue:
 
 
 @bp.post("/api/logout")
+@operation("End the cookie session on the server", auth=False, replies={204: Reply("logged out", media=())})
 def logout() -> ResponseReturnValue:
     """End the server-side session (a copy of the cookie is worthless afterwards)."""
     if SESSION_KEY in session:
@@ -134,6 +146,7 @@ def logout() -> ResponseReturnValue:
 
 
 @bp.get("/api/me")
+@operation("Who the token or cookie belongs to", replies={200: Reply("the user", UserOut)})
 def me() -> ResponseReturnValue:
     require_user()
     return jsonify(user_out(current_user()))

@@ -11,10 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.auth import current_user, require_user
 from api.bodies import json_object, validated
 from api.database import get_db
+from api.declare import JSON, NOT_FOUND, SSE, TURN_FAILED, Reply, budget, operation, session_links
 from api.errors import ApiError
 from api.services import services as app_services
 from api.sessions import session_for
-from api.turns import answer_turn, runner, turn_payload
+from api.turns import TurnAnswer, answer_turn, runner, turn_payload
 from foundation.cancellation import CancelToken
 from live.turns import TurnLease
 from pipeline.turn import EventSink, run_turn
@@ -26,6 +27,12 @@ bp = Blueprint("chat", __name__)
 bp.before_request(require_user)
 
 SESSION_NAME_CHARS = 60
+TURN_STREAM = Reply(  # also the answer of a widget's (`api/tool_results.py`)
+    "the turn's events (SPEC 7) ending with `done` (this JSON) or `error`",
+    TurnAnswer,
+    media=(JSON, SSE),
+    links=session_links("/session_id"),
+)
 
 
 class ChatRequest(BaseModel):
@@ -94,6 +101,14 @@ def retried_message(
 
 
 @bp.post("/chat")
+@operation(
+    "Send a message and get the turn's answer (JSON, or SSE with `Accept: text/event-stream`)",
+    body=ChatRequest,
+    multipart=True,
+    description="Without `session_id` a new session is created. `retry_of` answers a stored user message again.",
+    replies={200: TURN_STREAM, 404: NOT_FOUND, **TURN_FAILED},
+)
+@budget("turns", by_view=("sessions",))  # a retry too: it calls the model again
 def chat() -> ResponseReturnValue:
     chat_request, blobs = parse_chat_request()
     services = app_services().turns

@@ -12,6 +12,7 @@ from flask import Blueprint, send_file
 from flask.typing import ResponseReturnValue
 
 from api.auth import current_user, require_user
+from api.declare import IMAGE, NOT_FOUND, Reply, operation
 from api.errors import not_found
 from api.services import services
 
@@ -23,6 +24,10 @@ BROWSER_CACHE_S = 3600
 
 
 @bp.get("/files/<folder>/<int:owner>/<name>")
+@operation(
+    "An uploaded or generated image (its owner only)",
+    replies={200: Reply("the image", media=(IMAGE,)), 404: NOT_FOUND},
+)
 def serve(folder: str, owner: int, name: str) -> ResponseReturnValue:
     if folder not in SERVED_FOLDERS or owner != current_user().id:
         raise not_found("file")

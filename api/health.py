@@ -18,6 +18,7 @@ from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, Field
 
 from api.database import database as app_database
+from api.declare import Reply, operation
 from api.services import services
 from llm.hints import fix_hint, probe_failure
 from providers import FallbackChain, ProbeResult
@@ -122,6 +123,14 @@ def judge_state() -> dict[str, Any]:
 
 
 @bp.get("/health")
+@operation(
+    "The real state of the database, the providers and the judge",
+    auth=False,
+    replies={
+        200: Reply("the database can be written", Health),
+        503: Reply("the database cannot be written", Health),
+    },
+)
 def health() -> ResponseReturnValue:
     database = probe_database(app_database()).to_dict()
     provider = services().provider_probe.report()

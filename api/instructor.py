@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.auth import current_user, require_user
 from api.bodies import json_body
 from api.database import get_db
+from api.declare import NOT_FOUND, Param, Reply, operation
 from api.errors import ApiError, not_found
 from learner.review import ReviewRefused, review_attempt
 from learner.roles import is_staff
@@ -33,6 +34,7 @@ from storage.users import get_user
 MAX_ROW_ID = 2**63 - 1  # SQLite's largest INTEGER: a larger id in the URL is a 404, not an OverflowError (500)
 
 bp = Blueprint("instructor", __name__)
+STAFF_ONLY = Reply("only instructors and admins (`forbidden`)")
 
 
 class HelpRequestList(BaseModel):
@@ -76,6 +78,11 @@ def require_instructor() -> None:
 
 
 @bp.get("/help-requests")
+@operation(
+    "Learners' help requests, oldest first",
+    params=(Param("status", "query", {"type": "string", "enum": ["open", "resolved"]}),),
+    replies={200: Reply("the requests", HelpRequestList), 400: Reply("a bad `status`"), 403: STAFF_ONLY},
+)
 def help_requests() -> Response:
     status = request.args.get("status")
     if status not in (None, "open", "resolved"):
@@ -85,6 +92,7 @@ def help_requests() -> Response:
 
 
 @bp.post(f"/help-requests/<int(max={MAX_ROW_ID}):request_id>/resolve")
+@operation("Mark a help request answered", replies={200: Reply("resolved", Resolved), 403: STAFF_ONLY, 404: NOT_FOUND})
 def resolve(request_id: int) -> Response:
     if not resolve_help_request(get_db(), request_id, current_user().id):
         raise not_found(f"open help request {request_id}")
@@ -92,6 +100,7 @@ def resolve(request_id: int) -> Response:
 
 
 @bp.get("/task-reviews")
+@operation("Attempts waiting for a manual review", replies={200: Reply("the attempts", ReviewList), 403: STAFF_ONLY})
 def reviews() -> Response:
     conn = get_db()
     items = []
@@ -121,6 +130,16 @@ class ReviewBody(BaseModel):
 
 
 @bp.post(f"/task-reviews/<int(max={MAX_ROW_ID}):attempt_id>")
+@operation(
+    "Approve or reject an attempt",
+    body=ReviewBody,
+    replies={
+        200: Reply("reviewed", ReviewOutcome),
+        403: STAFF_ONLY,
+        404: NOT_FOUND,
+        409: Reply("the learner's task is not waiting for review (`invalid_state`)"),
+    },
+)
 def review(attempt_id: int) -> Response:
     body = json_body(ReviewBody)
     done = review_attempt(get_db(), attempt_id, reviewer_id=current_user().id, passed=body.passed, note=body.note)

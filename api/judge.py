@@ -18,6 +18,7 @@ from activities.generate import GenerationJob
 from api.auth import current_user, require_user
 from api.bodies import json_body
 from api.database import get_db
+from api.declare import NOT_FOUND, Reply, budget, operation
 from api.errors import ApiError, not_found
 from api.services import services as app_services
 from api.sessions import session_for
@@ -43,6 +44,7 @@ bp = Blueprint("judge", __name__)
 bp.before_request(require_user)
 
 MAX_FILES_BYTES = 1024 * 1024
+JUDGE_OFF = Reply("the Docker judge cannot run here or is switched off (`judge_unavailable`, with the reason)")
 
 
 class RunBody(BaseModel):
@@ -110,6 +112,12 @@ def checked_size(files: dict[str, str]) -> dict[str, str]:
 
 
 @bp.post("/run")
+@operation(
+    "Run files once in the Docker judge",
+    body=RunBody,
+    replies={200: Reply("the verdict", Verdict), 413: Reply("files over 1 MiB in total"), 503: JUDGE_OFF},
+)
+@budget("runs")
 def run() -> ResponseReturnValue:
     body: RunBody = json_body(RunBody)
     judge = ready_judge()
@@ -121,6 +129,17 @@ def run() -> ResponseReturnValue:
 
 
 @bp.post("/submit")
+@operation(
+    "Run a generated problem's hidden tests on a solution",
+    body=SubmitBody,
+    replies={
+        200: Reply("the verdict per test (never the expected output)", SubmitResult),
+        404: NOT_FOUND,
+        413: Reply("files over 1 MiB in total"),
+        503: JUDGE_OFF,
+    },
+)
+@budget("runs")
 def submit() -> ResponseReturnValue:
     body: SubmitBody = json_body(SubmitBody)
     conn, user = get_db(), current_user()
@@ -143,6 +162,17 @@ def submit() -> ResponseReturnValue:
 
 
 @bp.post("/activities/generate")
+@operation(
+    "Generate practice problems (a job; follow its stream)",
+    body=GenerateBody,
+    replies={
+        202: Reply("the job started", GenerationStarted),
+        404: NOT_FOUND,
+        409: Reply("the session is answering a turn (`turn_in_progress`)"),
+        503: JUDGE_OFF,
+    },
+)
+@budget("generate", by_view=("sessions",))
 def generate() -> ResponseReturnValue:
     body: GenerateBody = json_body(GenerateBody)
     conn, user = get_db(), current_user()
@@ -180,11 +210,13 @@ def generate() -> ResponseReturnValue:
 
 
 @bp.get("/activities")
+@operation("The user's generated activities", replies={200: Reply("newest first", ActivityList)})
 def activities() -> ResponseReturnValue:
     return jsonify(ActivityList(activities=list_activities(get_db(), current_user().id)).model_dump(mode="json"))
 
 
 @bp.get("/activities/<activity_id>")
+@operation("One activity with its problems", replies={200: Reply("the activity", ActivityDetail), 404: NOT_FOUND})
 def activity(activity_id: str) -> ResponseReturnValue:
     conn, user = get_db(), current_user()
     found = get_activity(conn, user.id, activity_id)
@@ -195,6 +227,7 @@ def activity(activity_id: str) -> ResponseReturnValue:
 
 
 @bp.get("/problems/<problem_id>")
+@operation("One problem (the learner's view)", replies={200: Reply("the problem", ProblemView), 404: NOT_FOUND})
 def problem(problem_id: str) -> ResponseReturnValue:
     found = get_problem(get_db(), current_user().id, problem_id)
     if found is None:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints
 from api.auth import current_user, require_user
 from api.bodies import json_body
 from api.database import get_db
+from api.declare import Reply, operation
 from api.errors import ApiError
 from storage.db import transaction
 from storage.profile import (
@@ -54,11 +55,17 @@ def public(fields: dict[str, ProfileField]) -> dict[str, Any]:
 
 
 @bp.get("/profile")
+@operation("The user's profile fields", replies={200: Reply("the profile", Profile)})
 def show() -> ResponseReturnValue:
     return jsonify(public(get_profile(get_db(), current_user().id)))
 
 
 @bp.patch("/profile")
+@operation(
+    "Set fields (all or none); `null` removes one",
+    body=ProfilePatch,
+    replies={200: Reply("the profile after the change", Profile)},
+)
 def update() -> ResponseReturnValue:
     patch = json_body(ProfilePatch, hint=': {"fields": {"name": value}}')
     conn, user_id = get_db(), current_user().id

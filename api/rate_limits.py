@@ -1,49 +1,35 @@
-"""Which requests spend which per-user budget of `RATE_LIMITS` (SPEC 12), and the 429 answer.
+"""Charging the per-user budgets of `RATE_LIMITS` (SPEC 12), and the 429 answer.
 
-One table says which endpoint costs what, so every limited route is listed here:
+What a request spends is declared on its view with `@budget(...)` (`api/declare.py`), and
+what a direct `POST /tools/<name>` spends on the tool (`Tool.budget`). The budgets:
 
-- `turns`: `POST /chat` (a retry too: it calls the model again) and `POST /api/ai/tool-result`
-  (a widget's answer runs the model's next pass); asked for as a stream by a user who already
-  holds `MAX_STREAMS_PER_USER` streams, either is refused first (429, no turn spent); direct calls of the tools that reach a
-  model or the web (`POST /tools/<name>`, `TOOL_LIMITS`).
+- `turns`: `POST /chat` (a retry too: it calls the model again), `POST /api/ai/tool-result`
+  (a widget's answer runs the model's next pass) and `POST /v1/chat/completions`; asked for as
+  a stream by a user who already holds `MAX_STREAMS_PER_USER` streams, any of them is refused
+  first (429, no turn spent); direct calls of the tools that reach a model or the web.
 - `runs`: `POST /run`, `POST /submit`, and direct calls of `run_code` and the task `submit`.
 - `generate`: `POST /activities/generate`.
-- `sessions`: every request that creates a chat session (`POST /sessions`, a `POST /chat` or
-  `POST /activities/generate` without `session_id`); charged by the view, which knows.
-- `login`: `POST /api/login`, see `api/auth.py` for its two keys.
+- `sessions`: every request that creates a chat session (`POST /sessions`, a `POST /chat`,
+  `POST /v1/chat/completions` or `POST /activities/generate` without a session); charged by
+  the view, which knows (`new_session` in `api/sessions.py`).
+- `login`: `POST /api/login`, charged by the view: see `api/auth.py` for its two keys.
 
-A request is counted once it is authenticated, before its body is read: a refused one costs
-the server one lookup. Over budget the answer is 429 `rate_limited` with `Retry-After`
-(seconds until the moving window lets one more through) and `details: {limit, retry_after_s}`.
+A budget declared as charged is spent by `charge_endpoint`, once the request is
+authenticated and before its body is read: a refused one costs the server one lookup. Over
+budget the answer is 429 `rate_limited` with `Retry-After` (seconds until the moving window
+lets one more through) and `details: {limit, retry_after_s}`.
 """
 
 from __future__ import annotations
 
-from flask import Flask, request
+from flask import Flask, current_app, request
 
 from api.auth import current_user, require_user
+from api.declare import budget_of
 from api.live import stream_seat, wants_event_stream
 from api.refusal import refuse_unless
 from api.services import services
 from live.limits import RateLimiter, StreamSlots
-
-ENDPOINT_LIMITS: dict[str, str] = {
-    "chat.chat": "turns",
-    "tool_results.tool_result": "turns",
-    "openai.chat_completions": "turns",  # POST /v1/chat/completions (its 429 in OpenAI's shape)
-    "judge.run": "runs",
-    "judge.submit": "runs",
-    "judge.generate": "generate",
-}
-TOOL_LIMITS: dict[str, str] = {  # POST /tools/<name>: what a direct call of the tool costs
-    "run_code": "runs",
-    "submit": "runs",
-    "imagine": "turns",
-    "image_analyze": "turns",
-    "web_search": "turns",
-    "open_url": "turns",
-    "weather": "turns",
-}
 
 
 def init_app(app: Flask) -> None:
@@ -51,14 +37,16 @@ def init_app(app: Flask) -> None:
     app.before_request(charge_endpoint)
 
 
-def limit_for(endpoint: str | None, view_args: dict[str, object] | None) -> str | None:
-    if endpoint == "tools.call":
-        return TOOL_LIMITS.get(str((view_args or {}).get("name")))
-    return ENDPOINT_LIMITS.get(endpoint or "")
+def charged_budget() -> str | None:
+    """The budget the request being dispatched spends before its view runs, as its view declares."""
+    if request.endpoint is None:  # no route matched: a 404 or 405 on its way
+        return None
+    declared = budget_of(current_app.view_functions.get(request.endpoint))
+    return None if declared is None else declared.charged_for(request.view_args)
 
 
 def charge_endpoint() -> None:
-    limit = limit_for(request.endpoint, request.view_args)
+    limit = charged_budget()
     if limit is not None:
         require_user()  # the app's hooks run before the blueprint's; 401 comes first
         if limit == "turns" and wants_event_stream():

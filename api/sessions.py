@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from api.auth import current_user, require_user
 from api.bodies import json_body
 from api.database import get_db
+from api.declare import NOT_FOUND, Param, Reply, budget, operation, session_links
 from api.errors import ApiError, not_found
 from api.openapi.models import MessageOut, public_messages
 from api.rate_limits import charge
@@ -109,24 +110,43 @@ def session_for(session_id: str | None, name: str) -> ChatSession:
 
 
 @bp.get("/sessions")
+@operation("The user's chat sessions", replies={200: Reply("newest first", SessionList)})
 def index() -> ResponseReturnValue:
     sessions = list_sessions(get_db(), current_user().id)
     return jsonify(SessionList(sessions=sessions).model_dump(mode="json"))
 
 
 @bp.post("/sessions")
+@operation(
+    "Create a chat session",
+    body=SessionCreate,
+    body_optional=True,
+    replies={201: Reply("created", ChatSession, links=session_links("/id"))},
+)
+@budget(by_view=("sessions",))
 def create() -> ResponseReturnValue:
     body: SessionCreate = json_body(SessionCreate, optional=True)
     return jsonify(new_session(body.name).model_dump(mode="json")), 201
 
 
 @bp.get("/sessions/<session_id>")
+@operation("One session, with its running turn", replies={200: Reply("the session", SessionDetail), 404: NOT_FOUND})
 def show(session_id: str) -> ResponseReturnValue:
     detail = SessionDetail(**owned_session(session_id).model_dump(), active_turn=active_turn(session_id))
     return jsonify(detail.model_dump(mode="json"))
 
 
 @bp.post("/sessions/<session_id>/cancel")
+@operation(
+    "Stop the running turn (SPEC 7a.5)",
+    body=CancelBody,
+    body_optional=True,
+    replies={
+        200: Reply("stopping; the turn ends with `done` and `stopped: true`", Cancelled),
+        404: NOT_FOUND,
+        409: Reply("no turn is running (`no_turn_in_progress`)"),
+    },
+)
 def cancel(session_id: str) -> ResponseReturnValue:
     """Stop the running turn (SPEC 7a.5); the turn itself ends with `done` + `stopped: true`."""
     owned_session(session_id)
@@ -143,6 +163,7 @@ def cancel(session_id: str) -> ResponseReturnValue:
 
 
 @bp.patch("/sessions/<session_id>")
+@operation("Rename a session", body=SessionRename, replies={200: Reply("renamed", ChatSession), 404: NOT_FOUND})
 def rename(session_id: str) -> ResponseReturnValue:
     owned_session(session_id)
     body: SessionRename = json_body(SessionRename)
@@ -152,6 +173,7 @@ def rename(session_id: str) -> ResponseReturnValue:
 
 
 @bp.delete("/sessions/<session_id>")
+@operation("Delete a session and its messages", replies={204: Reply("deleted", media=()), 404: NOT_FOUND})
 def delete(session_id: str) -> ResponseReturnValue:
     if not delete_session(get_db(), current_user().id, session_id):
         raise not_found("session")
@@ -172,6 +194,14 @@ def int_arg(name: str, default: int | None, low: int, high: int) -> int | None:
 
 
 @bp.get("/sessions/<session_id>/messages")
+@operation(
+    "A page of a session's messages, oldest first",
+    replies={200: Reply("the page", MessagePage), 400: Reply("a bad `limit` or `before`"), 404: NOT_FOUND},
+    params=(
+        Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": DEFAULT_PAGE}),
+        Param("before", "query", {"type": "integer", "minimum": 1}, "only messages with a smaller id"),
+    ),
+)
 def messages(session_id: str) -> ResponseReturnValue:
     owned_session(session_id)
     limit = int_arg("limit", DEFAULT_PAGE, 1, MAX_PAGE) or DEFAULT_PAGE

@@ -15,6 +15,7 @@ from flask import Blueprint, request
 from flask.typing import ResponseReturnValue
 
 from api.auth import require_user
+from api.declare import EVENT_STREAM, LAST_EVENT_ID, NOT_FOUND, Param, Reply, operation
 from api.errors import not_found
 from api.live import EventStreamBody, last_event_id, live_response
 from api.services import services
@@ -45,6 +46,12 @@ def follow_plan(live: Live, session_id: str, turn_id: str | None, after: int | N
 
 
 @bp.get("/sessions/<session_id>/generate/stream")
+@operation(
+    "Follow the session's running turn (or its last one) as SSE, with replay",
+    tag="sessions",
+    params=(Param("turn_id", "query", {"type": "string"}, "follow this turn"), *LAST_EVENT_ID),
+    replies={200: EVENT_STREAM, 404: NOT_FOUND},
+)
 def progress(session_id: str) -> ResponseReturnValue:
     owned_session(session_id)
     live = services().live
@@ -54,6 +61,12 @@ def progress(session_id: str) -> ResponseReturnValue:
 
 
 @bp.get("/sessions/<session_id>/trace")
+@operation(
+    "Every event of a session, never closing (only when TRACE_ENABLED=1, else 404)",
+    tag="sessions",
+    params=LAST_EVENT_ID,
+    replies={200: EVENT_STREAM, 404: Reply("no such session, or tracing is off")},
+)
 def trace(session_id: str) -> ResponseReturnValue:
     if not services().settings.trace_enabled:
         raise not_found("route")

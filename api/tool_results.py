@@ -26,7 +26,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from api.auth import current_user, require_user
 from api.bodies import json_object
+from api.chat import TURN_STREAM
 from api.database import get_db
+from api.declare import TURN_FAILED, Reply, budget, operation
 from api.errors import ApiError
 from api.services import services as app_services
 from api.turns import TurnWork, answer_turn, runner, turn_payload
@@ -101,6 +103,20 @@ def stored_answer(call: Message, result: ToolResult) -> tuple[str, ToolMeta]:
 
 
 @bp.post("/api/ai/tool-result")
+@operation(
+    "Answer an interactive widget (SPEC 8); the model's next pass runs",
+    tag="chat",
+    body=ToolResultBody,
+    replies={
+        200: TURN_STREAM,
+        400: Reply("`INVALID_TOOL_RESULT`: the body or the value does not fit the call"),
+        404: Reply("no such pending call of yours"),
+        422: Reply("`PROFILE_UPDATE_FAILED`; the call stays open"),
+        **TURN_FAILED,
+        409: Reply("already answered, or the session is answering another turn"),
+    },
+)
+@budget("turns")  # a widget's answer runs the model's next pass
 def tool_result() -> ResponseReturnValue:
     body = parse_body()
     user = current_user()

@@ -2,7 +2,9 @@
 
 A direct call goes through the same runner as a chat command: same validation, same
 user scoping, same error codes. Only the transport differs: the output model as JSON, or
-an HTTP error whose status follows the tool's error code.
+an HTTP error whose status follows the tool's error code. What a direct call costs is the
+tool's own `Tool.budget`, and `GET /openapi.json` documents it as one operation per tool,
+built from the tool's models.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from flask.typing import ResponseReturnValue
 from api.auth import current_user, require_user
 from api.bodies import json_object
 from api.database import get_db
+from api.declare import Reply, budget, one_operation_per_tool, operation
 from api.errors import ApiError
+from api.openapi.models import FunctionList
 from api.services import services
 from pipeline.turn import TurnServices, tool_context
 from tools.base import ErrorCode
@@ -41,12 +45,21 @@ def turn_services() -> TurnServices:
     return services().turns
 
 
+def tool_budget(name: str) -> str | None:
+    """The budget a direct call of tool `name` spends: the tool's own (none for an unknown tool)."""
+    tool = turn_services().registry.get(name)
+    return None if tool is None else tool.budget
+
+
 @bp.get("/tools")
+@operation("Every tool's OpenAI-compatible function schema", replies={200: Reply("the schemas", FunctionList)})
 def index() -> ResponseReturnValue:
     return jsonify({"tools": turn_services().registry.function_schemas()})
 
 
 @bp.post("/tools/<name>")
+@one_operation_per_tool
+@budget(tool_budget)
 def call(name: str) -> ResponseReturnValue:
     tool = turn_services().registry.get(name)
     if tool is None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from flask import Blueprint, current_app, send_from_directory
 from flask.typing import ResponseReturnValue
 
+from api.declare import HTML, Reply, operation
+
 bp = Blueprint("ui", __name__)
 
 CONTENT_SECURITY_POLICY = (
@@ -26,6 +28,7 @@ PAGE_HEADERS = {
 
 
 @bp.get("/")
+@operation("The chat web UI", auth=False, replies={200: Reply("the page", media=(HTML,))})
 def index() -> ResponseReturnValue:
     response = send_from_directory(current_app.static_folder or "static", "index.html", max_age=0)
     response.headers.update(PAGE_HEADERS)

@@ -157,6 +157,7 @@ class Tool(Generic[InputT, OutputT]):
     timeout_s: float = 30.0
     error_style: Literal["api", "task"] = "api"  # how POST /tools/<name> shapes an error body
     interactive: bool = False  # the handler builds a widget; the turn waits for the user's answer
+    budget: str | None = None  # the RATE_LIMITS budget a direct `POST /tools/<name>` spends (SPEC 12)
 
     def function_schema(self) -> dict[str, Any]:
         """OpenAI-compatible function schema derived from the input model, never by hand."""

@@ -124,4 +124,5 @@ IMAGE_ANALYZE_TOOL = Tool(
         args_field="question",
     ),
     timeout_s=300.0,
+    budget="turns",  # a direct call reaches the vision model
 )

@@ -110,4 +110,5 @@ IMAGINE_TOOL = Tool(
     ),
     terminal_on_success=True,
     timeout_s=TIMEOUT_S + 10,
+    budget="turns",  # a direct call reaches an image model
 )

@@ -6,8 +6,8 @@ with `PARSE_MEMORY_MB` of address space, killed after `PARSE_WALL_S` (waiting fo
 worker included). There a streaming pass (lxml events, no tree) takes the title and the text
 outside scripts, menus and footers; pages of at most `RICH_MAX_ELEMENTS` elements then go
 through trafilatura for the main content (menus and footers dropped), whose text wins when it
-finds any. Before, a 2 MB page of tiny tags cost 17 s of CPU and 630 MB in the server.
-Other text types (plain, JSON, XML…) come back as they are (JSON pretty-printed when small).
+finds any. Other text types (plain, JSON, XML…) come back as they are (JSON pretty-printed
+when small).
 Every field of the output is capped: the text at `MAX_CHARS` with a note, the title at
 `MAX_TITLE_CHARS`, the URLs and the content type at `MAX_URL_CHARS`. Binary content is refused
 by safe_http, naming its type.
@@ -160,4 +160,5 @@ OPEN_URL_TOOL = Tool(
         args_field="url",
     ),
     timeout_s=30.0,
+    budget="turns",  # a direct call reaches the web
 )

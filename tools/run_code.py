@@ -80,4 +80,5 @@ RUN_CODE_TOOL = Tool(
         body_field="code",
     ),
     timeout_s=90,
+    budget="runs",  # a direct call runs the sandbox, like POST /run
 )

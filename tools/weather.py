@@ -306,4 +306,5 @@ WEATHER_TOOL = Tool(
     result_role="weather_tools",
     command=CommandBinding(name="weather", usage="/weather [place]", example="/weather Paris", args_field="place"),
     timeout_s=25.0,
+    budget="turns",  # a direct call reaches the web
 )

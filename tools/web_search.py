@@ -201,4 +201,5 @@ WEB_SEARCH_TOOL = Tool(
         args_field="query",
     ),
     timeout_s=20.0,
+    budget="turns",  # a direct call reaches the web
 )

@@ -1,12 +1,14 @@
 """`GET /openapi.json` (OpenAPI 3.1) and `GET /docs` (a browsable reference of it).
 
 The document is built from the app itself: its paths from `app.url_map`, each operation
-from its entry in `api/openapi/operations.py`, every schema from the pydantic models the
-handlers validate bodies with and build answers through (`models_json_schema`; OpenAPI
-3.1's schemas are JSON Schema 2020-12, which pydantic writes). `POST /tools/<name>` is
-one operation per registered tool, with the tool's input and output models. The builder
-adds the answers that follow from the app's rules (401, 400/413 for a body, 429 where a
-limit is charged), so they are declared wherever they can happen.
+from what its view declares (`@operation(...)` and `@budget(...)`, `api/declare.py`, read
+through `app.view_functions`), every schema from the pydantic models the handlers validate
+bodies with and build answers through (`models_json_schema`; OpenAPI 3.1's schemas are
+JSON Schema 2020-12, which pydantic writes). `POST /tools/<name>` is one operation per
+registered tool, with the tool's input and output models and its `Tool.budget`. The builder
+adds the answers that follow from the app's rules (401, 400/413 for a body, 403 for a change
+made with the login cookie, 429 where a budget is spent or a stream answers), so they are
+declared wherever they can happen.
 
 Built once per app, on first request, and kept in `app.extensions` (the app's routes and
 tools do not change after start-up).
@@ -15,6 +17,7 @@ tools do not change after start-up).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, send_from_directory
@@ -23,9 +26,20 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from werkzeug.routing import Rule
 
-from api.openapi.models import ErrorBody, OpenAIErrorBody, TaskErrorBody
-from api.openapi.operations import HEADERS, OPENAI_BLUEPRINTS, OPERATIONS, SSE, TAGS, UNDOCUMENTED, Operation, Reply
-from api.rate_limits import ENDPOINT_LIMITS, TOOL_LIMITS
+from api.declare import (
+    HEADERS,
+    HTML,
+    JSON,
+    SSE,
+    UNDOCUMENTED,
+    OneOperationPerTool,
+    Operation,
+    Reply,
+    budget_of,
+    operation,
+    operation_of,
+)
+from api.openapi.models import ErrorBody, TaskErrorBody
 from api.services import services_of
 from api.ui import PAGE_HEADERS
 from tools.base import Tool
@@ -35,9 +49,22 @@ bp = Blueprint("openapi", __name__)
 REF_TEMPLATE = "#/components/schemas/{model}"
 EXTENSION_KEY = "openapi_document"
 IGNORED_METHODS = frozenset({"HEAD", "OPTIONS"})
-# routes that spend a budget other than through `api/rate_limits.py`'s table
-SESSION_CREATORS = frozenset({"sessions.create", "chat.chat", "judge.generate", "openai.chat_completions"})
-STREAMS = frozenset({"streams.progress", "streams.trace"})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})  # changes need `X-Requested-With` with a cookie (`api/auth.py`)
+# the order of the groups in the document (and in `/docs`); a tag not listed follows them, as first used
+TAG_ORDER = (
+    "auth",
+    "chat",
+    "sessions",
+    "judge",
+    "files",
+    "tools",
+    "health",
+    "profile",
+    "ui",
+    "instructor",
+    "openai",
+    "reference",
+)
 CONVERTERS: dict[str, dict[str, Any]] = {
     "default": {"type": "string", "minLength": 1, "pattern": "^[^/]+$"},
     "string": {"type": "string", "minLength": 1, "pattern": "^[^/]+$"},
@@ -49,7 +76,7 @@ TASK_TOOL_ERROR = "a task tool's refusal (SPEC 10: `NOT_FOUND`, `INVALID_STATE`,
 
 
 class DocumentError(Exception):
-    """A route has no entry in `OPERATIONS`, or an entry names no route."""
+    """A route's view declares no `@operation`."""
 
 
 class SchemaSet:
@@ -128,8 +155,9 @@ def sse_event_schema(reply: Reply, schemas: SchemaSet) -> dict[str, Any]:
     """One server-sent event (`event`, `id`, `data`), the convention of OpenAPI 3.2's `itemSchema`
     that fuzzers validate each event against. SPEC 7 events carry JSON `data`; a `done` event
     carries the turn's answer (`reply.model`) where the stream is a turn's. `/v1`'s chunk stream
-    ends with `data: [DONE]`, which is not JSON, so there `data` is a plain string."""
-    json_data = reply.model is None or reply.model.__module__ != "api.openapi_v1"
+    ends with `data: [DONE]`, which is not JSON, so there (`event_data="text"`) `data` is a
+    plain string."""
+    json_data = reply.event_data == "json"
     data: dict[str, Any] = {"type": "string"}
     if json_data:
         data = {"type": "string", "contentMediaType": "application/json", "contentSchema": {"type": "object"}}
@@ -148,7 +176,7 @@ def sse_event_schema(reply: Reply, schemas: SchemaSet) -> dict[str, Any]:
     return event
 
 
-def implied_replies(endpoint: str, operation: Operation, limited: bool) -> dict[int, Reply]:
+def implied_replies(operation: Operation, method: str, limited: bool) -> dict[int, Reply]:
     """Answers that follow from the app's rules rather than from the view."""
     implied: dict[int, Reply] = {}
     if operation.body is not None:
@@ -159,7 +187,7 @@ def implied_replies(endpoint: str, operation: Operation, limited: bool) -> dict[
         implied[413] = Reply("the body is larger than this endpoint takes (`payload_too_large`)")
     if operation.auth:
         implied[401] = Reply("no valid bearer token or session cookie (`unauthorized`)")
-        if operation.body is not None or endpoint.split(".")[-1] in ("delete", "resolve"):
+        if method not in SAFE_METHODS:
             implied[403] = Reply("a cookie-authenticated change without `X-Requested-With` (`csrf_header_missing`)")
     if limited:
         implied[429] = Reply(
@@ -168,27 +196,27 @@ def implied_replies(endpoint: str, operation: Operation, limited: bool) -> dict[
     return implied
 
 
-def is_limited(endpoint: str, operation: Operation) -> bool:
-    streams = SSE in (reply_media for reply in operation.replies.values() for reply_media in reply.media)
-    return (
-        endpoint in ENDPOINT_LIMITS
-        or endpoint in SESSION_CREATORS
-        or endpoint in STREAMS
-        or streams
-        or endpoint == "auth.login"
-    )
+def is_limited(operation: Operation, view: Callable[..., Any]) -> bool:
+    """Whether a request may be refused by a per-user limit: a budget the view declares (spent
+    before it runs or by itself), or a seat of `MAX_STREAMS_PER_USER` for an event stream."""
+    declared = budget_of(view)
+    spends = declared is not None and (declared.charged is not None or bool(declared.by_view))
+    return spends or any(SSE in reply.media for reply in operation.replies.values())
 
 
 def operation_object(
-    endpoint: str, operation: Operation, schemas: SchemaSet, path_params: list[dict[str, Any]]
+    endpoint: str,
+    method: str,
+    operation: Operation,
+    limited: bool,
+    schemas: SchemaSet,
+    path_params: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    blueprint = endpoint.split(".")[0]
-    error_model = OpenAIErrorBody if blueprint in OPENAI_BLUEPRINTS else ErrorBody
-    replies = {**implied_replies(endpoint, operation, is_limited(endpoint, operation)), **operation.replies}
+    replies = {**implied_replies(operation, method, limited), **operation.replies}
     answer: dict[str, Any] = {
         "operationId": endpoint,
         "summary": operation.summary,
-        "tags": [operation.tag or TAGS.get(blueprint, blueprint)],
+        "tags": [operation.tag or endpoint.split(".")[0]],
     }
     if operation.description:
         answer["description"] = operation.description
@@ -210,7 +238,8 @@ def operation_object(
             content["multipart/form-data"] = {"schema": multipart_schema()}
         answer["requestBody"] = {"required": not operation.body_optional, "content": content}
     answer["responses"] = {
-        str(status): response_object(reply, schemas, error_model, status) for status, reply in sorted(replies.items())
+        str(status): response_object(reply, schemas, operation.error_model, status)
+        for status, reply in sorted(replies.items())
     }
     answer["security"] = [{"bearerAuth": []}, {"cookieAuth": []}] if operation.auth else []
     return answer
@@ -249,7 +278,8 @@ def tool_paths(app: Flask, schemas: SchemaSet) -> dict[str, dict[str, Any]]:
     registry = services_of(app).turns.registry
     paths: dict[str, dict[str, Any]] = {}
     for tool in registry:
-        item = operation_object(f"tools.call.{tool.name}", tool_operation(tool), schemas, [])
+        endpoint = f"tools.call.{tool.name}"
+        item = operation_object(endpoint, "POST", tool_operation(tool), False, schemas, [])
         if tool.error_style == "task":  # 400 from the body reader is ours; the tool's own refusals are SPEC 10's
             for status, response in item["responses"].items():
                 if status[0] in "45" and status not in ("401", "413", "429"):
@@ -263,35 +293,39 @@ def tool_paths(app: Flask, schemas: SchemaSet) -> dict[str, dict[str, Any]]:
                             }
                         }
                     }
-        if tool.name in TOOL_LIMITS and "429" not in item["responses"]:
+        if tool.budget is not None:
             item["responses"]["429"] = response_object(
                 Reply("a per-user limit is spent (`rate_limited`)", headers=("Retry-After",)), schemas, ErrorBody, 429
             )
-        item["operationId"] = f"tools.call.{tool.name}"
         paths[f"/tools/{tool.name}"] = {"post": item}
     return paths
 
 
 def build_document(app: Flask) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of `app`; raises `DocumentError` for an undocumented route."""
+    """The OpenAPI 3.1 document of `app`; raises `DocumentError` for a view without `@operation`."""
     schemas = SchemaSet()
     paths: dict[str, dict[str, Any]] = {}
     missing = []
     for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
         if rule.endpoint in UNDOCUMENTED:
             continue
-        if rule.endpoint == "tools.call":
+        view = app.view_functions[rule.endpoint]
+        declared = operation_of(view)
+        if isinstance(declared, OneOperationPerTool):
             paths.update(tool_paths(app, schemas))
             continue
-        operation = OPERATIONS.get(rule.endpoint)
-        if operation is None:
+        if declared is None:
             missing.append(f"{rule.rule} ({rule.endpoint})")
             continue
         path, params = openapi_path(rule)
+        limited = is_limited(declared, view)
         for method in sorted((rule.methods or set()) - IGNORED_METHODS):
-            paths.setdefault(path, {})[method.lower()] = operation_object(rule.endpoint, operation, schemas, params)
+            paths.setdefault(path, {})[method.lower()] = operation_object(
+                rule.endpoint, method, declared, limited, schemas, params
+            )
     if missing:
-        raise DocumentError("routes without an entry in api/openapi/operations.py OPERATIONS: " + ", ".join(missing))
+        raise DocumentError("routes whose view declares no @operation (api/declare.py): " + ", ".join(missing))
+    used = [tag for item in paths.values() for op in item.values() for tag in op["tags"]]
     document = {
         "openapi": "3.1.0",
         "info": {
@@ -303,7 +337,7 @@ def build_document(app: Flask) -> dict[str, Any]:
             '"message"}`).',
         },
         "jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
-        "tags": [{"name": name} for name in dict.fromkeys([*TAGS.values(), "tools"])],
+        "tags": [{"name": name} for name in dict.fromkeys([*TAG_ORDER, *used])],
         "paths": paths,
         "components": {
             "securitySchemes": {
@@ -332,11 +366,20 @@ def document_of(app: Flask) -> dict[str, Any]:
 
 
 @bp.get("/openapi.json")
+@operation(
+    "This document (OpenAPI 3.1)", tag="reference", auth=False, replies={200: Reply("the document", media=(JSON,))}
+)
 def document() -> ResponseReturnValue:
     return jsonify(document_of(current_app._get_current_object()))  # type: ignore[attr-defined]  # a proxy: the cache lives on the real app
 
 
 @bp.get("/docs")
+@operation(
+    "A browsable reference of this document",
+    tag="reference",
+    auth=False,
+    replies={200: Reply("the page", media=(HTML,))},
+)
 def docs() -> Response:
     response = send_from_directory(current_app.static_folder or "static", "docs.html", max_age=0)
     response.headers.update(PAGE_HEADERS)

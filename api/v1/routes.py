@@ -35,7 +35,8 @@ conversation on every request; our session is the context the pipeline builds fr
   `functions`, `tool_choice`, `function_call` are refused with 400: this API offers the
   backend's tools, not the client's.
 Errors are OpenAI-shaped (`openai_error`) with our codes: the blueprint rewrites every
-error answer of its routes, the per-user 429 included.
+error answer of its routes, the per-user 429 included, so each route's `@operation` declares
+`error_model=OpenAIErrorBody`.
 """
 
 from __future__ import annotations
@@ -52,8 +53,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.auth import current_user, require_user
 from api.bodies import MAX_BODY_BYTES, json_object, validated
 from api.database import get_db, release_db
+from api.declare import JSON, SSE, TURN_FAILED, Param, Reply, budget, operation
 from api.errors import ApiError
 from api.live import SSE_HEADERS, live_response, stream_seat
+from api.openapi.models import OpenAIErrorBody
+from api.openapi.v1_models import ChatCompletion, ModelInfo, ModelList
 from api.services import services as app_services
 from api.sessions import new_session, owned_session
 from api.turns import runner, turn_payload
@@ -162,11 +166,21 @@ def models_list() -> dict[str, Any]:
 
 
 @bp.get("/models")
+@operation(
+    "OpenAI's model list: the one model, `orchestrator`",
+    replies={200: Reply("the list", ModelList)},
+    error_model=OpenAIErrorBody,
+)
 def models() -> ResponseReturnValue:
     return jsonify(models_list())
 
 
 @bp.get("/models/<path:model>")
+@operation(
+    "One model",
+    replies={200: Reply("the model", ModelInfo), 404: Reply("not `orchestrator` (`model_not_found`)")},
+    error_model=OpenAIErrorBody,
+)
 def model(model: str) -> ResponseReturnValue:
     if model != MODEL_ID:
         raise ApiError(404, "model_not_found", f"the only model is {MODEL_ID!r}")
@@ -296,6 +310,25 @@ def invalid_answer(
 
 
 @bp.post("/chat/completions")
+@operation(
+    "OpenAI's chat completion: one orchestrator turn (SPEC 11)",
+    body=CompletionRequest,
+    params=(Param(SESSION_HEADER, "header", {"type": "string"}, "store the turn in this session of yours"),),
+    replies={
+        200: Reply(
+            "a `chat.completion`, or with `stream: true` `chat.completion.chunk` frames and `data: [DONE]`",
+            ChatCompletion,
+            media=(JSON, SSE),
+            headers=(SESSION_HEADER,),
+            event_data="text",
+        ),
+        400: Reply("a bad request, or client tools (`client_tools_unsupported`)"),
+        404: Reply("an unknown model or session"),
+        **TURN_FAILED,
+    },
+    error_model=OpenAIErrorBody,
+)
+@budget("turns", by_view=("sessions",))  # its 429 in OpenAI's shape
 def chat_completions() -> ResponseReturnValue:
     chat = parse_request()
     index, text = turn_message(chat)

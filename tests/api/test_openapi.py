@@ -12,10 +12,9 @@ from flask.testing import FlaskClient
 from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 
+from api.declare import UNDOCUMENTED, OneOperationPerTool, Reply, budget, budget_of, operation, operation_of
 from api.instructor import MAX_ROW_ID
 from api.openapi.document import DocumentError, build_document, openapi_path
-from api.openapi.operations import OPERATIONS, UNDOCUMENTED
-from api.rate_limits import ENDPOINT_LIMITS, TOOL_LIMITS
 from api.services import services_of
 from storage.users import create_user
 from testing.fake_llm import FakeLLMServer
@@ -52,21 +51,33 @@ def test_the_document_is_valid_openapi_3_1(document: dict[str, Any]) -> None:
     validate(document)  # raises on any violation of the OpenAPI 3.1 meta-schema
 
 
-def test_every_route_is_documented_and_every_entry_names_a_route(app: Flask, document: dict[str, Any]) -> None:
-    endpoints = {rule.endpoint for rule in app.url_map.iter_rules()}
-    undocumented = endpoints - set(OPERATIONS) - UNDOCUMENTED - {"tools.call"}
-    assert undocumented == set()
-    assert set(OPERATIONS) - endpoints == set()
+def test_every_route_declares_its_operation_and_is_documented(app: Flask, document: dict[str, Any]) -> None:
     operation_ids = {op["operationId"] for item in document["paths"].values() for op in item.values()}
     for rule in app.url_map.iter_rules():
-        if rule.endpoint not in UNDOCUMENTED | {"tools.call"}:
+        if rule.endpoint in UNDOCUMENTED:
+            continue
+        declared = operation_of(app.view_functions[rule.endpoint])
+        assert declared is not None, f"{rule.rule} ({rule.endpoint}) declares no @operation"
+        if not isinstance(declared, OneOperationPerTool):  # the tools' operations: the next tests
             assert rule.endpoint in operation_ids, rule.rule
 
 
-def test_a_new_route_without_an_entry_stops_the_document(app: Flask) -> None:
+def test_a_new_route_without_a_declaration_stops_the_document(app: Flask) -> None:
     app.add_url_rule("/surprise", "surprise", lambda: "hi")
     with pytest.raises(DocumentError, match="/surprise"):
         build_document(app)
+
+
+def test_a_new_route_is_documented_from_its_own_declarations(app: Flask) -> None:
+    @operation("A surprise", replies={200: Reply("hi", media=("text/plain",))})
+    @budget("turns")
+    def surprise() -> str:
+        return "hi"
+
+    app.add_url_rule("/surprise", "surprise", surprise, methods=["POST"])
+    operation_object = build_document(app)["paths"]["/surprise"]["post"]
+    assert (operation_object["operationId"], operation_object["summary"]) == ("surprise", "A surprise")
+    assert {"200", "401", "403", "429"} == set(operation_object["responses"])  # what follows from the app's rules
 
 
 def test_every_tool_is_one_operation_with_its_own_models(app: Flask, document: dict[str, Any]) -> None:
@@ -79,16 +90,23 @@ def test_every_tool_is_one_operation_with_its_own_models(app: Flask, document: d
         components = document["components"]["schemas"]
         assert components[body["$ref"].split("/")[-1]]["title"] == tool.input_model.__name__
         assert components[output["$ref"].split("/")[-1]]["title"] == tool.output_model.__name__
-        if tool.name in TOOL_LIMITS:
-            assert "429" in operation["responses"], tool.name
+        assert ("429" in operation["responses"]) == (tool.budget is not None), tool.name
 
 
-def test_every_limited_operation_declares_429_with_retry_after(app: Flask, document: dict[str, Any]) -> None:
-    rules = {rule.endpoint: rule for rule in app.url_map.iter_rules()}
-    for endpoint in ENDPOINT_LIMITS:
-        path, _ = openapi_path(rules[endpoint])
-        (operation,) = document["paths"][path].values()
-        assert "Retry-After" in operation["responses"]["429"]["headers"], endpoint
+def test_every_operation_that_spends_a_budget_declares_429_with_retry_after(
+    app: Flask, document: dict[str, Any]
+) -> None:
+    limited = 0
+    for rule in app.url_map.iter_rules():
+        view = app.view_functions[rule.endpoint]
+        if budget_of(view) is None or isinstance(operation_of(view), OneOperationPerTool):
+            continue
+        path, _ = openapi_path(rule)
+        for method in (rule.methods or set()) - {"HEAD", "OPTIONS"}:
+            operation = document["paths"][path][method.lower()]
+            assert "Retry-After" in operation["responses"]["429"]["headers"], rule.endpoint
+            limited += 1
+    assert limited >= 8  # chat, tool results, /v1 completions, run, submit, generate, sessions, login
 
 
 def test_routes_become_paths_with_typed_parameters(document: dict[str, Any]) -> None:
@@ -236,3 +254,11 @@ def test_profile_field_names_are_constrained_in_the_schema_as_in_validation(
     assert not Draft202012Validator(schema).is_valid(body)
     assert client.patch("/api/profile", json=body, headers=auth).status_code == 400
     assert Draft202012Validator(schema).is_valid({"fields": {"city": "Paris"}})
+
+
+def test_a_v1_chunk_stream_is_text_events_and_a_turn_stream_json_events(document: dict[str, Any]) -> None:
+    """`/v1`'s stream ends with `data: [DONE]`, not JSON; a turn's `done` event carries the turn's answer."""
+    chunks = document["paths"]["/v1/chat/completions"]["post"]["responses"]["200"]["content"]["text/event-stream"]
+    assert chunks["schema"]["properties"]["data"] == {"type": "string"} and "then" not in chunks["schema"]
+    turn = document["paths"]["/chat"]["post"]["responses"]["200"]["content"]["text/event-stream"]["schema"]
+    assert turn["then"]["properties"]["data"]["contentSchema"] == {"$ref": "#/components/schemas/TurnAnswer"}

@@ -16,9 +16,10 @@ import pytest
 import requests
 from flask import Flask
 
-from api.rate_limits import ENDPOINT_LIMITS, TOOL_LIMITS
+from api.declare import budget_of
+from api.rate_limits import charged_budget
 from api.services import services_of
-from config.settings import ConfigError, Rate, load_settings
+from config.settings import ConfigError, Rate, RateLimits, load_settings
 from live.limits import RateLimiter, StreamSlots
 from testing.hostile import running_server
 from testing.waiting import HUNG_S
@@ -126,11 +127,42 @@ def test_stream_slots_count_open_streams_per_user():
 # which endpoint spends what --------------------------------------------------------------------
 
 
-def test_every_limited_endpoint_and_tool_exists(app: Flask):
-    endpoints = {rule.endpoint for rule in app.url_map.iter_rules()}
-    assert set(ENDPOINT_LIMITS) <= endpoints
-    tools = {tool.name for tool in services_of(app).turns.registry}
-    assert set(TOOL_LIMITS) <= tools
+def test_every_declared_budget_is_a_rate_limits_key(app: Flask):
+    keys = set(RateLimits.model_fields)
+    for endpoint, view in app.view_functions.items():
+        declared = budget_of(view)
+        if declared is not None:
+            assert declared.charged is None or callable(declared.charged) or declared.charged in keys, endpoint
+            assert set(declared.by_view) <= keys, endpoint
+    for tool in services_of(app).turns.registry:
+        assert tool.budget is None or tool.budget in keys, tool.name
+
+
+@pytest.mark.parametrize(
+    "method,path,spent",
+    [
+        ("POST", "/chat", "turns"),
+        ("POST", "/api/ai/tool-result", "turns"),
+        ("POST", "/v1/chat/completions", "turns"),
+        ("POST", "/run", "runs"),
+        ("POST", "/submit", "runs"),
+        ("POST", "/activities/generate", "generate"),
+        ("POST", "/tools/run_code", "runs"),
+        ("POST", "/tools/submit", "runs"),
+        ("POST", "/tools/RUN_CODE", "runs"),  # the registry's names are case-insensitive, so is the price
+        *(("POST", f"/tools/{name}", "turns") for name in ("imagine", "image_analyze", "web_search", "open_url")),
+        ("POST", "/tools/weather", "turns"),
+        ("POST", "/tools/remember", None),
+        ("POST", "/tools/no_such_tool", None),  # a 404, free
+        ("POST", "/sessions", None),  # `sessions` is spent by the view, only when it creates one
+        ("POST", "/api/login", None),  # `login` too, under its own keys
+        ("GET", "/sessions", None),
+        ("GET", "/no/such/route", None),
+    ],
+)
+def test_which_request_spends_which_budget_before_its_view(app: Flask, method: str, path: str, spent: str | None):
+    with app.test_request_context(path, method=method):  # routed: `request.endpoint` is set
+        assert charged_budget() == spent
 
 
 @pytest.fixture
@@ -173,6 +205,9 @@ def test_runs_and_submits_share_one_budget_and_direct_run_code_spends_it(limited
     assert_refused(client.post("/run", json=body, headers=auth(alice)), "runs")
     assert_refused(
         client.post("/tools/run_code", json={"language": "python", "code": "print(1)"}, headers=auth(alice)), "runs"
+    )
+    assert_refused(  # tool names are case-insensitive: another spelling is the same tool at the same price
+        client.post("/tools/RUN_CODE", json={"language": "python", "code": "print(1)"}, headers=auth(alice)), "runs"
     )
     assert client.post("/tools/remember", json={"fact": "I like tea"}, headers=auth(alice)).status_code != 429
 

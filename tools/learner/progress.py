@@ -237,4 +237,5 @@ SUBMIT_TOOL = Tool(
     ),
     timeout_s=120,
     error_style="task",
+    budget="runs",  # grading may run the judge, like POST /submit
 )
