@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from commands.detect import Command
-from tools.base import FIX_HINT, CommandBinding, ErrorCode, ToolContext, ToolResult
+from tools.base import FIX_HINT, BindingError, CommandBinding, ErrorCode, ToolContext, ToolResult
 from tools.registry import ToolRegistry
-from tools.runner import run_tool
+from tools.runner import run_tool, usage_hint
 
 ROUTER_ROLE = "router_tools"
 
@@ -60,7 +60,13 @@ def route(command: Command, registry: ToolRegistry, ctx: ToolContext) -> Routed:
         return Routed(
             ROUTER_ROLE, ToolResult.failure("router", ErrorCode.UNKNOWN_COMMAND, message, hint=FIX_HINT), False
         )
-    result = run_tool(tool, command_input(tool.command, command), ctx)
+    try:
+        raw_input = command_input(tool.command, command)
+    except BindingError as error:
+        message = f"invalid arguments for {tool.name}: {error}."
+        failure = ToolResult.failure(tool.name, ErrorCode.VALIDATION_FAILED, message, hint=usage_hint(tool))
+        return Routed(tool.result_role, failure, False)
+    result = run_tool(tool, raw_input, ctx)
     return Routed(
         tool.result_role,
         result,

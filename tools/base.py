@@ -66,6 +66,11 @@ class ToolFailure(Exception):
         self.hint = hint
 
 
+class BindingError(Exception):
+    """A command's text cannot be read as the tool's input (e.g. arguments that are not JSON);
+    the router answers it as a VALIDATION_FAILED result with the usage."""
+
+
 class ToolInput(BaseModel):
     """Base of every tool input: unknown fields are an error, not silently dropped."""
 
