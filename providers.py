@@ -13,12 +13,16 @@ The types and base class are in `llm/base.py`, the wire formats in `llm/http.py`
 the scripted provider in `llm/scripted.py`, the abortable transport (deadline, cancel)
 in `llm/transport.py`, the SSE and NDJSON framing in `llm/framing.py`, the circuit
 breaker each provider of a chain has in `llm/breaker.py`; everything a caller needs is
-re-exported from here.
+re-exported from here. `ProviderProbe` is the chain's reachability as `/health` and the
+start-up report show it.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import requests
 
@@ -36,6 +40,7 @@ from llm.base import (
     log,
 )
 from llm.breaker import BreakerPolicy, BreakerState, CircuitBreaker
+from llm.hints import fix_hint, probe_failure
 from llm.http import (
     CerebrasProvider,
     ChutesProvider,
@@ -63,6 +68,7 @@ __all__ = [
     "Provider",
     "ProviderConfig",
     "ProviderError",
+    "ProviderProbe",
     "ScriptedProvider",
     "StreamSink",
     "build_chain",
@@ -194,6 +200,50 @@ class FallbackChain:
 
     def complete(self, messages: Sequence[ChatMessage]) -> str | None:
         return self.call(messages).text
+
+
+PROBE_TTL_S = 30.0
+PROBE_TIMEOUT_S = 2.0
+
+
+class ProviderProbe:
+    """Cached reachability of every provider of a chain (one instance per app).
+
+    Each provider is probed with a cheap authenticated GET (its model list), at most once
+    per `ttl_s`, so a load balancer polling `/health` does not hammer a paid API. A provider
+    that does not answer carries a `hint`: what an operator can do (`llm/hints.py`)."""
+
+    def __init__(self, chain: FallbackChain, ttl_s: float = PROBE_TTL_S) -> None:
+        self.chain = chain
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._checked_at = float("-inf")
+        self._results: list[ProbeResult] = []
+
+    def results(self) -> list[ProbeResult]:
+        with self._lock:
+            if time.monotonic() - self._checked_at > self.ttl_s:
+                self._results = [provider.probe(PROBE_TIMEOUT_S) for provider in self.chain.providers]
+                self._checked_at = time.monotonic()
+            return list(self._results)
+
+    def report(self) -> dict[str, Any]:
+        """The primary's entry, then every provider with its probe and its circuit (read now,
+        not cached): the chain is ok when some provider is reachable and its circuit not open."""
+        results = self.results()
+        entries: list[dict[str, Any]] = [
+            {"name": provider.name, "model": provider.model, "ok": result.ok, "detail": result.detail}
+            for provider, result in zip(self.chain.providers, results, strict=True)
+        ]
+        for entry in entries:
+            if not entry["ok"]:
+                entry["hint"] = fix_hint(entry["name"], entry["model"], probe_failure(entry["detail"]))
+        usable = [entry["ok"] for entry in entries]
+        for index, state in enumerate(self.chain.breaker_states() or ()):
+            entries[index]["breaker"] = state.to_dict()
+            usable[index] = usable[index] and state.state != "open"
+        primary = entries[0]
+        return {**primary, "ok": any(usable), "chain": entries}
 
 
 def parse_fallbacks(spec: str) -> list[tuple[str, str]]:
