@@ -36,13 +36,12 @@ from api import (
 )
 from api import headers as security_headers
 from api import judge as judge_api
+from api import turns as turn_answers
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
-from api.health import ProviderProbe
 from api.openapi import document as openapi
 from api.services import Services
 from api.services import install as install_services
-from api.turns import TurnRunner
 from api.v1 import routes as openai_api
 from bounded.pool import WorkerPool
 from config.settings import Settings, load_settings
@@ -51,9 +50,10 @@ from judge.reaper import reap
 from judge.service import Judge
 from live.backends import build_live
 from live.limits import RateLimiter, StreamSlots
+from live.runner import TurnRunner
 from pipeline.prompt import build_system_prompt, load_persona
 from pipeline.turn import TurnServices
-from providers import FallbackChain, build_chain
+from providers import FallbackChain, ProviderProbe, build_chain
 from storage.connection import Store
 from storage.messages import Message
 from storage.open import settings_store
@@ -166,6 +166,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     install_services(app, build_services(settings))
     init_database(app)
     register_error_handlers(app)
+    turn_answers.init_app(app)  # a claim on a busy session answers 409 turn_in_progress (api/turns.py)
     rate_limits.init_app(app)  # RATE_LIMITS and MAX_STREAMS_PER_USER
     security_headers.init_app(app)
     blueprints: tuple[ModuleType, ...] = (
@@ -216,7 +217,7 @@ def build_services(settings: Settings) -> Services:
         bounded=bounded_pool,
         provider_probe=ProviderProbe(chat_chain),
         live=live,
-        turn_runner=TurnRunner(database, live, workers=settings.turn_workers),
+        turn_runner=TurnRunner(database, live, workers=settings.turn_workers, failure_event=turn_answers.error_event),
         rate_limiter=RateLimiter(settings.rate_limits, settings.redis_url or "memory://"),
         stream_slots=StreamSlots(settings.max_streams_per_user),
     )

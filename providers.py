@@ -8,7 +8,8 @@ provider only has to move text. Runtime failures never raise; they are classifie
 ``FailureKind`` so that the pipeline (retry once, then 502) and the ``FallbackChain`` can act
 on them, and they are logged without any prompt text because prompts hold user data.
 
-This module is the layer's public face: the registry, construction, and the fallback chain.
+This module is the layer's public face: the registry, construction, the fallback chain and
+the health probe (`ProviderProbe`).
 The types and base class are in `llm/base.py`; the HTTP exchange policy in `llm/http.py`,
 one module per wire format (`llm/openai_wire.py`, `llm/ollama_wire.py`); every call goes
 through `requests` (`llm/transport.py`: the whole-call deadline, cancel through
@@ -19,7 +20,10 @@ in `llm/scripted.py`, the circuit breaker each provider of a chain has in
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import requests
 
@@ -37,6 +41,7 @@ from llm.base import (
     log,
 )
 from llm.breaker import BreakerPolicy, BreakerState, CircuitBreaker
+from llm.hints import fix_hint, probe_failure
 from llm.http import HttpProvider
 from llm.ollama_wire import OllamaProvider
 from llm.openai_wire import CerebrasProvider, ChutesProvider, OpenAICompatibleProvider, OpenRouterProvider
@@ -59,6 +64,7 @@ __all__ = [
     "Provider",
     "ProviderConfig",
     "ProviderError",
+    "ProviderProbe",
     "ScriptedProvider",
     "StreamSink",
     "build_chain",
@@ -190,6 +196,50 @@ class FallbackChain:
 
     def complete(self, messages: Sequence[ChatMessage]) -> str | None:
         return self.call(messages).text
+
+
+PROBE_TTL_S = 30.0
+PROBE_TIMEOUT_S = 2.0
+
+
+class ProviderProbe:
+    """Cached reachability of every provider of a chain (one instance per app).
+
+    Each provider is probed with a cheap authenticated GET (its model list), at most once
+    per `ttl_s`, so a load balancer polling `/health` does not hammer a paid API. A provider
+    that does not answer carries a `hint`: what an operator can do (`llm/hints.py`)."""
+
+    def __init__(self, chain: FallbackChain, ttl_s: float = PROBE_TTL_S) -> None:
+        self.chain = chain
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._checked_at = float("-inf")
+        self._results: list[ProbeResult] = []
+
+    def results(self) -> list[ProbeResult]:
+        with self._lock:
+            if time.monotonic() - self._checked_at > self.ttl_s:
+                self._results = [provider.probe(PROBE_TIMEOUT_S) for provider in self.chain.providers]
+                self._checked_at = time.monotonic()
+            return list(self._results)
+
+    def report(self) -> dict[str, Any]:
+        """The primary's entry, then every provider with its probe and its circuit (read now,
+        not cached): the chain is ok when some provider is reachable and its circuit not open."""
+        results = self.results()
+        entries: list[dict[str, Any]] = [
+            {"name": provider.name, "model": provider.model, "ok": result.ok, "detail": result.detail}
+            for provider, result in zip(self.chain.providers, results, strict=True)
+        ]
+        for entry in entries:
+            if not entry["ok"]:
+                entry["hint"] = fix_hint(entry["name"], entry["model"], probe_failure(entry["detail"]))
+        usable = [entry["ok"] for entry in entries]
+        for index, state in enumerate(self.chain.breaker_states() or ()):
+            entries[index]["breaker"] = state.to_dict()
+            usable[index] = usable[index] and state.state != "open"
+        primary = entries[0]
+        return {**primary, "ok": any(usable), "chain": entries}
 
 
 def parse_fallbacks(spec: str) -> list[tuple[str, str]]:

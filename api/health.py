@@ -2,15 +2,12 @@
 
 The database is write-probed on a new connection each time (`storage/health.py`): its
 `state` is `ok`, `read_only`, `full`, `locked` or `unavailable`, and anything but `ok`
-answers 503. A provider that does not answer carries a `hint`: what an operator can do
-(`llm/hints.py`). Providers are probed with a cheap authenticated GET (their model list), at
-most once per `PROBE_TTL_S`, so a load balancer polling `/health` does not hammer a paid API.
+answers 503. The providers' part is `providers.ProviderProbe`'s report (cached, with a
+`hint` for a provider that does not answer); the judge is asked on every call.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any, Literal
 
 from flask import Blueprint, jsonify
@@ -20,14 +17,9 @@ from pydantic import BaseModel, Field
 from api.database import database as app_database
 from api.declare import Reply, operation
 from api.services import services
-from llm.hints import fix_hint, probe_failure
-from providers import FallbackChain, ProbeResult
 from storage.health import probe_database
 
 bp = Blueprint("health", __name__)
-
-PROBE_TTL_S = 30.0
-PROBE_TIMEOUT_S = 2.0
 
 
 class DatabaseState(BaseModel):
@@ -75,42 +67,6 @@ class Health(BaseModel):
     database: DatabaseState
     provider: ProviderState
     judge: JudgeState
-
-
-class ProviderProbe:
-    """Cached reachability of every provider of a chain (one instance per app)."""
-
-    def __init__(self, chain: FallbackChain, ttl_s: float = PROBE_TTL_S) -> None:
-        self.chain = chain
-        self.ttl_s = ttl_s
-        self._lock = threading.Lock()
-        self._checked_at = float("-inf")
-        self._results: list[ProbeResult] = []
-
-    def results(self) -> list[ProbeResult]:
-        with self._lock:
-            if time.monotonic() - self._checked_at > self.ttl_s:
-                self._results = [provider.probe(PROBE_TIMEOUT_S) for provider in self.chain.providers]
-                self._checked_at = time.monotonic()
-            return list(self._results)
-
-    def report(self) -> dict[str, Any]:
-        """The primary's entry, then every provider with its probe and its circuit (read now,
-        not cached): the chain is ok when some provider is reachable and its circuit not open."""
-        results = self.results()
-        entries: list[dict[str, Any]] = [
-            {"name": provider.name, "model": provider.model, "ok": result.ok, "detail": result.detail}
-            for provider, result in zip(self.chain.providers, results, strict=True)
-        ]
-        for entry in entries:
-            if not entry["ok"]:
-                entry["hint"] = fix_hint(entry["name"], entry["model"], probe_failure(entry["detail"]))
-        usable = [entry["ok"] for entry in entries]
-        for index, state in enumerate(self.chain.breaker_states() or ()):
-            entries[index]["breaker"] = state.to_dict()
-            usable[index] = usable[index] and state.state != "open"
-        primary = entries[0]
-        return {**primary, "ok": any(usable), "chain": entries}
 
 
 def judge_state() -> dict[str, Any]:

@@ -1,12 +1,13 @@
-"""Answers that outlive their request thread: event streams and waits for a turn's end.
+"""Answers that outlive their request thread: event streams, and waits for a turn's end
+(`api/turns.py`'s `TurnOutcomeBody`).
 
 A view returns `live_response(body)`. Under the asyncio server (`serving/asgi.py`) the view
 only validates and decides; it drops the body into the request's hand-off slot and returns
 a placeholder, its thread goes back to the pool, and the server writes the answer from the
-event loop (`respond`): an idle stream then costs a few kilobytes and no thread (SPEC
-7a.6). Under any plain WSGI server (Flask's test client included) the same body answers
-from the request's thread (`sync_response`). Both follow the same rules
-(`live.follow.StreamFollower`), so they cannot drift apart.
+event loop (`respond`): an idle stream then holds no thread (SPEC 7a.6). Under any plain
+WSGI server (Flask's test client included) the same body answers from the request's thread
+(`sync_response`). Both follow the same rules (`live.follow.StreamFollower`), so they
+cannot drift apart.
 
 Each user holds at most `MAX_STREAMS_PER_USER` event streams at once. The seat is taken
 where the stream really starts (on the event loop, or in the request thread under WSGI)
@@ -25,7 +26,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from flask import Response, g, jsonify, request, stream_with_context
+from flask import Response, g, request, stream_with_context
 
 from api.refusal import refusal_body, refuse_unless
 from api.services import services
@@ -33,7 +34,6 @@ from live.bus import Event, Wakeup
 from live.follow import FollowPlan, StreamFollower
 from live.interfaces import EventLog
 from live.limits import StreamSlots, Verdict
-from live.turns import TurnLease, TurnOutcome
 
 HANDOFF_KEY = "orchestrator.handoff"  # in the ASGI scope (the WSGI environ's "asgi.scope")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -255,40 +255,3 @@ async def _refuse(start: ASGIMessage, send: Send, verdict: Verdict) -> None:
     ]
     await send({"type": "http.response.start", "status": 429, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def turn_outcome(lease: TurnLease) -> TurnOutcome:
-    """The turn's `(status, payload)`, awaited on the event loop. It is done already when the
-    server waited for the body's `ready` (the usual case): then it is taken as it is, since
-    wrapping a done future still costs a wake-up of the loop."""
-    outcome = lease.outcome
-    return outcome.result() if outcome.done() else await asyncio.wrap_future(outcome)
-
-
-class TurnOutcomeBody:
-    """The JSON answer of a turn, written when the turn ends (status decided then)."""
-
-    placeholder_mimetype = "application/json"
-
-    def __init__(self, lease: TurnLease) -> None:
-        self.lease = lease
-
-    @property
-    def ready(self) -> Future[Any]:
-        return self.lease.outcome
-
-    def sync_response(self) -> Response:
-        status, payload = self.lease.outcome.result()
-        response = jsonify(payload)
-        response.status_code = status
-        return response
-
-    async def respond(self, start: ASGIMessage, send: Send, receive: Receive) -> None:
-        status, payload = await turn_outcome(self.lease)
-        body = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
-        headers = _headers(start, (b"content-length", b"content-type")) + [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -3,7 +3,8 @@
 `create_app` builds each service once and stores this value with `install`; request code
 reads it through `services()` (tests and the CLI through `services_of(app)`). One accessor,
 one key: a handler never looks a service up by a string, and a type checker sees what each
-field holds.
+field holds. Every field's type comes from below the HTTP layer (live/, providers, storage/,
+pipeline/, judge/, bounded/), so no api module this one serves is imported back.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from typing import TYPE_CHECKING
 from flask import Flask, current_app
 
 if TYPE_CHECKING:
-    from api.health import ProviderProbe
-    from api.turns import TurnRunner
     from bounded.pool import WorkerPool
     from config.settings import Settings
     from judge.service import Judge
     from live import Live
     from live.limits import RateLimiter, StreamSlots
+    from live.runner import TurnRunner
     from pipeline.turn import TurnServices
+    from providers import ProviderProbe
     from storage.connection import Store
 
 SERVICES_KEY = "services"  # the services' one `app.extensions` key (api/openapi/document.py caches its document apart)

@@ -31,8 +31,9 @@ from api.database import get_db
 from api.declare import TURN_FAILED, Reply, budget, operation
 from api.errors import ApiError
 from api.services import services as app_services
-from api.turns import TurnWork, answer_turn, runner, turn_payload
+from api.turns import answer_turn, runner, turn_payload
 from foundation.cancellation import CancelToken
+from live.runner import TurnWork
 from live.turns import TurnLease
 from pipeline.turn import EventSink, TurnServices, continue_turn
 from storage.connection import DbConnection

@@ -1,43 +1,43 @@
-"""Running a turn for HTTP: claim the session, run the turn on a worker, answer JSON or SSE.
+"""A turn over HTTP: its answer's shape, its outcome as a status and JSON, its SSE or JSON reply.
 
-`POST /chat`, `POST /api/ai/tool-result` and `POST /activities/generate` all hand a
-`TurnWork` (a function of a connection, an event sink and the turn's cancel token that
-returns the turn's JSON answer) to `TurnRunner.start`. The session is claimed first (one
-turn at a time: 409 `turn_in_progress`), then the work runs on one of a bounded pool of
-worker threads (each keeps its SQLite connection), never on the request's thread: closing
-the request never stops the turn, and waiting for it costs the asyncio server no thread.
+The turn itself runs in `live/runner.py` (`TurnRunner`: claim the session, run the work on a
+worker, end with one terminal event); this module says what that means over HTTP:
 
-Whatever happens, the turn ends with exactly one terminal event: `done` (the answer), or
-`error` carrying the HTTP status, the error body and, when it was stored, the
-`user_message_id` (502 `provider_unavailable`, 503 `storage_unavailable` when the database
-refused a write, 500 `internal_error` for anything else).
+- a session that is answering another turn: 409 `turn_in_progress` with its `turn_id`
+  (`TurnInProgress`, mapped by the handler `init_app` installs);
+- a finished turn: 200 with its answer (`TurnAnswer`), or the failure's status and error body
+  carrying `session_id` and, when it was stored, `user_message_id` (502 `provider_unavailable`,
+  503 `storage_unavailable` when the database refused a write, 500 `internal_error`), the
+  same body with its `status` as the `error` event's data (`error_event`);
+- `answer_turn`: start the claimed turn and answer its events as SSE, or its JSON when it ends.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import asyncio
+import json
+from concurrent.futures import Future
 from typing import Any
 
-from flask import Response
+from flask import Flask, Response, jsonify
+from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, Field
 
 from api.database import release_db
 from api.errors import ApiError
-from api.live import EventStreamBody, TurnOutcomeBody, live_response, wants_event_stream
+from api.live import ASGIMessage, EventStreamBody, Receive, Send, _headers, live_response, wants_event_stream
 from api.openapi.models import MessageOut
 from api.services import services
-from foundation.cancellation import CancelToken
-from live import Live
 from live.follow import FollowPlan
-from live.turns import TurnInProgress, TurnLease, TurnOutcome
-from pipeline.turn import EventSink, ProviderUnavailable, StorageUnavailable, ToolSummary, TurnFailed, TurnResult
-from storage.connection import DbConnection, Store
+from live.runner import TurnRunner, TurnWork
+from live.turns import FailureCode, TurnDone, TurnFailure, TurnInProgress, TurnLease, TurnOutcome
+from pipeline.turn import ToolSummary, TurnResult
 
-log = logging.getLogger("turns")
-
-TurnWork = Callable[[DbConnection, EventSink, CancelToken], dict[str, Any]]
+FAILURE_STATUS: dict[FailureCode, int] = {
+    "provider_unavailable": 502,
+    "storage_unavailable": 503,
+    "internal_error": 500,
+}
 
 
 class TurnPayload(BaseModel):
@@ -59,9 +59,8 @@ class TurnAnswer(TurnPayload):
 def turn_payload(result: TurnResult) -> dict[str, Any]:
     """The JSON answer of a finished chat turn (also the `done` event's data), without its
     `turn_id`: a `TurnPayload`, built as the plain dict it dumps to. Every field comes from
-    the turn's own typed values (stored rows, a `ToolSummary`), so validating them again cost
-    a tenth of the turn's own work for nothing; tests/api/test_api.py checks the shape against
-    the model."""
+    the turn's own typed values (stored rows, a `ToolSummary`), so it is not validated again;
+    tests/api/test_api.py checks the shape against the model."""
     return {
         "session_id": result.session_id,
         "reply": result.reply,
@@ -71,73 +70,80 @@ def turn_payload(result: TurnResult) -> dict[str, Any]:
     }
 
 
-def failure_outcome(error: Exception, session_id: str) -> TurnOutcome:
-    extra: dict[str, Any] = {"session_id": session_id}
-    if isinstance(error, TurnFailed) and error.user_message_id is not None:
-        extra["user_message_id"] = error.user_message_id
-    if isinstance(error, ProviderUnavailable):
-        failure = ApiError(502, "provider_unavailable", error.public_message, extra=extra)
-    elif isinstance(error, StorageUnavailable):
-        failure = ApiError(
-            503,
-            "storage_unavailable",
-            "the database refused a write (it is locked, full or "
-            "read-only); what was stored before is kept, retry later",
-            extra=extra,
-        )
-    else:
-        log.error("turn failed in session %s", session_id, exc_info=error)
-        failure = ApiError(500, "internal_error", "the turn failed on the server; what was stored is kept", extra=extra)
-    return failure.status_code, failure.to_dict()
+def failure_answer(failure: TurnFailure) -> tuple[int, dict[str, Any]]:
+    extra: dict[str, Any] = {"session_id": failure.session_id}
+    if failure.user_message_id is not None:
+        extra["user_message_id"] = failure.user_message_id
+    error = ApiError(FAILURE_STATUS[failure.code], failure.code, failure.message, extra=extra)
+    return error.status_code, {"turn_id": failure.turn_id, **error.to_dict()}
 
 
-class TurnRunner:
-    """Starts turns on a bounded pool of worker threads; one instance per app."""
+def http_answer(outcome: TurnOutcome) -> tuple[int, dict[str, Any]]:
+    """The status and JSON body that answer a finished turn."""
+    if isinstance(outcome, TurnDone):
+        return 200, outcome.answer
+    return failure_answer(outcome)
 
-    def __init__(self, database: Store, live: Live, workers: int) -> None:
-        self.database = database
-        self.live = live
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="turn")
 
-    def claim(self, session_id: str, kind: str = "chat") -> TurnLease:
-        """Reserve the session for a new turn, or answer 409 with the running turn's id."""
-        try:
-            return self.live.turns.claim(session_id, kind, self.live.bus.position())
-        except TurnInProgress as busy:
-            raise ApiError(
-                409,
-                "turn_in_progress",
-                "this chat is still answering; wait for it or stop it (POST /sessions/<id>/cancel)",
-                extra={"turn_id": busy.turn_id},
-            ) from busy
+def error_event(failure: TurnFailure) -> dict[str, Any]:
+    """The data of the `error` event that ends a failed turn: its JSON answer and status."""
+    status, body = failure_answer(failure)
+    return {**body, "status": status}
 
-    def start(self, lease: TurnLease, work: TurnWork) -> TurnLease:
-        lease.started = True
-        self._executor.submit(self._run, lease, work)
-        return lease
 
-    def _run(self, lease: TurnLease, work: TurnWork) -> None:
-        bus, session_id = self.live.bus, lease.session_id
+def turn_in_progress(busy: TurnInProgress) -> ResponseReturnValue:
+    error = ApiError(
+        409,
+        "turn_in_progress",
+        "this chat is still answering; wait for it or stop it (POST /sessions/<id>/cancel)",
+        extra={"turn_id": busy.turn_id},
+    )
+    return jsonify(error.to_dict()), error.status_code
 
-        def emit(name: str, data: dict[str, Any]) -> None:  # the terminal event, below, is published after these
-            bus.post(session_id, name, {"turn_id": lease.turn_id, **data})
 
-        outcome: TurnOutcome
-        try:
-            payload = work(self.database.thread_connection(), emit, lease.token)
-            outcome = 200, {"turn_id": lease.turn_id, **payload}
-        except Exception as error:  # every failure ends the turn with a terminal event
-            status, body = failure_outcome(error, session_id)
-            outcome = status, {"turn_id": lease.turn_id, **body}
-        finally:
-            self.database.release_thread_connection()  # PostgreSQL: back to the pool
-        status, body = outcome
-        name, data = ("done", body) if status == 200 else ("error", {**body, "status": status})
-        self.live.turns.finish(lease, lambda: bus.publish(session_id, name, data), outcome)
+def init_app(app: Flask) -> None:
+    app.register_error_handler(TurnInProgress, turn_in_progress)
 
 
 def runner() -> TurnRunner:
     return services().turn_runner
+
+
+async def turn_outcome(lease: TurnLease) -> tuple[int, dict[str, Any]]:
+    """The turn's status and JSON answer, awaited on the event loop. The outcome is done already
+    when the server waited for the body's `ready` (the usual case): then it is taken as it is,
+    since wrapping a done future still costs a wake-up of the loop."""
+    outcome = lease.outcome
+    return http_answer(outcome.result() if outcome.done() else await asyncio.wrap_future(outcome))
+
+
+class TurnOutcomeBody:
+    """The JSON answer of a turn, written when the turn ends (status decided then)."""
+
+    placeholder_mimetype = "application/json"
+
+    def __init__(self, lease: TurnLease) -> None:
+        self.lease = lease
+
+    @property
+    def ready(self) -> Future[Any]:
+        return self.lease.outcome
+
+    def sync_response(self) -> Response:
+        status, payload = http_answer(self.lease.outcome.result())
+        response = jsonify(payload)
+        response.status_code = status
+        return response
+
+    async def respond(self, start: ASGIMessage, send: Send, receive: Receive) -> None:
+        status, payload = await turn_outcome(self.lease)
+        body = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
+        headers = _headers(start, (b"content-length", b"content-type")) + [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 def answer_turn(lease: TurnLease, work: TurnWork) -> Response:

@@ -4,6 +4,12 @@
 `TurnBoard` (`live/interfaces.py`). By default both live in this process (`EventBus`,
 `TurnRegistry`); with `REDIS_URL` both live in Redis (`live/redis_bus.py`,
 `live/redis_turns.py`), shared by every server process, without touching the pipeline.
+`TurnRunner` (`live/runner.py`) runs a turn on a worker and ends it with one terminal event.
+
+This package sits between the HTTP layer and the pipeline: it may import the pipeline,
+storage and `foundation/`, never `api/` or flask. What it returns or raises (`TurnDone`,
+`TurnFailure` with a code, `TurnInProgress`) the HTTP layer maps to statuses and JSON
+(`api/turns.py`).
 """
 
 from __future__ import annotations

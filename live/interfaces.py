@@ -1,7 +1,7 @@
 """The two interfaces of live turns: the session event log and the board of running turns.
 
 The HTTP layer (`api/live.py`, `api/streams.py`, `api/sessions.py`) and the turn runner
-(`api/turns.py`) only use these Protocols. Two backends satisfy them:
+(`live/runner.py`) only use these Protocols. Two backends satisfy them:
 
 - in this process (`live.bus.EventBus`, `live.turns.TurnRegistry`): the default;
 - in Redis (`live.redis_bus.RedisEventLog`, `live.redis_turns.RedisTurnBoard`), with

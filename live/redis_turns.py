@@ -285,8 +285,8 @@ def _member(lease: TurnLease) -> str:
 
 
 def lost_turn_error(session_id: str, turn_id: str) -> dict[str, object]:
-    """The data of the `error` event that ends a turn whose process died (as `api/turns.py`
-    ends a failed turn: the HTTP status and the error body)."""
+    """The data of the `error` event that ends a turn whose process died (as a failed turn
+    ends, `api/turns.py`'s `error_event`: the error body and the HTTP status)."""
     return {
         "turn_id": turn_id,
         "session_id": session_id,

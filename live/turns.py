@@ -2,11 +2,12 @@
 
 A turn (a chat turn, a widget answer's continuation, a problem-generation job) starts by
 claiming its session; a second claim while one runs raises `TurnInProgress` with the
-running turn's id (HTTP 409 `turn_in_progress`). The lease carries the turn's
-`CancelToken`; `cancel()` sets it from any thread. The turn's end is published and the
-lease released under one lock (`finish`), so a client that has just received `done` can
-start the next turn at once, and a stream that finds no active turn finds the end (the
-bus keeps the latest end of each session).
+running turn's id (the HTTP layer answers 409 `turn_in_progress`). The lease carries the
+turn's `CancelToken`; `cancel()` sets it from any thread. The turn's end is published and
+the lease released under one lock (`finish`), so a client that has just received `done`
+can start the next turn at once, and a stream that finds no active turn finds the end
+(the bus keeps the latest end of each session). The lease's `outcome` says how the turn
+ended, in no transport's words: its answer or a `TurnFailure` with a code.
 
 This is the in-process `TurnBoard` (live/interfaces.py); with REDIS_URL the board is
 `live.redis_turns.RedisTurnBoard`, shared by every server process, with the same rules.
@@ -19,12 +20,34 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from foundation.cancellation import CancelToken
 from storage.db import utc_now
 
-TurnOutcome = tuple[int, dict[str, Any]]  # HTTP status and JSON answer of a finished turn
+FailureCode = Literal["provider_unavailable", "storage_unavailable", "internal_error"]
+
+
+@dataclass(frozen=True)
+class TurnDone:
+    """A turn that ended with its answer: the `done` event's data, `turn_id` included."""
+
+    answer: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TurnFailure:
+    """A turn that ended without its answer: a stable `code`, a message a user may read, and
+    where it was (`user_message_id` when its user message was stored)."""
+
+    turn_id: str
+    session_id: str
+    code: FailureCode
+    message: str
+    user_message_id: int | None = None
+
+
+TurnOutcome = TurnDone | TurnFailure  # how a finished turn ended (the HTTP layer maps it to an answer)
 
 
 class TurnInProgress(Exception):

@@ -1,7 +1,7 @@
 """Serve the app: uvicorn (asyncio) in front of Flask, so open streams cost no thread.
 
 One process. Ordinary requests run Flask on `WEB_THREADS` threads; turns run on their own
-pool (`TURN_WORKERS`, `api/turns.py`); event streams and waits for a turn's end are written
+pool (`TURN_WORKERS`, `live/runner.py`); event streams and waits for a turn's end are written
 from the event loop (`serving/asgi.py`), so thousands of idle streams leave every other
 request as fast as before (SPEC 7a.6). Connections are bounded: a request must arrive
 within `HEADER_TIMEOUT_S`, an idle kept-alive connection is closed after `KEEPALIVE_S`,

@@ -2,7 +2,7 @@
 is, whether the model answers (and how to fix it when not), and whether the judge can run.
 
 The report is built from what the app already holds (`api/services.py`): the provider line
-reuses `/health`'s probe (`api/health.py`, a short timeout, then cached), the judge line the
+reuses `/health`'s probe (`providers.ProviderProbe`, a short timeout, then cached), the judge line the
 state `create_app` found. The admin token itself is never logged, only the file it is in.
 """
 

@@ -22,8 +22,9 @@ from typing import Any
 
 from flask import Response, jsonify
 
-from api.live import SSE_HEADERS, ClientWatch, Receive, Send, StreamSeat, _headers, turn_outcome, watching_client
+from api.live import SSE_HEADERS, ClientWatch, Receive, Send, StreamSeat, _headers, watching_client
 from api.refusal import refusal_body, refuse_unless
+from api.turns import http_answer, turn_outcome
 from api.v1.wire import ChunkTranslator, chat_completion, openai_error
 from live.bus import Event
 from live.follow import FollowPlan, StreamFollower
@@ -68,7 +69,7 @@ class CompletionBody:
         return status, openai_error(status, payload)
 
     def sync_response(self) -> Response:
-        return json_answer(*self.answer(*self.lease.outcome.result()))
+        return json_answer(*self.answer(*http_answer(self.lease.outcome.result())))
 
     @property
     def ready(self) -> Future[TurnOutcome]:

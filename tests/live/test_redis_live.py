@@ -27,7 +27,7 @@ from live.bus import Wakeup
 from live.follow import FollowPlan, StreamFollower
 from live.limits import RateLimiter
 from live.redis_turns import RemoteTurn
-from live.turns import TurnInProgress, TurnLease
+from live.turns import TurnDone, TurnInProgress, TurnLease
 from testing.waiting import HUNG_S, wait_until
 from tests.conftest import new_token
 from tests.process_support import clean_env, run_app
@@ -50,7 +50,8 @@ def process(redis_url: str, tmp_path: Path) -> Iterator[Callable[..., Live]]:
 
 
 def end_turn(live: Live, lease: TurnLease) -> None:
-    live.turns.finish(lease, lambda: live.bus.publish(lease.session_id, "done", {"turn_id": lease.turn_id}), (200, {}))
+    answer = {"turn_id": lease.turn_id}
+    live.turns.finish(lease, lambda: live.bus.publish(lease.session_id, "done", answer), TurnDone(answer))
 
 
 # events ------------------------------------------------------------------------------------
@@ -251,7 +252,7 @@ def test_finish_then_abandon_release_the_session(process):
     a, b = process(), process()
     lease = a.turns.claim("s", "chat", a.bus.position())
     end_turn(a, lease)
-    assert lease.outcome.result(0) == (200, {}) and b.turns.active("s") is None
+    assert lease.outcome.result(0) == TurnDone({"turn_id": lease.turn_id}) and b.turns.active("s") is None
     unstarted = b.turns.claim("s", "chat", 0)
     b.turns.abandon(unstarted)
     assert a.turns.active("s") is None and unstarted.outcome.cancelled()
