@@ -1,9 +1,9 @@
 // Answering an interactive widget (widgets.js): POST the answer to /api/ai/tool-result and show
 // the continuation like a chat turn; a refusal is said next to the widget.
 
-import { showMessages } from "/static/js/history.js";
 import { messageList, scrollToEnd, updateEmptyHint } from "/static/js/messages.js";
 import { refreshSessions } from "/static/js/sessions.js";
+import { showMessages } from "/static/js/show_messages.js";
 import { idle, liveTurnFor, onScreen, state } from "/static/js/state.js";
 import { answerSavedErrorNode } from "/static/js/turn_errors.js";
 import { followTurn, runTurn, startTurn } from "/static/js/turns.js";

@@ -3,8 +3,10 @@
 // history.js (the message list and its pages), turns.js (turns in progress and where their
 // messages go), send.js (sending and Retry), turn_errors.js (how a failed turn is said),
 // answer.js (answering a widget), state.js (which chat is on screen); live.js is one turn in
-// progress, messages.js draws stored messages. The chat modules call each other's functions
-// only from event handlers, never while loading, so their imports may go both ways.
+// progress, messages.js draws stored messages. Their imports go one way, with no cycle
+// (tests/ui/test_js_modules.py): history.js imports turns.js and sessions.js, turns.js imports
+// sessions.js; the one call the other way, showMessages, goes through show_messages.js, which
+// history.js fills in at start-up.
 
 import { answerWidget } from "/static/js/answer.js";
 import { initComposer } from "/static/js/composer.js";

@@ -4,9 +4,13 @@
 // Each attached image is previewed from an object URL, made once per file and freed
 // (URL.revokeObjectURL) when the image is removed or the message is sent. The previews are not
 // a live region: #attachments-status says each change once ("Image 2 attached").
+//
+// Send and Stop share one place under the box (`updateComposer`): Stop while the chat on
+// screen has a turn running.
 
 import { flash } from "/static/js/messages.js";
 import { el } from "/static/js/render.js";
+import { currentTurn } from "/static/js/state.js";
 
 const $ = (id) => document.getElementById(id);
 const MAX_IMAGES = 4;
@@ -77,6 +81,22 @@ export function restoreDraft(text, files) {
     attachments = files.slice(0, MAX_IMAGES);
     renderAttachments();
   }
+}
+
+// While the chat on screen has a turn running, Send becomes Stop (the same place, so the
+// keyboard focus moves with it).
+export function updateComposer() {
+  const turn = currentTurn();
+  const sendButton = $("send-button");
+  const stopButton = $("stop-button");
+  const focused = document.activeElement;
+  sendButton.hidden = Boolean(turn);
+  stopButton.hidden = !turn;
+  const stopping = Boolean(turn && turn.stopping);
+  stopButton.setAttribute("aria-disabled", String(stopping));
+  stopButton.textContent = stopping ? "Stopping…" : "Stop";
+  if (turn && focused === sendButton) stopButton.focus();
+  if (!turn && focused === stopButton) $("composer-input").focus();
 }
 
 // `canSend()` says whether a message may go now; `onSend(text, files)` sends it.

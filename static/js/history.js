@@ -2,10 +2,12 @@
 // up the chat's turn in progress (turns.js follows it).
 
 import { api } from "/static/js/api.js";
+import { updateComposer } from "/static/js/composer.js";
 import { flash, hasMessage, messageList, messageNode, scrollToEnd, updateEmptyHint, visibleMessages } from "/static/js/messages.js";
 import { refreshSessions, startNewChat } from "/static/js/sessions.js";
+import { setShowMessages } from "/static/js/show_messages.js";
 import { liveTurnFor, loading, state } from "/static/js/state.js";
-import { followTurn, updateComposer } from "/static/js/turns.js";
+import { followTurn } from "/static/js/turns.js";
 import { resetWidgets } from "/static/js/widgets.js";
 
 const $ = (id) => document.getElementById(id);
@@ -13,8 +15,9 @@ const PAGE_SIZE = 50;
 
 // Fill the list with the chat's newest page of messages, then its turn in progress: the one
 // this page follows already, or (after a reload, or a turn started elsewhere) the session's
-// `active_turn`, which is then followed from its first event.
-export function showMessages(id) {
+// `active_turn`, which is then followed from its first event. Other modules call it through
+// show_messages.js.
+function showMessages(id) {
   const token = (state.page += 1);
   messageList().replaceChildren();
   resetWidgets();
@@ -79,5 +82,6 @@ async function loadOlder() {
 }
 
 export function initHistory() {
+  setShowMessages(showMessages);
   $("load-older").addEventListener("click", loadOlder);
 }

@@ -2,10 +2,11 @@
 // cookie (`POST /api/login`); the page then opens the last chat (or the newest, or a new one).
 
 import { api, ApiError } from "/static/js/api.js";
+import { updateComposer } from "/static/js/composer.js";
 import { flash, messageList } from "/static/js/messages.js";
 import { loadSessions, openSession, startNewChat } from "/static/js/sessions.js";
 import { LAST_SESSION_KEY, loading, state } from "/static/js/state.js";
-import { closeTurns, updateComposer } from "/static/js/turns.js";
+import { closeTurns } from "/static/js/turns.js";
 
 const $ = (id) => document.getElementById(id);
 

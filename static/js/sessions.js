@@ -1,13 +1,14 @@
 // The conversations list: load it, draw it, open, create, rename and delete a chat, and name a
-// new chat after its first message. Opening a chat hands over to history.js.
+// new chat after its first message. Opening a chat hands over to history.js (through
+// show_messages.js).
 
 import { api } from "/static/js/api.js";
-import { showMessages } from "/static/js/history.js";
+import { updateComposer } from "/static/js/composer.js";
 import { closeDrawer } from "/static/js/layout.js";
 import { flash, messageList, updateEmptyHint } from "/static/js/messages.js";
 import { el } from "/static/js/render.js";
+import { showMessages } from "/static/js/show_messages.js";
 import { LAST_SESSION_KEY, loading, state } from "/static/js/state.js";
-import { updateComposer } from "/static/js/turns.js";
 import { resetWidgets } from "/static/js/widgets.js";
 
 const $ = (id) => document.getElementById(id);

@@ -1,14 +1,13 @@
 // Turns of the chat page: what a LiveTurn (live.js) asks of the page (`host`), following a turn
 // this page did not start, and where a finished turn's messages go: into its own chat, if that
-// is on screen. Send and Stop share one place in the composer (`updateComposer`). Sending a
-// message is send.js; answering a widget is answer.js.
+// is on screen. Sending a message is send.js; answering a widget is answer.js.
 
-import { restoreDraft } from "/static/js/composer.js";
-import { showMessages } from "/static/js/history.js";
+import { restoreDraft, updateComposer } from "/static/js/composer.js";
 import { LiveTurn } from "/static/js/live.js";
 import { flash, isPinned, messageList, scrollToEnd, updateEmptyHint } from "/static/js/messages.js";
 import { el } from "/static/js/render.js";
 import { nameAfterFirstMessage, refreshSessions } from "/static/js/sessions.js";
+import { showMessages } from "/static/js/show_messages.js";
 import { LAST_SESSION_KEY, currentTurn, liveTurnFor, onScreen, state } from "/static/js/state.js";
 import { turnErrorNode } from "/static/js/turn_errors.js";
 
@@ -136,22 +135,6 @@ function refused(turn, error, sent) {
   }
   turn.end("failed");
   if (shown) messageList().append(turnErrorNode({ ...error.body, error: { code: error.code, message: error.message } }, sent, turn));
-}
-
-// While the chat on screen has a turn running, Send becomes Stop (the same place, so the
-// keyboard focus moves with it).
-export function updateComposer() {
-  const turn = currentTurn();
-  const sendButton = $("send-button");
-  const stopButton = $("stop-button");
-  const focused = document.activeElement;
-  sendButton.hidden = Boolean(turn);
-  stopButton.hidden = !turn;
-  const stopping = Boolean(turn && turn.stopping);
-  stopButton.setAttribute("aria-disabled", String(stopping));
-  stopButton.textContent = stopping ? "Stopping…" : "Stop";
-  if (turn && focused === sendButton) stopButton.focus();
-  if (!turn && focused === stopButton) $("composer-input").focus();
 }
 
 // The page lets go of every turn it follows (signing out); the turns go on on the server.
