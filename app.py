@@ -51,7 +51,7 @@ from judge.service import Judge
 from live.backends import build_live
 from live.limits import RateLimiter, StreamSlots
 from live.runner import TurnRunner
-from pipeline.prompt import build_system_prompt, load_persona
+from pipeline.prompt import PromptBook, load_persona
 from pipeline.turn import TurnServices
 from providers import FallbackChain, ProviderProbe, build_chain
 from storage.connection import Store
@@ -203,7 +203,7 @@ def build_services(settings: Settings) -> Services:
         registry=registry,
         chat=chat_chain,
         vision=vision_chain,
-        system_prompt=build_system_prompt(registry, load_persona(settings.system_prompt_file)),
+        prompts=PromptBook(registry, load_persona(settings.system_prompt_file)),
         load_images=image_loader(settings.data_dir),
         judge=judge,
         bounded=bounded_pool,

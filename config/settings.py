@@ -202,6 +202,21 @@ class Settings(BaseModel):
         le=5,
         description="Tool rounds per user turn, 1-5 (1 = strict two-phase: one command, then the answer).",
     )
+    prompt_demos: int = Field(
+        default=1,
+        ge=0,
+        le=1,
+        description="`1`: a first pass's context carries a few demonstration exchanges generated from the "
+        "command list (a request answered by a command line, for up to three kinds of tool, and one plain "
+        "answer), between the system prompt and the history; never stored or shown. `0`: none.",
+    )
+    llm_grammar: Literal["off", "first_line"] = Field(
+        default="off",
+        description="`first_line`: on passes that may use a command, send providers that accept one (llama.cpp's "
+        "server and llama-cpp-python, through `LLM_PROVIDER=openai`) a GBNF grammar allowing either a "
+        "registered command line (with its body where the command takes one) or text that does not start "
+        "with `/`. A server that rejects the `grammar` field answers 400: leave it `off` there.",
+    )
     auth_token_file: str = Field(
         default="./data/admin.token",
         description="Where the first start writes the `admin` user's API token (mode 0600); `reset-admin-token` "

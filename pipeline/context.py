@@ -93,15 +93,23 @@ def build_context(
     *,
     followup_turns: int,
     load_images: ImageLoader,
+    demos: Sequence[ChatMessage] = (),
 ) -> list[ChatMessage]:
-    """System prompt, then the history (which ends with this turn's stored messages)."""
+    """System prompt, the demonstrations of a first pass (`pipeline/demos.py`), then the history
+    (which ends with this turn's stored messages)."""
     attached = images_in_window(history, followup_turns, load_images)
     converted: list[ChatMessage] = []
     for message in history:
         converted.extend(as_provider_messages(message, attached.get(message.id, ())))
     while converted and converted[0].role != "user":
         converted.pop(0)
-    return [ChatMessage(role="system", content=system_prompt), *merge_consecutive(converted)]
+    return [ChatMessage(role="system", content=system_prompt), *demos, *merge_consecutive(converted)]
+
+
+def image_in_window(history: Sequence[Message], followup_turns: int) -> bool:
+    """Whether a user message of the image window carries an image (none is loaded to know)."""
+    user_turns = [message for message in history if message.role == "user"]
+    return any(message.meta and message.meta.get("images") for message in user_turns[-(followup_turns + 1) :])
 
 
 def needs_vision(context: Sequence[ChatMessage]) -> bool:

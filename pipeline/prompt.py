@@ -3,12 +3,23 @@
 The command list is derived from each tool's `CommandBinding` (usage, example) and
 description, so a new tool appears here with no prompt edit. The persona is the only
 hand-written part, and it can be replaced with `SYSTEM_PROMPT_FILE`.
+
+Each turn lists only the commands it can use (`pipeline/catalog.py`); `PromptBook` builds the
+prompt of each such list once. Usages and examples are written bare, exactly as the model must
+write them: a model that copies an example wrapped in backticks writes a line the detector
+rejects.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from pipeline.catalog import EVERYTHING, Reach, offered
+from pipeline.demos import DEMO_NOTE
+from tools.base import Tool
 from tools.registry import ToolRegistry
 
 DEFAULT_PERSONA = (
@@ -43,18 +54,44 @@ def load_persona(path: str | None) -> str:
 def format_example(example: str) -> str:
     """One-line examples inline; a command with a body as an indented block, exactly as sent."""
     if "\n" not in example:
-        return f"Example: `{example}`"
+        return f"Example: {example}"
     return "Example:\n" + "\n".join(f"    {line}" for line in example.splitlines())
 
 
-def command_catalog(registry: ToolRegistry) -> str:
+def command_catalog(tools: Sequence[Tool[Any, Any]]) -> str:
     lines = []
-    for tool in registry.commands():
+    for tool in tools:
         binding = tool.command
         assert binding is not None
-        lines.append(f"- `{binding.usage}`: {tool.description}\n  {format_example(binding.example)}")
+        lines.append(f"- {binding.usage}: {tool.description}\n  {format_example(binding.example)}")
     return "\n".join(lines)
 
 
-def build_system_prompt(registry: ToolRegistry, persona: str = DEFAULT_PERSONA) -> str:
-    return f"{persona}\n\n{PROTOCOL}\n{command_catalog(registry)}\n"
+def build_system_prompt(
+    registry: ToolRegistry, persona: str = DEFAULT_PERSONA, reach: Reach = EVERYTHING, *, demos: bool = False
+) -> str:
+    """The system prompt of a turn that can use `reach` (every command by default)."""
+    note = f"\n\n{DEMO_NOTE}" if demos else ""
+    return f"{persona}\n\n{PROTOCOL}\n{command_catalog(offered(registry, reach))}{note}\n"
+
+
+@dataclass
+class PromptBook:
+    """The system prompts of one app: one per `Reach` (and demonstrations on or off), built on
+    first use. A handful of variants exist (the needs a turn can meet); each is reused as is,
+    so a model server's prompt cache keeps hitting."""
+
+    registry: ToolRegistry
+    persona: str = DEFAULT_PERSONA
+    suffix: str = ""  # appended after the command list (the `/v1` client's instructions)
+    _built: dict[tuple[Reach, bool], str] = field(default_factory=dict, repr=False)
+
+    def system_prompt(self, reach: Reach = EVERYTHING, *, demos: bool = False) -> str:
+        key = (reach, demos)
+        if key not in self._built:
+            self._built[key] = build_system_prompt(self.registry, self.persona, reach, demos=demos) + self.suffix
+        return self._built[key]
+
+    def with_suffix(self, text: str) -> PromptBook:
+        """Another book for the same tools with `text` after the command list."""
+        return PromptBook(self.registry, self.persona, self.suffix + text)

@@ -30,12 +30,16 @@ from commands.router import Routed, refuse, route
 from config.settings import Settings
 from foundation.cancellation import NEVER, CancelToken
 from llm.hints import fix_hint
-from pipeline.context import ImageLoader, build_context, is_tool_role, needs_vision
+from pipeline.catalog import Reach, offered
+from pipeline.context import ImageLoader, build_context, image_in_window, is_tool_role, needs_vision
+from pipeline.demos import demonstrations
 from pipeline.passes import provider_pass
+from pipeline.prompt import PromptBook
 from pipeline.reply_cap import MAX_REPLY_CHARS, clip_answer
 from pipeline.reply_gate import Decision
 from providers import Completion, FallbackChain
 from storage.connection import DbConnection, Store, lend_back
+from storage.learner_tasks import any_open_tasks
 from storage.messages import Message, add_message, recent_messages
 from tools.base import ToolContext
 from tools.contract import command_text, stored_result
@@ -113,7 +117,7 @@ class TurnServices:
     registry: ToolRegistry
     chat: FallbackChain
     vision: FallbackChain
-    system_prompt: str
+    prompts: PromptBook  # the system prompt of each catalog (`pipeline/prompt.py`)
     load_images: ImageLoader
     judge: Judge | None = None  # /run_code and task checks (None: no Docker judge here)
     bounded: WorkerPool | None = None  # /memory_sql, /search_files, /open_url and task checks run in its workers
@@ -231,18 +235,33 @@ def run_command(turn: _Turn, command: Command, user_message_id: int, *, body_cut
     return routed
 
 
+def turn_reach(turn: _Turn) -> Reach:
+    """What this turn can use (SPEC 6.2): the deployment's judge and image provider, an image in
+    the context window, a loaded course."""
+    services = turn.services
+    return Reach.of(
+        judge=services.judge is not None,
+        image_provider=services.settings.image_provider is not None,
+        image=image_in_window(turn.history, services.settings.vision_followup_turns),
+        course=any_open_tasks(turn.conn),
+    )
+
+
 def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult:
     """Provider passes `first_pass`..`MAX_TOOL_ROUNDS` (a pass per tool round, plus the last)."""
     services, settings = turn.services, turn.services.settings
     max_rounds = settings.max_tool_rounds
+    reach = turn_reach(turn)
     for pass_index in range(first_pass, max_rounds + 1):
         if turn.cancel.cancelled:
             return turn.stop("")
+        with_demos = bool(settings.prompt_demos) and pass_index == 0  # a first pass only
         context = build_context(
-            services.system_prompt,
+            services.prompts.system_prompt(reach, demos=with_demos),
             turn.history,
             followup_turns=settings.vision_followup_turns,
             load_images=services.load_images,
+            demos=demonstrations(offered(services.registry, reach)) if with_demos else (),
         )
         last_pass = pass_index >= max_rounds
         chain = services.vision if needs_vision(context) else services.chat  # 6.9

@@ -130,6 +130,11 @@ def save_project(conn: DbConnection, project_id: str, title: str, description: s
     )
 
 
+def any_open_tasks(conn: DbConnection) -> bool:
+    """Whether a course is loaded: at least one task not retired (the learner commands need one)."""
+    return conn.execute("SELECT 1 FROM tasks WHERE retired = 0 LIMIT 1").fetchone() is not None
+
+
 def project_tasks(conn: DbConnection, project_id: str, *, include_retired: bool = False) -> list[TaskRow]:
     retired = "" if include_retired else " AND retired = 0"
     rows = conn.execute(f"SELECT * FROM tasks WHERE project_id = ?{retired} ORDER BY position, pk", (project_id,))

@@ -54,6 +54,7 @@ def base_settings(tmp_path: Path) -> dict[str, Any]:
         "llm_base_url": "http://127.0.0.1:9/v1",
         "llm_model": "test-model",
         "llm_timeout_s": 5,
+        "prompt_demos": 0,  # tests of the context's exact shape; tests/pipeline/test_demos.py turns them on
         "judge_enabled": False,  # judge tests turn it on; no app reaps containers mid-test
         "judge_pool_size": 0,  # a pool per test app would start containers for nothing
     }

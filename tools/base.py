@@ -119,6 +119,19 @@ class ToolContext:
         return left if cap is None else min(left, cap)
 
 
+class Need(StrEnum):
+    """Something a tool needs to be able to succeed, in this deployment or this session: a
+    turn's command list offers a tool only where all of its needs are met (SPEC 6.2)."""
+
+    JUDGE = "judge"  # a Docker judge answers (deployment)
+    IMAGE_PROVIDER = "image_provider"  # IMAGE_PROVIDER is configured (deployment)
+    IMAGE = "image"  # an image is in the context window (session)
+    COURSE = "course"  # learner tasks were imported (deployment, changes with `import-tasks`)
+
+
+SESSION_NEEDS = frozenset({Need.IMAGE})  # the needs that change from one turn to the next
+
+
 @dataclass(frozen=True)
 class CommandBinding:
     """How a `/command` line maps onto the tool's input fields.
@@ -136,6 +149,7 @@ class CommandBinding:
     body_field: str | None = None
     body_fallback_to_args: bool = False
     parse: Callable[[str, str], dict[str, Any]] | None = None  # (args, body) -> input, for several fields
+    request: str = ""  # what a user would say that `example` answers (the prompt's demonstrations)
 
     @property
     def takes_body(self) -> bool:
@@ -162,6 +176,7 @@ class Tool(Generic[InputT, OutputT]):
     timeout_s: float = 30.0
     error_style: Literal["api", "task"] = "api"  # how POST /tools/<name> shapes an error body
     interactive: bool = False  # the handler builds a widget; the turn waits for the user's answer
+    needs: frozenset[Need] = frozenset()  # what must be there for the tool to succeed (the turn's catalog)
     budget: str | None = None  # the RATE_LIMITS budget a direct `POST /tools/<name>` spends (SPEC 12)
 
     def function_schema(self) -> dict[str, Any]:

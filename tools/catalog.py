@@ -1,4 +1,6 @@
-"""The one place where tools are registered. Order here is the order in the system prompt."""
+"""The one place where tools are registered. Order here is the order in the system prompt (tools
+whose needs change from turn to turn go last, `pipeline/catalog.py`) and in its demonstrations
+(the first three kinds of tool: the plainest requests first, `pipeline/demos.py`)."""
 
 from __future__ import annotations
 
@@ -20,12 +22,12 @@ from tools.workspace import WORKSPACE_TOOLS
 def build_registry(dialect: Dialect = "sqlite") -> ToolRegistry:
     """Every tool; `dialect` is the database's, named in `/memory_sql`'s description."""
     registry = ToolRegistry()
-    registry.register(WEB_SEARCH_TOOL)
-    registry.register(OPEN_URL_TOOL)
-    registry.register(MEMORY_SEARCH_TOOL)
-    registry.register(memory_sql_tool(dialect))
-    registry.register(REMEMBER_TOOL)
     registry.register(WEATHER_TOOL)
+    registry.register(REMEMBER_TOOL)
+    registry.register(WEB_SEARCH_TOOL)
+    registry.register(MEMORY_SEARCH_TOOL)
+    registry.register(OPEN_URL_TOOL)
+    registry.register(memory_sql_tool(dialect))
     registry.register(IMAGE_ANALYZE_TOOL)
     registry.register(IMAGINE_TOOL)
     for tool in WORKSPACE_TOOLS:

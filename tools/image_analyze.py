@@ -18,7 +18,7 @@ from foundation.cancellation import Cancelled
 from providers import ChatMessage, FailureKind
 from storage.connection import DbConnection
 from storage.uploads import StoredImage, load_data_url
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import CommandBinding, ErrorCode, Need, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 
 DEFAULT_QUESTION = "Describe this image in detail."
 VISION_SYSTEM_PROMPT = (
@@ -117,10 +117,12 @@ IMAGE_ANALYZE_TOOL = Tool(
     output_model=ImageAnalyzeOutput,
     handler=image_analyze,
     result_role="image_analyze_tools",
+    needs=frozenset({Need.IMAGE}),
     command=CommandBinding(
         name="image_analyze",
         usage="/image_analyze [question about the image]",
         example="/image_analyze What is written on the sign?",
+        request="What is written on the sign in my photo?",
         args_field="question",
     ),
     timeout_s=300.0,

@@ -16,7 +16,7 @@ import requests
 from pydantic import Field
 
 from storage.uploads import ImageRejected, save_image
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import CommandBinding, ErrorCode, Need, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 from tools.safe_http import safe_get
 from tools.upstream import Upstream, refuse_http_error, send
 
@@ -102,10 +102,12 @@ IMAGINE_TOOL = Tool(
     output_model=ImagineOutput,
     handler=imagine,
     result_role="image_tools",
+    needs=frozenset({Need.IMAGE_PROVIDER}),
     command=CommandBinding(
         name="imagine",
         usage="/imagine <description of the image>",
         example="/imagine a watercolor fox in a snowy forest",
+        request="Draw me a watercolor fox in a snowy forest.",
         args_field="prompt",
     ),
     terminal_on_success=True,

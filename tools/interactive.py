@@ -20,7 +20,7 @@ from pydantic import Field, StringConstraints, field_validator
 
 from storage.connection import DbConnection
 from storage.profile import FIELD_NAME_PATTERN, FieldNotFound, ProfileError, confirm_field, set_field
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import CommandBinding, ErrorCode, Need, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 
 Widget = Literal["choice", "text", "confirm"]
 InputMethod = Literal["selection", "text", "voice"]
@@ -171,6 +171,7 @@ def _tool(
         output_model=WidgetOutput,
         handler=handler,
         result_role="ui_tools",
+        needs=frozenset({Need.COURSE}),
         interactive=True,
         command=CommandBinding(name=name, usage=usage, example=example, parse=parse),
     )

@@ -74,6 +74,7 @@ MEMORY_SEARCH_TOOL = Tool(
         name="memory_search",
         usage="/memory_search <words to look for>",
         example="/memory_search favourite programming language",
+        request="Which programming language did I say I like best?",
         args_field="query",
     ),
 )
@@ -86,6 +87,10 @@ REMEMBER_TOOL = Tool(
     handler=remember,
     result_role="memory_tools",
     command=CommandBinding(
-        name="remember", usage="/remember <fact>", example="/remember The user prefers metric units", args_field="fact"
+        name="remember",
+        usage="/remember <fact>",
+        example="/remember The user prefers metric units",
+        args_field="fact",
+        request="Please remember that I prefer metric units.",
     ),
 )

@@ -240,6 +240,7 @@ MEMORY_SQL_TOOL = Tool(
         name="memory_sql",
         usage="/memory_sql <SELECT …> (or put the SQL on the lines after /memory_sql)",
         example="/memory_sql SELECT content, importance FROM memories ORDER BY importance DESC LIMIT 5",
+        request="What are the five most important things you remember about me?",
         args_field="sql",
         body_field="sql",
         body_fallback_to_args=True,

@@ -157,6 +157,7 @@ OPEN_URL_TOOL = Tool(
         name="open_url",
         usage="/open_url <url>",
         example="/open_url https://en.wikipedia.org/wiki/Mars_rover",
+        request="Summarise https://en.wikipedia.org/wiki/Mars_rover for me.",
         args_field="url",
     ),
     timeout_s=30.0,

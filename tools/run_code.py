@@ -12,7 +12,7 @@ from pydantic import Field
 from judge.files import SubmissionError
 from judge.languages import LANGUAGES
 from judge.models import Language, RunRequest
-from tools.base import FIX_HINT, CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import FIX_HINT, CommandBinding, ErrorCode, Need, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 
 SHOWN_OUTPUT_CHARS = 4000
 EXPLAIN_INSTEAD = "Explain the code instead."
@@ -72,10 +72,12 @@ RUN_CODE_TOOL = Tool(
     output_model=RunCodeOutput,
     handler=run_code,
     result_role="code_tools",
+    needs=frozenset({Need.JUDGE}),
     command=CommandBinding(
         name="run_code",
         usage="/run_code <language> then the program on the next lines",
         example="/run_code python\nprint(sum(range(10)))",
+        request="Run a Python program that adds the numbers from 0 to 9.",
         args_field="language",
         body_field="code",
     ),

@@ -304,7 +304,13 @@ WEATHER_TOOL = Tool(
     output_model=WeatherOutput,
     handler=weather,
     result_role="weather_tools",
-    command=CommandBinding(name="weather", usage="/weather [place]", example="/weather Paris", args_field="place"),
+    command=CommandBinding(
+        name="weather",
+        usage="/weather [place]",
+        example="/weather Paris",
+        args_field="place",
+        request="What is the weather like in Paris today?",
+    ),
     timeout_s=25.0,
     budget="turns",  # a direct call reaches the web
 )

@@ -198,6 +198,7 @@ WEB_SEARCH_TOOL = Tool(
         name="web_search",
         usage="/web_search <query>",
         example="/web_search mars rover latest findings",
+        request="What has the Mars rover found lately?",
         args_field="query",
     ),
     timeout_s=20.0,

@@ -336,11 +336,11 @@ def chat_completions() -> ResponseReturnValue:
     extra = client_instructions(chat)
     services = app_services().turns
     if extra:
-        services = dataclasses.replace(services, system_prompt=services.system_prompt + CLIENT_INSTRUCTIONS + extra)
+        services = dataclasses.replace(services, prompts=services.prompts.with_suffix(CLIENT_INSTRUCTIONS + extra))
     seat = stream_seat() if chat.stream else None  # 429 before anything is written
     session, created, question = target_session(chat, index, text)
     user = current_user()
-    prompt_chars = len(services.system_prompt) + sum(len(m.text()) for m in chat.messages)
+    prompt_chars = len(services.prompts.system_prompt()) + sum(len(m.text()) for m in chat.messages)
     answer: Any = None
     if question is not None:
         try:

@@ -38,6 +38,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLMServer) -> Iter
         "LLM_BASE_URL": llm.openai_base_url,
         "LLM_MODEL": "m",
         "RATE_LIMITS": "turns=off,sessions=off",
+        "PROMPT_DEMOS": "0",  # these tests read the exact context the model gets
     }
     with running_server(tmp_path_factory.mktemp("openai"), env) as running:
         yield running

@@ -16,6 +16,7 @@ from flask.testing import FlaskClient
 
 from api.services import services_of
 from commands.detect import MAX_COMMAND_NAME
+from pipeline.catalog import Reach, offered
 from pipeline.prompt import format_example
 from pipeline.reply_cap import ANSWER_CUT_NOTE, MAX_ANSWER_CHARS, MAX_REPLY_CHARS
 from pipeline.turn import TOOL_LIMIT_REACHED
@@ -70,12 +71,19 @@ def test_user_message_is_last_in_first_pass_context(client, auth, fake_llm):
     assert [m["content"] for m in last[1:]] == ["first question", "first answer", "second question"]
 
 
-def test_system_prompt_lists_every_command_from_the_registry(app, client, auth, fake_llm):
+def test_system_prompt_lists_every_command_that_can_work_here(app, client, auth, fake_llm):
     chat(client, auth, "hi")
     system = fake_llm.requests[0]["messages"][0]["content"]
-    for tool in services_of(app).turns.registry.commands():
-        assert tool.command.usage in system
+    registry = services_of(app).turns.registry
+    nothing_extra = Reach.of(judge=False, image_provider=False, image=False, course=False)  # this app has none
+    listed = offered(registry, nothing_extra)
+    for tool in listed:
+        assert f"- {tool.command.usage}: " in system
         assert format_example(tool.command.example) in system
+    for tool in registry.commands():
+        if tool not in listed:
+            assert f"- {tool.command.usage}: " not in system
+    assert {"run_code", "imagine", "image_analyze", "get_ready", "ask_choice"} & {t.name for t in listed} == set()
     assert "FIRST line" in system
 
 

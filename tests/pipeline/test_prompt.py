@@ -33,7 +33,7 @@ def test_every_registered_command_appears_with_usage_and_example():
     prompt = build_system_prompt(registry)
     assert len(registry.commands()) >= 4
     for tool in registry.commands():
-        assert f"`{tool.command.usage}`: {tool.description}" in prompt
+        assert f"- {tool.command.usage}: {tool.description}" in prompt
         assert format_example(tool.command.example) in prompt
 
 
@@ -43,7 +43,8 @@ def test_a_new_tool_needs_no_prompt_edit():
     registry.register(ECHO)
     after = build_system_prompt(registry)
     assert "/echo <text>" not in before
-    assert "`/echo <text>`: Repeat the text back.\n  Example: `/echo hello`" in after
+    assert "- /echo <text>: Repeat the text back.\n  Example: /echo hello" in after
+    assert "`" not in after.split("## Commands")[1]  # a model that copies a backtick writes no command
 
 
 def test_protocol_explains_first_line_body_and_plain_answers():
@@ -82,7 +83,7 @@ def test_system_prompt_file_reaches_the_provider(make_app, fake_llm, tmp_path):
 
 
 def test_examples_with_a_body_are_shown_as_indented_blocks():
-    assert format_example("/remember x") == "Example: `/remember x`"
+    assert format_example("/remember x") == "Example: /remember x"
     assert format_example("/run_code python\nprint(1)") == "Example:\n    /run_code python\n    print(1)"
 
 

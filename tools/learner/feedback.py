@@ -17,7 +17,7 @@ from storage.db import transaction
 from storage.learner_tasks import add_comment as store_comment
 from storage.learner_tasks import add_help_request, open_help_request, visible_comments
 from storage.users import get_user
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolOutput
+from tools.base import CommandBinding, ErrorCode, Need, Tool, ToolContext, ToolFailure, ToolOutput
 from tools.learner.common import RESULT_ROLE, TaskRefInput, TaskTextInput, resolve
 
 # comments ----------------------------------------------------------------------------------
@@ -199,6 +199,7 @@ ADD_COMMENT_TOOL = Tool(
     output_model=CommentOutput,
     handler=add_comment,
     result_role=RESULT_ROLE,
+    needs=frozenset({Need.COURSE}),
     command=CommandBinding(
         name="add_comment",
         usage="/add_comment <task_id> <text> (the text may go on the next lines)",
@@ -216,6 +217,7 @@ GET_COMMENTS_TOOL = Tool(
     output_model=GetCommentsOutput,
     handler=get_comments,
     result_role=RESULT_ROLE,
+    needs=frozenset({Need.COURSE}),
     command=CommandBinding(
         name="get_comments", usage="/get_comments <task_id>", example="/get_comments loops", args_field="task_id"
     ),
@@ -229,6 +231,7 @@ GO_BACK_TOOL = Tool(
     output_model=GoBackOutput,
     handler=go_back,
     result_role=RESULT_ROLE,
+    needs=frozenset({Need.COURSE}),
     command=CommandBinding(
         name="go_back",
         usage="/go_back <task_id> <reason>",
@@ -246,6 +249,7 @@ REQUEST_HELP_TOOL = Tool(
     output_model=RequestHelpOutput,
     handler=request_help,
     result_role=RESULT_ROLE,
+    needs=frozenset({Need.COURSE}),
     command=CommandBinding(
         name="request_help",
         usage="/request_help <task_id> <what you are stuck on>",

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from learner.progress import LearnerProject
 from storage.learner_tasks import TaskRow, get_project, list_projects
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import CommandBinding, ErrorCode, Need, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 from tools.learner.common import (
     PROJECT_PATTERN,
     RESULT_ROLE,
@@ -245,6 +245,7 @@ GET_READY_TOOL = Tool(
     output_model=GetReadyOutput,
     handler=get_ready,
     result_role=RESULT_ROLE,
+    needs=frozenset({Need.COURSE}),
     command=CommandBinding(
         name="get_ready", usage="/get_ready [project_id]", example="/get_ready intro_python", args_field="project_id"
     ),
@@ -258,6 +259,7 @@ SHOW_TASK_TOOL = Tool(
     output_model=ShowTaskOutput,
     handler=show_task,
     result_role=RESULT_ROLE,
+    needs=frozenset({Need.COURSE}),
     command=CommandBinding(
         name="show_task", usage="/show_task <task_id>", example="/show_task hello_world", args_field="task_id"
     ),
@@ -271,6 +273,7 @@ GET_CONTEXT_TOOL = Tool(
     output_model=GetContextOutput,
     handler=get_context,
     result_role=RESULT_ROLE,
+    needs=frozenset({Need.COURSE}),
     command=CommandBinding(
         name="get_context", usage="/get_context <task_id>", example="/get_context loops", args_field="task_id"
     ),

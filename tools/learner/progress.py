@@ -22,7 +22,7 @@ from learner.checks import (
 from learner.progress import SUBMIT_ACTIONS, LearnerProject, Moved, Refused, can_submit, move, next_status
 from storage.db import transaction
 from storage.learner_tasks import AttemptRow, TaskRow, add_attempt, supersede_pending
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolOutput
+from tools.base import CommandBinding, ErrorCode, Need, Tool, ToolContext, ToolFailure, ToolOutput
 from tools.learner.common import RESULT_ROLE, TaskRefInput, TaskTextInput, block_message, resolve
 from tools.learner.navigation import GetContextOutput, build_context
 
@@ -214,6 +214,7 @@ START_TASK_TOOL = Tool(
     output_model=StartTaskOutput,
     handler=start_task,
     result_role=RESULT_ROLE,
+    needs=frozenset({Need.COURSE}),
     command=CommandBinding(
         name="start_task", usage="/start_task <task_id>", example="/start_task hello_world", args_field="task_id"
     ),
@@ -228,6 +229,7 @@ SUBMIT_TOOL = Tool(
     output_model=SubmitOutput,
     handler=submit,
     result_role=RESULT_ROLE,
+    needs=frozenset({Need.COURSE}),
     command=CommandBinding(
         name="submit",
         usage="/submit <task_id> then the answer (code, SQL or text) on the next lines",

@@ -215,7 +215,11 @@ READ_FILE_TOOL = Tool(
     handler=read_file,
     result_role="file_tools",
     command=CommandBinding(
-        name="read_file", usage="/read_file <path> [start-end]", example="/read_file notes/todo.txt", args_field="path"
+        name="read_file",
+        usage="/read_file <path> [start-end]",
+        example="/read_file notes/todo.txt",
+        args_field="path",
+        request="Show me my notes/todo.txt file.",
     ),
     timeout_s=10.0,
 )

@@ -278,7 +278,11 @@ LIST_FILES_TOOL = Tool(
     handler=list_files,
     result_role="file_tools",
     command=CommandBinding(
-        name="list_files", usage="/list_files [glob]", example="/list_files *.py", args_field="glob"
+        name="list_files",
+        usage="/list_files [glob]",
+        example="/list_files *.py",
+        args_field="glob",
+        request="Which Python files are in my workspace?",
     ),
     timeout_s=10.0,
 )
