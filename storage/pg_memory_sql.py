@@ -2,7 +2,8 @@
 
 SPEC 6a's rule (one SELECT over `messages`/`memories`, or one UPDATE of memories' content and
 importance, this user's rows only) is enforced by PostgreSQL's own privileges, set up here once
-per database by the PG-only migration `m101_memory_sql_confinement` (a superuser step):
+per database by the migration step `m101_memory_sql_confinement` (PostgreSQL's side only; a
+superuser step):
 
 - A login role of its own (`memsql_<hex>`, NOSUPERUSER NOINHERIT, member of nothing), so no
   `SET ROLE` / `RESET ROLE` can climb to the app's role. Its name and generated password are
@@ -50,8 +51,7 @@ import secrets
 import sys
 from dataclasses import dataclass
 
-from storage.connection import DbConnection
-from storage.pg import PgConnection
+from storage.connection import DbConnection, ScriptConnection
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ EXTRA_FUNCTIONS = (
     "transaction_timestamp",
     "clock_timestamp",
     "random",
-    "pg_column_size",  # the row size check of every query (tools/memory_sql_pg.py)
+    "pg_column_size",  # the row size check of every query (storage/pg_memory_run.py)
     "concat",
     "concat_ws",
     "format",
@@ -142,7 +142,7 @@ class Login:
     password: str
 
 
-def m101_memory_sql_confinement(conn: DbConnection) -> None:
+def m101_memory_sql_confinement(conn: ScriptConnection) -> None:
     """The restricted role, its views and grants (see the module doc); skipped, logged, for a
     role that is not a superuser (then `/memory_sql` answers UNAVAILABLE on this database)."""
     if not is_superuser(conn):
@@ -159,7 +159,7 @@ def is_superuser(conn: DbConnection) -> bool:
     return bool(_scalar(conn, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"))
 
 
-def confine(conn: DbConnection) -> Login:
+def confine(conn: ScriptConnection) -> Login:
     """Create or refresh everything; idempotent. Runs inside the caller's transaction."""
     _script_on(conn, f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
     _script_on(
@@ -176,7 +176,7 @@ def confine(conn: DbConnection) -> Login:
     return login
 
 
-def _ensure_role(conn: DbConnection) -> Login:
+def _ensure_role(conn: ScriptConnection) -> Login:
     """The stored login, its role created (or its password reset) to match; a new one if none."""
     row = conn.execute(f"SELECT role, password FROM {SCHEMA}.login").fetchone()
     if row is None:
@@ -198,7 +198,7 @@ def _ensure_role(conn: DbConnection) -> Login:
     return login
 
 
-def _create_objects(conn: DbConnection, login: Login) -> None:
+def _create_objects(conn: ScriptConnection, login: Login) -> None:
     """The helper functions, the two views and their trigger, and every grant and revocation."""
     role = login.role
     low, high = IMPORTANCE_RANGE
@@ -272,7 +272,7 @@ def _create_objects(conn: DbConnection, login: Login) -> None:
     )
 
 
-def _narrow_functions(conn: DbConnection, owners: str) -> None:
+def _narrow_functions(conn: ScriptConnection, owners: str) -> None:
     """EXECUTE for PUBLIC only on IMMUTABLE catalog functions and EXTRA_FUNCTIONS; the rest is
     granted to the trusted roles instead. One REVOKE and one GRANT over the list."""
     rows = conn.execute(
@@ -339,9 +339,7 @@ def _scalar(conn: DbConnection, sql: str, params: tuple[object, ...] = ()) -> ob
     return None if row is None else row[0]
 
 
-def _script_on(conn: DbConnection, sql: str) -> None:
-    if not isinstance(conn, PgConnection):
-        raise TypeError("the memory_sql confinement needs a PgConnection")
+def _script_on(conn: ScriptConnection, sql: str) -> None:
     conn.script(sql)
 
 
@@ -350,20 +348,19 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m storage.pg_memory_sql postgresql://SUPERUSER@HOST/DB", file=sys.stderr)
         return 2
-    from storage.pg import PgDatabase
+    from storage.pg_connection import connect_pg  # a command of its own: psycopg only when run
 
-    database = PgDatabase(argv[1], pool_size=1)
+    conn = connect_pg(argv[1])
     try:
-        with database.connection() as conn:
-            conn.execute("BEGIN")
-            try:
-                login = confine(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        conn.execute("BEGIN")
+        try:
+            login = confine(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
     finally:
-        database.close()
+        conn.close()
     print(f"confined: /memory_sql runs as role {login.role}")
     return 0
 
