@@ -457,7 +457,7 @@ def test_sqlite_selects_work(store: Store, store_ids: dict[str, list[int]], sql:
     _assert_select(store, sql, rows)
 
 
-@pytest.mark.parametrize("backend", ["postgres"])
+@pytest.mark.parametrize("backend", ["postgresql"])
 @pytest.mark.parametrize(("sql", "rows"), PG_SELECTS)
 def test_postgres_selects_work(store: Store, store_ids: dict[str, list[int]], sql: str, rows: list[list[Any]]) -> None:
     _assert_select(store, sql, rows)
