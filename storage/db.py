@@ -3,7 +3,7 @@
 `Database` knows the file path and how to configure a connection (WAL, busy timeout,
 foreign keys, row factory). `thread_connection()` hands each thread its own connection and
 keeps it for the thread's next request: opening one and, worse, closing the last one
-(which checkpoints and deletes the WAL file) would cost milliseconds per request.
+(which checkpoints and deletes the WAL file) would be paid on every request.
 `connection()` opens a private one for CLI commands, jobs and sandboxes.
 
 A kept connection must not outlive a fault of the file. SQLite opens a database it cannot
@@ -202,7 +202,7 @@ class Database:
         return conn
 
     def release_thread_connection(self) -> None:
-        """Kept: opening a SQLite connection (and closing the last one) costs milliseconds."""
+        """Kept: opening a SQLite connection (and closing the last one) is not free."""
 
     def connect(self) -> Connection:
         """Open a new autocommit connection; transactions are explicit (`transaction()`)."""

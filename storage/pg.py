@@ -42,7 +42,7 @@ class LentConnection:
     The first statement borrows one from the pool; `lend_back()` gives it back between
     statements (never inside a transaction), and the next statement borrows again. A turn
     lends its connection back before it waits on a model or a tool (`storage.connection.lend_back`),
-    so it holds one for its few milliseconds of SQL, not for the minutes its model may take.
+    so it holds one while its SQL runs, not while its model thinks.
     """
 
     dialect: Literal["postgresql"] = "postgresql"

@@ -188,7 +188,7 @@ def configure(raw: psycopg.Connection[Any]) -> None:
     # server-side: SQLite's loosely typed `? IS NULL OR name = ?` has no type for a bare NULL
     # parameter in PostgreSQL's extended protocol, and the storage SQL is one copy for both.
     raw.cursor_factory = psycopg.ClientCursor
-    # as SQLite's busy timeout: a lock (a row, the write lock) not had in 5 s is SQLITE_BUSY, a 503
+    # as SQLite's busy timeout: a lock (a row, the write lock) not had in time is StorageLocked, a 503
     raw.execute(f"SET lock_timeout = {BUSY_TIMEOUT_MS}")
 
 

@@ -9,7 +9,7 @@ runs as the `postgres` OS user and its directory is owned by it.
 
 A test gets a database of its own cheaply: a template database is prepared once per session
 (`PgCluster.template(name, prepare)`, e.g. migrated), and each test copies it with
-`CREATE DATABASE t_<n> TEMPLATE …` (a file copy, milliseconds), dropped after the test.
+`CREATE DATABASE t_<n> TEMPLATE …` (a file copy), dropped after the test.
 
 Without the binaries the tests skip, or fail under `CI=true` or `PG_REQUIRED=1`.
 """

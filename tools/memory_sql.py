@@ -8,9 +8,9 @@ back at most `max_rows` rows within a byte budget, cells already cut to size.
 
 An UPDATE comes back as the list of changes it would make (at most `max_update_rows`, else it
 is refused); this module applies them in one short write transaction, checking that each
-memory still holds the values the statement saw. So the write lock is held for a few
-milliseconds whatever the statement's WHERE costs, and nothing is written unless the whole
-statement succeeded.
+memory still holds the values the statement saw. So the write lock is held only for the
+writes themselves whatever the statement's WHERE costs, and nothing is written unless the
+whole statement succeeded.
 
 On PostgreSQL (`DATABASE_URL=postgresql://…`) the same rule is PostgreSQL's to enforce: the
 statement runs as a restricted login role over per-user views (`storage/pg_memory_run.py`,
