@@ -84,7 +84,6 @@ class Connection(sqlite3.Connection):
     `COMMIT` included) note a `SQLITE_READONLY*` failure before raising it as ours.
     """
 
-    dialect: Literal["sqlite"] = "sqlite"
     opened_read_only = False  # the file was not writable right after the open
     write_refused = False  # a statement failed with a SQLITE_READONLY* code
 

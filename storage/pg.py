@@ -45,8 +45,6 @@ class LentConnection:
     so it holds one while its SQL runs, not while its model thinks.
     """
 
-    dialect: Literal["postgresql"] = "postgresql"
-
     def __init__(self, database: PgDatabase) -> None:
         self._database = database
         self._conn: PgConnection | None = None

@@ -9,7 +9,7 @@ pool (the health probe, the confinement command); `storage.pg.PgDatabase` pools 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal, overload
+from typing import Any, overload
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -101,8 +101,6 @@ class PgCursor:
 
 class PgConnection:
     """A psycopg connection speaking the storage layer's `DbConnection` (see module doc)."""
-
-    dialect: Literal["postgresql"] = "postgresql"
 
     def __init__(self, raw: psycopg.Connection[PgRow]) -> None:
         self.raw = raw
