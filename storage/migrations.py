@@ -22,7 +22,7 @@ What differs in the PostgreSQL DDL, and why:
   stemmed, like FTS5's unicode61 with remove_diacritics) with a GIN index.
 - Triggers call PL/pgSQL functions.
 - `m101_memory_sql_confinement`: `/memory_sql`'s restricted role, views and grants, which
-  PostgreSQL needs (`storage.pg_memory_sql`); SQLite confines each statement with its
+  PostgreSQL needs (`storage.pg_confinement`); SQLite confines each statement with its
   authorizer at run time (`bounded/sql_memory.py`) and has nothing to store.
 """
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 import sqlite3
 
 from storage.connection import DbConnection, Migration
-from storage.pg_memory_sql import m101_memory_sql_confinement
+from storage.pg_confinement import m101_memory_sql_confinement
 
 
 def execute_script(conn: DbConnection, script: str) -> None:

@@ -1,7 +1,7 @@
 """`/memory_sql` on PostgreSQL: one model-written statement, run as the restricted role.
 
 What the statement may touch is decided by PostgreSQL's privileges (set up by
-`storage.pg_memory_sql`): the role sees only the views `messages` and `memories` of the user
+`storage.pg_confinement`): the role sees only the views `messages` and `memories` of the user
 bound to its backend, may update only memories' content and importance, and can call no
 function with a side effect or a view of the database. This module only decides how the
 statement runs and bounds what comes back, always on a fresh login of that role (so no
@@ -51,7 +51,7 @@ from bounded.sql_values import Change, ErrorCode, MemoryAnswer, SqlError, timeou
 from foundation.cancellation import NEVER, Cancelled, CancelToken
 from storage.connection import DbConnection
 from storage.errors import StorageError
-from storage.pg_memory_sql import CAP, CHANGES, ROW_BYTES, SCHEMA, Login, bind, read_login, unbind
+from storage.pg_confinement import CAP, CHANGES, ROW_BYTES, SCHEMA, Login, bind, read_login, unbind
 
 log = logging.getLogger(__name__)
 

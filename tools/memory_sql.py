@@ -14,7 +14,7 @@ whole statement succeeded.
 
 On PostgreSQL (`DATABASE_URL=postgresql://…`) the same rule is PostgreSQL's to enforce: the
 statement runs as a restricted login role over per-user views (`storage/pg_memory_run.py`,
-`storage/pg_memory_sql.py`), and an UPDATE's changes come back the same way and are written by
+`storage/pg_confinement.py`), and an UPDATE's changes come back the same way and are written by
 `apply_changes` here. Which engine runs it is the store's (`Store.backend.run_memory_sql`),
 chosen when the store was opened.
 """

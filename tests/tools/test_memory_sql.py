@@ -24,7 +24,7 @@ from bounded.sql_values import Change
 from foundation.cancellation import Cancelled, CancelToken
 from storage.connection import Store
 from storage.db import Database, utc_now
-from storage.pg_memory_sql import read_login
+from storage.pg_confinement import read_login
 from testing.attacks.sql import BLOB_ROWS, LOOPING_UPDATE, SLOW_CALL, WIDE_COLUMNS
 from testing.fake_llm import FakeLLMServer
 from testing.waiting import ReapedCpu, wait_until

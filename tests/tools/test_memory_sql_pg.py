@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from storage.pg import PgDatabase
-from storage.pg_memory_sql import EXTRA_FUNCTIONS, confine, read_login
+from storage.pg_confinement import EXTRA_FUNCTIONS, confine, read_login
 from storage.pg_memory_sql import main as confine_main
 from tests.pg_support import PgCluster
 from tests.tools.test_memory_sql import ALICE, BOB, DENIED, INVALID, TIMEOUT, assert_refused, seed, snapshot
