@@ -27,7 +27,6 @@ from storage.errors import StorageUnavailable, storage_fault
 from storage.health import probe_database
 from storage.messages import add_message, recent_messages
 from storage.pg import PgDatabase
-from storage.pg_connection import PgRow
 from storage.pg_sql import pg_sql
 from storage.sessions import create_session
 from storage.users import create_user, user_for_token
@@ -65,29 +64,6 @@ def test_placeholders_are_translated_outside_literals_only(sql: str, expected: s
     assert pg_sql(sql) == expected
 
 
-def test_values_with_quotes_question_marks_and_percents_round_trip(pg: PgDatabase) -> None:
-    conn = pg.thread_connection()
-    user, _ = create_user(conn, "o'brien?%s")
-    session = create_session(conn, user.id, "it's 100% ?")
-    text = "'; DROP TABLE users; -- ? %s %(x)s $1 \\ \x01 é"
-    stored = add_message(conn, session_id=session.id, user_id=user.id, role="user", content=text)
-    assert recent_messages(conn, session.id, 5)[0] == stored
-    assert stored.content == text
-
-
-def test_rows_read_by_name_and_index_like_sqlite_rows(pg: PgDatabase) -> None:
-    row = pg.thread_connection().execute("SELECT 1 AS one, 'two' AS two").fetchone()
-    assert isinstance(row, PgRow)
-    assert (row[0], row["one"], row[1], row["two"], tuple(row), dict(row)) == (
-        1,
-        1,
-        "two",
-        "two",
-        (1, "two"),
-        {"one": 1, "two": "two"},
-    )
-
-
 def test_a_connection_the_server_dropped_is_a_storage_fault_and_is_replaced(
     pg: PgDatabase, pg_cluster: PgCluster
 ) -> None:
@@ -113,13 +89,6 @@ def test_health_reports_a_database_server_that_is_down() -> None:
     finally:
         database.close()
     assert health.state == "unavailable" and not health.ok and health.free_bytes is None
-
-
-def test_health_writes_on_postgresql(pg: PgDatabase) -> None:
-    health = probe_database(pg)
-    assert health.ok, health.detail
-    with pg.connection() as conn:
-        assert conn.execute("SELECT to_regclass('_health_probe')").fetchone()[0] is None  # rolled back
 
 
 @pytest.mark.parametrize(
@@ -293,54 +262,6 @@ def test_turns_waiting_on_their_model_hold_no_server_connection(pg_url: str, mak
         fake_llm.released.set()
 
 
-def test_activities_problems_and_submissions_round_trip_on_both_backends(store: Any) -> None:
-    from storage.problems import (
-        activity_problems,
-        add_problem,
-        add_submission,
-        create_activity,
-        get_problem,
-        list_activities,
-        set_activity_status,
-    )
-
-    with store.connection() as conn:
-        alice = create_user(conn, "alice")[0].id
-        session = create_session(conn, alice)
-        first = create_activity(
-            conn, user_id=alice, session_id=session.id, topic="loops", language="python", difficulty="easy", count=2
-        )
-        second = create_activity(
-            conn, user_id=alice, session_id=session.id, topic="maps", language="python", difficulty="easy", count=1
-        )
-        set_activity_status(conn, first.id, "ready")
-        problem = add_problem(
-            conn,
-            user_id=alice,
-            activity_id=first.id,
-            language="python",
-            difficulty="easy",
-            title="Sum",
-            statement="Add 100% of it",
-            starter_files={"main.py": "x = '?'\n"},
-            reference_files={"main.py": "print(1)\n"},
-            tests=[{"name": "t", "stdin": "", "expected": "1\n"}],
-        )
-        submission = add_submission(
-            conn,
-            user_id=alice,
-            problem_id=problem.id,
-            language="python",
-            files={"main.py": "print(1)\n"},
-            verdict={"status": "passed"},
-        )
-        assert submission.id > 0
-        assert [a.id for a in list_activities(conn, alice)] == [second.id, first.id]  # newest first, rowid on ties
-        assert get_problem(conn, alice, problem.id) == problem
-        assert activity_problems(conn, alice, first.id) == [problem]
-        assert get_problem(conn, alice + 1, problem.id) is None
-
-
 def test_a_sqlite_database_url_names_the_file_used(tmp_path: Path, base_settings: dict[str, Any]) -> None:
     """`DATABASE_URL=sqlite:///PATH` wins over DATABASE_PATH (and the file is made owner-only)."""
     other = tmp_path / "elsewhere" / "chosen.db"
@@ -350,37 +271,6 @@ def test_a_sqlite_database_url_names_the_file_used(tmp_path: Path, base_settings
     assert other.stat().st_mode & 0o077 == 0  # readable by the server's user only
     with Database(other).connection() as conn:
         assert conn.execute("SELECT name FROM users").fetchall()[0][0] == "alice"
-
-
-def test_write_transactions_do_not_interleave_on_either_backend(store: Any) -> None:
-    """A profile write reads the JSON, changes it and writes it back in one `transaction()`:
-    on PostgreSQL, as on SQLite, two such transactions never interleave (no lost update)."""
-    import threading
-
-    from storage.profile import get_profile, set_field
-
-    with store.connection() as conn:
-        alice = create_user(conn, "alice")[0].id
-    errors: list[BaseException] = []
-    start = threading.Barrier(6)
-
-    def writer(n: int) -> None:
-        try:
-            with store.connection() as own:
-                start.wait()
-                for i in range(8):
-                    set_field(own, alice, f"f{n}_{i}", i, source="api")
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
-    with store.connection() as conn:
-        assert len(get_profile(conn, alice)) == 48
 
 
 def test_a_nul_in_a_message_is_stored_as_a_replacement_not_refused(pg: PgDatabase) -> None:

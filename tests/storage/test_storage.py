@@ -29,8 +29,10 @@ from storage.errors import (
     StorageUnavailable,
     storage_fault,
 )
+from storage.health import probe_database
 from storage.messages import add_message, recent_messages
 from storage.migrations import execute_script
+from storage.pg_connection import PgRow
 from storage.pg_errors import translated as pg_translated
 from storage.search import search_user_history
 from storage.sessions import create_session, delete_session, get_session, list_sessions, rename_session
@@ -497,6 +499,30 @@ def test_duplicate_user_name(conn: sqlite3.Connection) -> None:
     assert not conn.in_transaction
 
 
+def test_values_with_quotes_question_marks_and_percents_round_trip(database: Store) -> None:
+    """Values are parameters on both engines, whatever they hold (PostgreSQL: `?` translated outside literals)."""
+    conn = database.thread_connection()
+    user, _ = create_user(conn, "o'brien?%s")
+    session = create_session(conn, user.id, "it's 100% ?")
+    text = "'; DROP TABLE users; -- ? %s %(x)s $1 \\ \x01 é"
+    stored = add_message(conn, session_id=session.id, user_id=user.id, role="user", content=text)
+    assert recent_messages(conn, session.id, 5)[0] == stored
+    assert stored.content == text
+
+
+def test_rows_read_by_name_and_index_alike(database: Store) -> None:
+    row = database.thread_connection().execute("SELECT 1 AS one, 'two' AS two").fetchone()
+    assert isinstance(row, PgRow if database.dialect == "postgresql" else sqlite3.Row)
+    assert (row[0], row["one"], row[1], row["two"], tuple(row), dict(row)) == (
+        1,
+        1,
+        "two",
+        "two",
+        (1, "two"),
+        {"one": 1, "two": "two"},
+    )
+
+
 # --------------------------------------------------------------------------- concurrency
 
 
@@ -578,3 +604,95 @@ def test_deleting_a_long_session_writes_in_short_batches(
     assert conn.execute("SELECT count(*) FROM chat_messages WHERE session_id = ?", (long.id,)).fetchone()[0] == 0
     assert [m.content for m in recent_messages(conn, other.id, 10)] == ["about tea too", "written meanwhile"]
     assert not delete_session(conn, bob, long.id)
+
+
+def test_activities_problems_and_submissions_round_trip_on_both_backends(store: Store) -> None:
+    from storage.problems import (
+        activity_problems,
+        add_problem,
+        add_submission,
+        create_activity,
+        get_problem,
+        list_activities,
+        set_activity_status,
+    )
+
+    with store.connection() as conn:
+        alice = create_user(conn, "alice")[0].id
+        session = create_session(conn, alice)
+        first = create_activity(
+            conn, user_id=alice, session_id=session.id, topic="loops", language="python", difficulty="easy", count=2
+        )
+        second = create_activity(
+            conn, user_id=alice, session_id=session.id, topic="maps", language="python", difficulty="easy", count=1
+        )
+        set_activity_status(conn, first.id, "ready")
+        problem = add_problem(
+            conn,
+            user_id=alice,
+            activity_id=first.id,
+            language="python",
+            difficulty="easy",
+            title="Sum",
+            statement="Add 100% of it",
+            starter_files={"main.py": "x = '?'\n"},
+            reference_files={"main.py": "print(1)\n"},
+            tests=[{"name": "t", "stdin": "", "expected": "1\n"}],
+        )
+        submission = add_submission(
+            conn,
+            user_id=alice,
+            problem_id=problem.id,
+            language="python",
+            files={"main.py": "print(1)\n"},
+            verdict={"status": "passed"},
+        )
+        assert submission.id > 0
+        assert [a.id for a in list_activities(conn, alice)] == [second.id, first.id]  # newest first, rowid on ties
+        assert get_problem(conn, alice, problem.id) == problem
+        assert activity_problems(conn, alice, first.id) == [problem]
+        assert get_problem(conn, alice + 1, problem.id) is None
+
+
+def test_write_transactions_do_not_interleave_on_either_backend(store: Store) -> None:
+    """A profile write reads the JSON, changes it and writes it back in one `transaction()`:
+    on PostgreSQL, as on SQLite, two such transactions never interleave (no lost update)."""
+    import threading
+
+    from storage.profile import get_profile, set_field
+
+    with store.connection() as conn:
+        alice = create_user(conn, "alice")[0].id
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def writer(n: int) -> None:
+        try:
+            with store.connection() as own:
+                start.wait()
+                for i in range(8):
+                    set_field(own, alice, f"f{n}_{i}", i, source="api")
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with store.connection() as conn:
+        assert len(get_profile(conn, alice)) == 48
+
+
+PROBE_TABLE = {  # is the health probe's table there?
+    "sqlite": "SELECT count(*) FROM sqlite_master WHERE name = '_health_probe'",
+    "postgresql": "SELECT count(*) FROM pg_class WHERE relname = '_health_probe'",
+}
+
+
+def test_the_health_probe_writes_and_leaves_nothing(database: Store) -> None:
+    health = probe_database(database)
+    assert health.ok and health.state == "ok", health.detail
+    with database.connection() as conn:
+        assert conn.execute(PROBE_TABLE[database.dialect]).fetchone()[0] == 0  # rolled back
