@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import redis
@@ -11,7 +10,7 @@ from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
-from storage.db import storage_fault
+from storage.errors import StorageError, storage_fault
 
 
 class ApiError(Exception):
@@ -69,12 +68,12 @@ def register_error_handlers(app: Flask) -> None:
         headers = [(name, value) for name, value in error.get_headers() if name.lower() != "content-type"]
         return jsonify({"error": {"code": code, "message": error.description or code}}), status, headers
 
-    @app.errorhandler(sqlite3.OperationalError)
-    def handle_storage_fault(error: sqlite3.OperationalError) -> ResponseReturnValue:
+    @app.errorhandler(StorageError)
+    def handle_storage_fault(error: StorageError) -> ResponseReturnValue:
         """A write refused by the database (read-only, full, locked) outside a turn: 503, as in a turn."""
         if not storage_fault(error):
             return handle_unexpected(error)
-        app.logger.warning("database refused: %s (%s)", error, getattr(error, "sqlite_errorname", ""))
+        app.logger.warning("database refused: %s (%s)", error, error.code)
         message = "the database refused a write (it is locked, full or read-only); retry later"
         return jsonify({"error": {"code": "storage_unavailable", "message": message}}), 503
 

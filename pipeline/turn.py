@@ -17,7 +17,6 @@ was cut is refused rather than run on part of its body, and a tool result is sto
 
 from __future__ import annotations
 
-import sqlite3
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from pipeline.reply_cap import MAX_REPLY_CHARS, clip_answer
 from pipeline.reply_gate import Decision
 from providers import Completion, FallbackChain
 from storage.connection import DbConnection, Store, lend_back
+from storage.errors import StorageError
 from storage.learner_tasks import any_open_tasks
 from storage.messages import Message, add_message, recent_messages
 from tools.base import ToolContext
@@ -307,7 +307,7 @@ def guarded(turn: _Turn, user_message_id: int | None, passes: Callable[[], TurnR
         return passes()
     except TurnFailed:
         raise
-    except sqlite3.Error as error:
+    except StorageError as error:
         raise StorageUnavailable(f"the database refused a write: {error}", user_message_id) from error
     except Exception as error:
         raise TurnCrashed(f"the turn failed: {type(error).__name__}", user_message_id) from error
@@ -338,7 +338,7 @@ def run_turn(
         return guarded(turn, retry_of.id, lambda: run_passes(turn, retry_of.id, first_pass=0))
     try:
         user_message = turn.store("user", text, user_meta)  # stored first: never lost (6.4)
-    except sqlite3.Error as error:
+    except StorageError as error:
         raise StorageUnavailable(f"the database refused a write: {error}", None) from error
     return guarded(turn, user_message.id, lambda: run_passes(turn, user_message.id, first_pass=0))
 

@@ -3,7 +3,7 @@
 `Database` knows the file path and how to configure a connection (WAL, busy timeout,
 foreign keys, row factory). `thread_connection()` hands each thread its own connection and
 keeps it for the thread's next request: opening one and, worse, closing the last one
-(which checkpoints and deletes the WAL file) would cost milliseconds per request.
+(which checkpoints and deletes the WAL file) would be paid on every request.
 `connection()` opens a private one for CLI commands, jobs and sandboxes.
 
 A kept connection must not outlive a fault of the file. SQLite opens a database it cannot
@@ -28,10 +28,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from storage.connection import DbConnection, Migration
-from storage.migrations import MIGRATIONS, migrate
+from storage.connection import BUSY_TIMEOUT_MS, DbConnection, Migration
+from storage.errors import (
+    IntegrityViolation,
+    StorageError,
+    StorageFull,
+    StorageLocked,
+    StorageReadOnly,
+    StorageUnavailable,
+)
+from storage.migrations import MIGRATIONS
+from storage.sqlite_backend import SqliteBackend
 
-BUSY_TIMEOUT_MS = 5000
+__all__ = ["BUSY_TIMEOUT_MS", "Connection", "Database", "transaction", "utc_now", "utc_text"]
 
 
 def utc_now() -> str:
@@ -44,14 +53,37 @@ def utc_text(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+class Cursor(sqlite3.Cursor):
+    """A `sqlite3.Cursor` whose fetches raise the storage layer's errors (iterating one does
+    not: a step of a query that already returned its first row seldom fails)."""
+
+    def fetchone(self) -> Any:
+        try:
+            return super().fetchone()
+        except sqlite3.Error as error:
+            raise translated(error) from error
+
+    def fetchmany(self, size: int | None = 1) -> list[Any]:
+        try:
+            return super().fetchmany(size)
+        except sqlite3.Error as error:
+            raise translated(error) from error
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return super().fetchall()
+        except sqlite3.Error as error:
+            raise translated(error) from error
+
+
 class Connection(sqlite3.Connection):
-    """A `sqlite3.Connection` that notices when it can no longer write (see the module doc).
+    """A `sqlite3.Connection` that notices when it can no longer write (see the module doc),
+    and raises the storage layer's errors (`storage.errors`) instead of sqlite3's.
 
     `execute`, `executemany` and `executescript` (every statement of the storage layer,
-    `COMMIT` included) note a `SQLITE_READONLY*` failure before re-raising it.
+    `COMMIT` included) note a `SQLITE_READONLY*` failure before raising it as ours.
     """
 
-    dialect: Literal["sqlite"] = "sqlite"
     opened_read_only = False  # the file was not writable right after the open
     write_refused = False  # a statement failed with a SQLITE_READONLY* code
 
@@ -62,26 +94,26 @@ class Connection(sqlite3.Connection):
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         try:
-            return super().execute(sql, parameters)
-        except sqlite3.OperationalError as error:
+            return self.cursor(Cursor).execute(sql, parameters)
+        except sqlite3.Error as error:
             self._note(error)
-            raise
+            raise translated(error) from error
 
     def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
         try:
-            return super().executemany(sql, parameters)
-        except sqlite3.OperationalError as error:
+            return self.cursor(Cursor).executemany(sql, parameters)
+        except sqlite3.Error as error:
             self._note(error)
-            raise
+            raise translated(error) from error
 
     def executescript(self, script: str, /) -> sqlite3.Cursor:
         try:
             return super().executescript(script)
-        except sqlite3.OperationalError as error:
+        except sqlite3.Error as error:
             self._note(error)
-            raise
+            raise translated(error) from error
 
-    def _note(self, error: sqlite3.OperationalError) -> None:
+    def _note(self, error: sqlite3.Error) -> None:
         if refused_as_read_only(error):
             self.write_refused = True
 
@@ -91,14 +123,32 @@ def refused_as_read_only(error: sqlite3.Error) -> bool:
     return str(getattr(error, "sqlite_errorname", "")).startswith("SQLITE_READONLY")
 
 
-STORAGE_FAULTS = ("SQLITE_READONLY", "SQLITE_FULL", "SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_CANTOPEN")
+# SQLite's error name (its prefix: extended codes included) -> our class; the rest are bugs
+_BY_NAME: tuple[tuple[str, type[StorageError]], ...] = (
+    ("SQLITE_READONLY", StorageReadOnly),
+    ("SQLITE_FULL", StorageFull),
+    ("SQLITE_BUSY", StorageLocked),
+    ("SQLITE_LOCKED", StorageLocked),
+    ("SQLITE_IOERR", StorageUnavailable),
+    ("SQLITE_CANTOPEN", StorageUnavailable),
+    ("SQLITE_CONSTRAINT", IntegrityViolation),
+)
 
 
-def storage_fault(error: BaseException) -> bool:
-    """The database refused for a reason outside the statement (read-only, full, locked, I/O):
-    a 503 that a retry may cure, unlike a bug in the SQL."""
-    name = str(getattr(error, "sqlite_errorname", ""))
-    return isinstance(error, sqlite3.OperationalError) and name.startswith(STORAGE_FAULTS)
+def translated(error: sqlite3.Error) -> StorageError:
+    """Our error standing for a sqlite3 one (by its `sqlite_errorname`), cause attached."""
+    name = str(getattr(error, "sqlite_errorname", "") or "")
+    cls: type[StorageError] = StorageError
+    for prefix, mapped in _BY_NAME:
+        if name.startswith(prefix):
+            cls = mapped
+            break
+    else:
+        if isinstance(error, sqlite3.IntegrityError):
+            cls = IntegrityViolation
+    ours = cls(str(error) or type(error).__name__, name)
+    ours.__cause__ = error
+    return ours
 
 
 def writable(path: str) -> bool:
@@ -107,7 +157,7 @@ def writable(path: str) -> bool:
     return path == ":memory:" or os.access(path, os.W_OK)
 
 
-def _enable_wal(conn: sqlite3.Connection) -> None:
+def _enable_wal(conn: Connection) -> None:
     """`PRAGMA journal_mode = WAL`, retried while another process holds the file: switching a
     fresh file to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY at once there,
     without its busy handler (seen with six servers starting at once on one new database)."""
@@ -116,8 +166,8 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             return
-        except sqlite3.OperationalError as error:
-            if not str(getattr(error, "sqlite_errorname", "")).startswith("SQLITE_BUSY") or time.monotonic() > deadline:
+        except StorageLocked as error:
+            if not error.code.startswith("SQLITE_BUSY") or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
 
@@ -130,6 +180,7 @@ class Database:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self._local = threading.local()
+        self.backend = SqliteBackend(self.path)
 
     def thread_connection(self) -> Connection:
         """This thread's own connection, opened on first use and then reused.
@@ -150,25 +201,32 @@ class Database:
         return conn
 
     def release_thread_connection(self) -> None:
-        """Kept: opening a SQLite connection (and closing the last one) costs milliseconds."""
+        """Kept: opening a SQLite connection (and closing the last one) is not free."""
 
     def connect(self) -> Connection:
         """Open a new autocommit connection; transactions are explicit (`transaction()`)."""
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(
-            self.path,
-            isolation_level=None,
-            check_same_thread=True,
-            timeout=BUSY_TIMEOUT_MS / 1000,
-            factory=Connection,
-        )
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=True,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                factory=Connection,
+            )
+        except sqlite3.Error as error:
+            raise translated(error) from error
         conn.opened_read_only = not writable(self.path)
         conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        _enable_wal(conn)
-        conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            _enable_wal(conn)
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except StorageError:
+            conn.close()
+            raise
         return conn
 
     @contextmanager
@@ -180,10 +238,10 @@ class Database:
         finally:
             conn.close()
 
-    def migrate(self, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
-        """Bring the schema up to date; returns the migrations applied now."""
+    def migrate(self, migrations: Sequence[Migration] | None = None) -> list[str]:
+        """Bring the schema up to date (each step's SQLite DDL); returns the steps applied now."""
         with self.connection() as conn:
-            return migrate(conn, migrations)
+            return self.backend.migrate(conn, MIGRATIONS if migrations is None else migrations)
 
     def close(self) -> None:
         """Nothing to release: each thread's connection closes with its thread."""

@@ -19,24 +19,16 @@ past the wait "locked"; there is no local file, so no free bytes to report.
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from storage.connection import Store
-from storage.db import refused_as_read_only
+from storage.errors import StorageError, StorageFull, StorageLocked, StorageReadOnly
 
 PROBE_BUSY_MS = 200
 MIN_FREE_BYTES = 1024 * 1024
-
-# how long the probe waits for a lock: SQLite's busy timeout; PostgreSQL's lock and statement
-# timeouts (a server that is up but stuck answers "locked" instead of hanging /health)
-_PROBE_WAIT = {
-    "sqlite": ("PRAGMA busy_timeout = {ms}",),
-    "postgresql": ("SET lock_timeout = {ms}", "SET statement_timeout = {ms}"),
-}
 
 State = Literal["ok", "read_only", "full", "locked", "unavailable"]
 
@@ -79,32 +71,31 @@ def probe_database(database: Store) -> DatabaseHealth:
 def _write_probe(database: Store) -> tuple[State, str]:
     try:
         conn = database.connect()
-    except sqlite3.Error as error:  # PostgreSQL's errors arrive as these too (storage/pg_errors.py)
+    except StorageError as error:
         return _classified(error)
     try:
-        for setting in _PROBE_WAIT[database.dialect]:
-            conn.execute(setting.format(ms=PROBE_BUSY_MS))
+        # how long the probe waits for a lock: the engine's own timeouts (`Backend.limit_lock_wait`)
+        database.backend.limit_lock_wait(conn, PROBE_BUSY_MS)
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("CREATE TABLE _health_probe (x INTEGER)")
         finally:
             conn.execute("ROLLBACK")
-    except sqlite3.Error as error:
+    except StorageError as error:
         return _classified(error)
     finally:
         conn.close()
     return "ok", "a new connection can write"
 
 
-def _classified(error: sqlite3.Error) -> tuple[State, str]:
-    name = str(getattr(error, "sqlite_errorname", ""))
-    if refused_as_read_only(error):
-        return "read_only", f"the database is read-only: {error} ({name})"
-    if name == "SQLITE_FULL":
+def _classified(error: StorageError) -> tuple[State, str]:
+    if isinstance(error, StorageReadOnly):
+        return "read_only", f"the database is read-only: {error} ({error.code})"
+    if isinstance(error, StorageFull):
         return "full", f"the disk is full: {error}"
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+    if isinstance(error, StorageLocked):
         return "locked", f"the write lock was held for more than {PROBE_BUSY_MS} ms"
-    return "unavailable", f"{error} ({name or type(error).__name__})"
+    return "unavailable", f"{error} ({error.code or type(error).__name__})"
 
 
 def free_bytes(path: str) -> int | None:

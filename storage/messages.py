@@ -16,7 +16,7 @@ class Message:
     """The `Message` of SPEC section 4: a row of our own table, so a plain frozen value.
 
     Every turn reads up to `CONTEXT_MESSAGES` of these; building them as pydantic models
-    cost a quarter of a millisecond per turn for a validation the schema already does.
+    would validate again what the schema already does (figures: bench/README.md).
     """
 
     id: int

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 def open_store(target: DatabaseTarget, *, pool_size: int = 10) -> Store:
     """A SQLite `Database` for a file, a pooled `PgDatabase` for a PostgreSQL URL (psycopg is
-    imported only then)."""
+    imported only then). The one place the engine is chosen: each store carries its `backend`
+    (`storage.connection.Backend`), and nothing below asks which engine it runs on."""
     if target.kind == "postgresql":
         from storage.pg import PgDatabase
 

@@ -11,174 +11,29 @@ after the block). A kept connection that broke
 (the server restarted, the network dropped) is replaced at the next hand-out, as SQLite's
 stale read-only connection is: service resumes by itself.
 
-`PgConnection` makes a psycopg connection read like `sqlite3.Connection` to the storage
-modules: autocommit with explicit BEGIN/COMMIT, `?` placeholders (`storage.pg_sql`), rows
-by name and index (`PgRow`, like `sqlite3.Row`), errors as sqlite3's DB-API classes
-(`storage.pg_errors`).
+Each server connection is a `storage.pg_connection.PgConnection` (reads like
+`sqlite3.Connection` to the storage modules). The store's `backend` is `PgBackend`: what
+PostgreSQL does its own way (search, `/memory_sql`, migrations, the probe's lock wait).
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
 import psycopg
 import psycopg_pool
-from psycopg.pq import TransactionStatus
-from psycopg.rows import RowMaker
 
 from storage.connection import Migration
-from storage.db import BUSY_TIMEOUT_MS
+from storage.migrations import MIGRATIONS
+from storage.pg_backend import PgBackend
+from storage.pg_connection import CONNECT_TIMEOUT_S, PgConnection, PgCursor, configure, connect_pg
 from storage.pg_errors import translated
-from storage.pg_sql import WRITE_LOCK, pg_sql, takes_write_lock
 
-POOL_TIMEOUT_S = 10.0  # waiting longer for a free connection is a 503 (SQLITE_BUSY), not a hang
-CONNECT_TIMEOUT_S = 5
-
-
-class PgRow:
-    """One result row, read by column name or index, iterated as values (like `sqlite3.Row`)."""
-
-    __slots__ = ("_index", "_values")
-
-    def __init__(self, values: Sequence[Any], index: dict[str, int]) -> None:
-        self._values = tuple(values)
-        self._index = index
-
-    @overload
-    def __getitem__(self, key: int | str) -> Any: ...
-    @overload
-    def __getitem__(self, key: slice) -> tuple[Any, ...]: ...
-    def __getitem__(self, key: int | str | slice) -> Any:
-        if isinstance(key, str):
-            return self._values[self._index[key]]
-        return self._values[key]
-
-    def keys(self) -> list[str]:
-        return list(self._index)
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, PgRow):
-            return self._values == other._values and self._index == other._index
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._values)
-
-    def __repr__(self) -> str:
-        return f"PgRow({dict(zip(self._index, self._values, strict=True))!r})"
-
-
-def pg_row(cursor: psycopg.Cursor[Any]) -> RowMaker[PgRow]:
-    """psycopg row factory making `PgRow`s (column index computed once per result)."""
-    index = {column.name: i for i, column in enumerate(cursor.description or ())}
-
-    def make(values: Sequence[Any]) -> PgRow:
-        return PgRow(values, index)
-
-    return make
-
-
-class PgCursor:
-    """The result of one statement, fully fetched (so the server connection is free at once)."""
-
-    def __init__(self, rows: list[PgRow], rowcount: int) -> None:
-        self._rows = rows
-        self._next = 0
-        self._rowcount = rowcount
-
-    @property
-    def rowcount(self) -> int:
-        return self._rowcount
-
-    def fetchone(self) -> PgRow | None:
-        if self._next >= len(self._rows):
-            return None
-        self._next += 1
-        return self._rows[self._next - 1]
-
-    def fetchall(self) -> list[PgRow]:
-        rest = self._rows[self._next :]
-        self._next = len(self._rows)
-        return rest
-
-    def __iter__(self) -> Iterator[PgRow]:
-        return iter(self.fetchall())
-
-
-class PgConnection:
-    """A psycopg connection speaking the storage layer's `DbConnection` (see module doc)."""
-
-    dialect: Literal["postgresql"] = "postgresql"
-
-    def __init__(self, raw: psycopg.Connection[PgRow]) -> None:
-        self.raw = raw
-        self.released = False  # handed back to the pool: this wrapper must not touch it again
-
-    @property
-    def in_transaction(self) -> bool:
-        if self.released:  # the server connection is someone else's now
-            return False
-        return self.raw.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)
-
-    @property
-    def broken(self) -> bool:
-        """The server connection is gone (closed, or lost mid-way): a new one is needed."""
-        return self.raw.closed or self.raw.info.transaction_status == TransactionStatus.UNKNOWN
-
-    def _usable(self) -> None:
-        if self.released or self.raw.closed:
-            raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
-
-    def execute(self, sql: str, parameters: Any = (), /) -> PgCursor:
-        self._usable()
-        try:
-            with self.raw.cursor() as cursor:
-                cursor.execute(pg_sql(sql), _params(parameters), prepare=False)
-                if takes_write_lock(sql):  # SQLite's one-writer-at-a-time, across every process
-                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-                rows = cursor.fetchall() if cursor.description is not None else []
-                return PgCursor(rows, cursor.rowcount)
-        except psycopg.Error as error:
-            raise translated(error) from error
-
-    def executemany(self, sql: str, parameters: Any, /) -> PgCursor:
-        self._usable()
-        try:
-            with self.raw.cursor() as cursor:
-                cursor.executemany(pg_sql(sql), [_params(p) for p in parameters])
-                return PgCursor([], cursor.rowcount)
-        except psycopg.Error as error:
-            raise translated(error) from error
-
-    def script(self, sql: str) -> None:
-        """Run PostgreSQL DDL as written (no placeholder rewriting: `$$` bodies, `%` in it)."""
-        try:
-            self.raw.execute(sql.encode(), prepare=False)
-        except psycopg.Error as error:
-            raise translated(error) from error
-
-    def commit(self) -> None:
-        """As `sqlite3.Connection.commit`: ends an open transaction, else does nothing."""
-        if self.in_transaction:
-            self.execute("COMMIT")
-
-    def rollback(self) -> None:
-        if self.in_transaction:
-            self.execute("ROLLBACK")
-
-    def close(self) -> None:
-        self.raw.close()
+POOL_TIMEOUT_S = 10.0  # waiting longer for a free connection is a 503 (StorageLocked), not a hang
 
 
 class LentConnection:
@@ -187,10 +42,8 @@ class LentConnection:
     The first statement borrows one from the pool; `lend_back()` gives it back between
     statements (never inside a transaction), and the next statement borrows again. A turn
     lends its connection back before it waits on a model or a tool (`storage.connection.lend_back`),
-    so it holds one for its few milliseconds of SQL, not for the minutes its model may take.
+    so it holds one while its SQL runs, not while its model thinks.
     """
-
-    dialect: Literal["postgresql"] = "postgresql"
 
     def __init__(self, database: PgDatabase) -> None:
         self._database = database
@@ -236,34 +89,6 @@ class LentConnection:
         self.release()
 
 
-def _params(parameters: Any) -> Sequence[Any] | Mapping[str, Any]:
-    """sqlite3 takes any sequence (or a mapping for `:name`); psycopg wants a tuple or a dict."""
-    if parameters is None:
-        return ()
-    if isinstance(parameters, Mapping):
-        return {key: _value(value) for key, value in parameters.items()}
-    return tuple(_value(value) for value in parameters)
-
-
-def _value(value: Any) -> Any:
-    """PostgreSQL's text cannot hold NUL (SQLite's can): a NUL in a text value is stored as
-    U+FFFD, as a lone surrogate already is, instead of failing the whole write."""
-    if isinstance(value, str) and "\x00" in value:
-        return value.replace("\x00", "\ufffd")
-    return value
-
-
-def _configure(raw: psycopg.Connection[Any]) -> None:
-    raw.autocommit = True
-    raw.row_factory = pg_row
-    # Values are merged into the statement by psycopg (quoted by libpq's rules), not bound
-    # server-side: SQLite's loosely typed `? IS NULL OR name = ?` has no type for a bare NULL
-    # parameter in PostgreSQL's extended protocol, and the storage SQL is one copy for both.
-    raw.cursor_factory = psycopg.ClientCursor
-    # as SQLite's busy timeout: a lock (a row, the write lock) not had in 5 s is SQLITE_BUSY, a 503
-    raw.execute(f"SET lock_timeout = {BUSY_TIMEOUT_MS}")
-
-
 class PgDatabase:
     """Factory of connections to one PostgreSQL database, through a bounded pool.
 
@@ -284,7 +109,7 @@ class PgDatabase:
             min_size=0,
             max_size=pool_size,
             kwargs={"connect_timeout": CONNECT_TIMEOUT_S},
-            configure=_configure,
+            configure=configure,
             check=psycopg_pool.ConnectionPool.check_connection,
             timeout=POOL_TIMEOUT_S,
             open=False,
@@ -292,6 +117,7 @@ class PgDatabase:
         )
         self._opened = False
         self._open_lock = threading.Lock()
+        self.backend = PgBackend(self)
 
     def _checkout(self) -> PgConnection:
         with self._open_lock:
@@ -332,12 +158,7 @@ class PgDatabase:
     def connect(self) -> PgConnection:
         """A new connection outside the pool, the caller's to close (the health probe's "as the
         next request would connect", tests)."""
-        try:
-            raw: psycopg.Connection[Any] = psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_S)
-        except psycopg.Error as error:
-            raise translated(error) from error
-        _configure(raw)
-        return PgConnection(raw)
+        return connect_pg(self.url)
 
     @contextmanager
     def connection(self) -> Iterator[PgConnection]:
@@ -349,11 +170,9 @@ class PgDatabase:
             self._checkin(conn)
 
     def migrate(self, migrations: Sequence[Migration] | None = None) -> list[str]:
-        """Bring the schema up to date (PostgreSQL DDL, the same migration names)."""
-        from storage.pg_migrations import PG_MIGRATIONS, migrate_pg
-
+        """Bring the schema up to date (each step's PostgreSQL DDL, recorded by the same names)."""
         with self.connection() as conn:
-            return migrate_pg(conn, PG_MIGRATIONS if migrations is None else migrations)
+            return self.backend.migrate(conn, MIGRATIONS if migrations is None else migrations)
 
     def close(self) -> None:
         """Close the pool and every connection in it (tests, CLI commands on exit)."""

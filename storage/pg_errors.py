@@ -1,61 +1,63 @@
-"""PostgreSQL errors as the DB-API classes the storage layer already handles.
+"""PostgreSQL's errors as the storage layer's own (`storage.errors`).
 
-The app catches `sqlite3.Error` around turns, `sqlite3.IntegrityError` for a duplicate user,
-and answers 503 for `sqlite3.OperationalError`s that `storage_fault()` recognises by their
-`sqlite_errorname`. A psycopg error is translated into the same class with the
-`sqlite_errorname` of the SQLite fault it amounts to (SQLSTATE class → name), so every one of
-those handlers works on both backends unchanged. The original error stays as `__cause__`,
-and its SQLSTATE in `pg_sqlstate`.
+A psycopg error (or the pool's timeout) is translated at the connection boundary
+(`storage.pg_connection`, `storage.pg`) into the class its SQLSTATE amounts to: a lock not
+had, a full disk, a read-only server, a server gone, a constraint. So `except StorageError`,
+`storage_fault()` and the 503 handler serve both engines. The original error stays as
+`__cause__`, and its SQLSTATE in `code`.
 """
 
 from __future__ import annotations
 
-import sqlite3
-
 import psycopg
 import psycopg_pool
 
-# SQLSTATE (exact, then its two-character class) -> (DB-API class, SQLite error name)
-_BY_STATE: dict[str, tuple[type[sqlite3.Error], str]] = {
-    "25006": (sqlite3.OperationalError, "SQLITE_READONLY"),  # read_only_sql_transaction (standby, read-only role)
-    "53100": (sqlite3.OperationalError, "SQLITE_FULL"),  # disk_full
-    "55P03": (sqlite3.OperationalError, "SQLITE_BUSY"),  # lock_not_available (lock_timeout)
-    "40P01": (sqlite3.OperationalError, "SQLITE_BUSY"),  # deadlock_detected
-    "40001": (sqlite3.OperationalError, "SQLITE_BUSY"),  # serialization_failure
-    "57014": (sqlite3.OperationalError, "SQLITE_INTERRUPT"),  # query_canceled (statement_timeout)
+from storage.errors import (
+    IntegrityViolation,
+    StorageError,
+    StorageFull,
+    StorageLocked,
+    StorageReadOnly,
+    StorageUnavailable,
+)
+
+# SQLSTATE (exact, then its two-character class) -> our class
+_BY_STATE: dict[str, type[StorageError]] = {
+    "25006": StorageReadOnly,  # read_only_sql_transaction (standby, read-only role)
+    "53100": StorageFull,  # disk_full
+    "55P03": StorageLocked,  # lock_not_available (lock_timeout)
+    "40P01": StorageLocked,  # deadlock_detected
+    "40001": StorageLocked,  # serialization_failure
+    "57014": StorageError,  # query_canceled (statement_timeout): the statement's, not the server's
 }
-_BY_CLASS: dict[str, tuple[type[sqlite3.Error], str]] = {
-    "23": (sqlite3.IntegrityError, "SQLITE_CONSTRAINT"),  # integrity constraint violation
-    "08": (sqlite3.OperationalError, "SQLITE_IOERR"),  # connection exception
-    "53": (sqlite3.OperationalError, "SQLITE_FULL"),  # insufficient resources (disk, memory, connections)
-    "57": (sqlite3.OperationalError, "SQLITE_IOERR"),  # operator intervention (shutdown, crash)
-    "58": (sqlite3.OperationalError, "SQLITE_IOERR"),  # system error (I/O)
-    "22": (sqlite3.DataError, "SQLITE_MISMATCH"),  # data exception
-    "42": (sqlite3.OperationalError, "SQLITE_ERROR"),  # syntax error or access rule violation: a bug
+_BY_CLASS: dict[str, type[StorageError]] = {
+    "23": IntegrityViolation,  # integrity constraint violation
+    "08": StorageUnavailable,  # connection exception
+    "53": StorageFull,  # insufficient resources (disk, memory, connections)
+    "57": StorageUnavailable,  # operator intervention (shutdown, crash)
+    "58": StorageUnavailable,  # system error (I/O)
+    "22": StorageError,  # data exception
+    "42": StorageError,  # syntax error or access rule violation: a bug
 }
 
 
-def translated(error: BaseException) -> sqlite3.Error:
-    """The DB-API error standing for `error` (a psycopg or pool error), cause attached."""
-    cls: type[sqlite3.Error]
+def translated(error: BaseException) -> StorageError:
+    """Our error standing for `error` (a psycopg or pool error), cause attached."""
+    cls: type[StorageError]
     if isinstance(error, psycopg_pool.PoolTimeout):
-        cls, name, state = sqlite3.OperationalError, "SQLITE_BUSY", ""
+        cls, state = StorageLocked, ""
     else:
         state = str(getattr(error, "sqlstate", None) or "")
-        cls, name = _BY_STATE.get(state) or _BY_CLASS.get(state[:2]) or _fallback(error)
-    mapped = cls(str(error).strip() or type(error).__name__)
-    mapped.sqlite_errorname = name
-    mapped.pg_sqlstate = state  # type: ignore[attr-defined]
+        cls = _BY_STATE.get(state) or _BY_CLASS.get(state[:2]) or _fallback(error)
+    mapped = cls(str(error).strip() or type(error).__name__, state)
     mapped.__cause__ = error
     return mapped
 
 
-def _fallback(error: BaseException) -> tuple[type[sqlite3.Error], str]:
+def _fallback(error: BaseException) -> type[StorageError]:
     """No SQLSTATE (a connection that failed or broke on the client side) or an unlisted one."""
     if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
-        return sqlite3.OperationalError, "SQLITE_IOERR"
+        return StorageUnavailable
     if isinstance(error, psycopg.IntegrityError):
-        return sqlite3.IntegrityError, "SQLITE_CONSTRAINT"
-    if isinstance(error, psycopg.ProgrammingError):
-        return sqlite3.ProgrammingError, "SQLITE_MISUSE"
-    return sqlite3.DatabaseError, "SQLITE_ERROR"
+        return IntegrityViolation
+    return StorageError

@@ -5,10 +5,10 @@ bound parameter, and the terms are joined with `||` (OR) in SQL: plainto_tsquery
 operators, so nothing a user types is taken as tsquery syntax (`!`, `&`, `:*`, quotes are
 plain text or dropped). The `app_search` configuration drops accents, lowercases and does not
 stem, as FTS5's unicode61 tokenizer with remove_diacritics does; the `search_vector` columns
-use the same configuration (`storage.pg_migrations.m002_full_text_search`).
+use the same configuration (`storage.migrations.M002_FULL_TEXT_SEARCH`).
 
 `score` is minus ts_rank_cd, so that lower is better on both backends (FTS5's bm25 is
-negative) and `storage.search.best` orders the hits alike. Snippets come from ts_headline
+negative) and `storage.search_terms.best` orders the hits alike. Snippets come from ts_headline
 with the same `**` markers around matched words.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from storage.connection import DbConnection
-from storage.search import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN, SEARCHED_ROLES, SNIPPET_TOKENS, SearchHit
+from storage.search_terms import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN, SEARCHED_ROLES, SNIPPET_TOKENS, SearchHit
 
 HEADLINE_OPTIONS = (
     f'StartSel="{HIGHLIGHT_OPEN}", StopSel="{HIGHLIGHT_CLOSE}", MaxWords={SNIPPET_TOKENS}, MinWords=4, '

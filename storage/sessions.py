@@ -60,9 +60,9 @@ def delete_session(conn: DbConnection, user_id: int, session_id: str) -> bool:
     """Delete a session and everything in it.
 
     Its messages go first, newest first, `DELETE_BATCH` per statement (each its own short
-    transaction): deleting a message also updates the full-text index, and a session of
-    20,000 messages deleted in one statement held the database's write lock for about 200 ms,
-    every other user's writes waiting (SPEC 12: at most 100 ms). Interrupted half-way, the
+    transaction): deleting a message also updates the full-text index, and a long session
+    deleted in one statement held the database's write lock past SPEC 12's bound (at most
+    100 ms), every other user's writes waiting. Interrupted half-way, the
     session keeps its older messages and can be deleted again. Between batches the lock is
     left free for as long as the batch held it, so waiting writers get their turn.
     """

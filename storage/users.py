@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import sqlite3
 
 from pydantic import BaseModel
 
 from storage.connection import DbConnection, DbRow, inserted_id
 from storage.db import transaction, utc_now
+from storage.errors import IntegrityViolation
 
 TOKEN_PREFIX = "oct_"
 
@@ -80,7 +80,7 @@ def _insert_user(conn: DbConnection, name: str, role: str) -> tuple[User, str]:
         cursor = conn.execute(
             "INSERT INTO users(name, role, created_at) VALUES (?, ?, ?) RETURNING id", (name, role, now)
         )
-    except sqlite3.IntegrityError as error:
+    except IntegrityViolation as error:
         raise DuplicateUserError(f"user {name!r} already exists") from error
     user_id = inserted_id(cursor)
     conn.execute(

@@ -9,7 +9,7 @@ runs as the `postgres` OS user and its directory is owned by it.
 
 A test gets a database of its own cheaply: a template database is prepared once per session
 (`PgCluster.template(name, prepare)`, e.g. migrated), and each test copies it with
-`CREATE DATABASE t_<n> TEMPLATE …` (a file copy, milliseconds), dropped after the test.
+`CREATE DATABASE t_<n> TEMPLATE …` (a file copy), dropped after the test.
 
 Without the binaries the tests skip, or fail under `CI=true` or `PG_REQUIRED=1`.
 """
@@ -288,7 +288,7 @@ def pg_url(pg_cluster: PgCluster) -> Iterator[str]:
 
 # --------------------------------------------------------------------------- both backends
 
-BACKENDS = ("sqlite", "postgres")
+BACKENDS = ("sqlite", "postgresql")  # the engines' `Store.dialect`
 
 
 @pytest.fixture(params=BACKENDS)
@@ -306,6 +306,19 @@ def store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Itera
         yield database
         return
     pg = PgDatabase(request.getfixturevalue("pg_url"), pool_size=8)
+    try:
+        yield pg
+    finally:
+        pg.close()
+
+
+@pytest.fixture
+def blank_store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
+    """A blank database (no migration applied yet) of this test's own, on `backend`."""
+    if backend == "sqlite":
+        yield Database(tmp_path / "blank.db")
+        return
+    pg = PgDatabase(request.getfixturevalue("pg_empty_url"), pool_size=4)
     try:
         yield pg
     finally:

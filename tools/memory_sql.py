@@ -8,27 +8,27 @@ back at most `max_rows` rows within a byte budget, cells already cut to size.
 
 An UPDATE comes back as the list of changes it would make (at most `max_update_rows`, else it
 is refused); this module applies them in one short write transaction, checking that each
-memory still holds the values the statement saw. So the write lock is held for a few
-milliseconds whatever the statement's WHERE costs, and nothing is written unless the whole
-statement succeeded.
+memory still holds the values the statement saw. So the write lock is held only for the
+writes themselves whatever the statement's WHERE costs, and nothing is written unless the
+whole statement succeeded.
 
 On PostgreSQL (`DATABASE_URL=postgresql://…`) the same rule is PostgreSQL's to enforce: the
-statement runs as a restricted login role over per-user views (`tools/memory_sql_pg.py`,
-`storage/pg_memory_sql.py`), and an UPDATE's changes come back the same way and are written by
-`apply_changes` here. `engine_for` is the one place that picks the path.
+statement runs as a restricted login role over per-user views (`storage/pg_memory_run.py`,
+`storage/pg_confinement.py`), and an UPDATE's changes come back the same way and are written by
+`apply_changes` here. Which engine runs it is the store's (`Store.backend.run_memory_sql`),
+chosen when the store was opened.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from dataclasses import replace
+from typing import Any, Literal
 
 from pydantic import Field
 
-from bounded.pool import WorkerPool, pool_or_own
-from bounded.sql import run_memory
-from bounded.sql_values import Change, MemoryAnswer, MemoryJob, SqlError
+from bounded.pool import WorkerPool
+from bounded.sql_values import Change, MemoryAnswer, SqlError
 from foundation.cancellation import NEVER, CancelToken
 from storage.connection import DbConnection, Dialect, Store
 from storage.db import transaction, utc_now
@@ -90,38 +90,6 @@ def _render_cell(value: Any) -> str:
     return text if len(text) <= RENDERED_CELL_CHARS else text[: RENDERED_CELL_CHARS - 1] + "…"
 
 
-@dataclass(frozen=True)
-class MemorySqlLimits:
-    """SPEC 6a's bounds of one statement, the same on every engine."""
-
-    deadline_s: float = 1.0
-    max_rows: int = 200
-    max_update_rows: int = 50
-
-
-class MemorySqlEngine(Protocol):
-    """Where the model's statement runs: the one seam between the SQLite and PostgreSQL paths.
-
-    `run` returns the tool's output or raises ToolFailure, with the same codes and wording on
-    both (see `run_memory_sql`); an UPDATE is written (or refused) before it returns.
-    """
-
-    def run(self, user_id: int, sql: str, limits: MemorySqlLimits, cancel: CancelToken) -> MemorySqlOutput: ...
-
-
-def engine_for(database: Store, pool: WorkerPool | None, conn: DbConnection | None) -> MemorySqlEngine:
-    """PostgreSQL's restricted role for a PostgreSQL store (psycopg imported only then), else a
-    SQLite worker of `pool` (or a one-off one)."""
-    if database.dialect == "postgresql":
-        from storage.pg import PgDatabase
-        from tools.memory_sql_pg import PgMemorySql
-
-        if not isinstance(database, PgDatabase):
-            raise TypeError(f"a PostgreSQL store must be a PgDatabase, got {type(database).__name__}")
-        return PgMemorySql(database, conn)
-    return SqliteMemorySql(database, pool, conn)
-
-
 def run_memory_sql(
     database: Store,
     user_id: int,
@@ -134,7 +102,8 @@ def run_memory_sql(
     conn: DbConnection | None = None,
     cancel: CancelToken = NEVER,
 ) -> MemorySqlOutput:
-    """Run one model-written statement against this user's views (`engine_for(database)`).
+    """Run one model-written statement against this user's views, on the store's engine;
+    an UPDATE is written (or refused) before it returns.
 
     Raises ToolFailure: VALIDATION_FAILED (syntax, several statements, bad values, values or
     results too large), PERMISSION_DENIED (anything outside the allow-list, and an UPDATE
@@ -143,44 +112,29 @@ def run_memory_sql(
     """
     if not isinstance(user_id, int) or isinstance(user_id, bool):
         raise TypeError(f"user_id must be an int, got {type(user_id).__name__}")  # it is formatted into SQL
-    limits = MemorySqlLimits(deadline_s=deadline_s, max_rows=max_rows, max_update_rows=max_update_rows)
-    return engine_for(database, pool, conn).run(user_id, sql, limits, cancel)
+    answer = database.backend.run_memory_sql(
+        user_id,
+        sql,
+        deadline_s=deadline_s,
+        max_rows=max_rows,
+        max_update_rows=max_update_rows,
+        pool=pool,
+        cancel=cancel,
+    )
+    if isinstance(answer, SqlError):
+        raise failure_of(answer)
+    if answer.kind == "update":
+        if conn is None:
+            with database.connection() as own_conn:
+                apply_changes(own_conn, user_id, answer.changes)
+        else:
+            apply_changes(conn, user_id, answer.changes)
+    return _output(answer)
 
 
 def failure_of(error: SqlError) -> ToolFailure:
     """The tool failure the model sees for an engine's `SqlError`."""
     return ToolFailure(_CODES.get(error.code, ErrorCode.INTERNAL_ERROR), error.message)
-
-
-class SqliteMemorySql:
-    """SQLite: the statement runs in a SQL worker of `pool` (a one-off worker without one, for
-    the CLI and tests); an UPDATE's changes are written on `conn` (or a connection of its own)."""
-
-    def __init__(self, database: Store, pool: WorkerPool | None, conn: DbConnection | None) -> None:
-        self.database = database
-        self.pool = pool
-        self.conn = conn
-
-    def run(self, user_id: int, sql: str, limits: MemorySqlLimits, cancel: CancelToken) -> MemorySqlOutput:
-        job = MemoryJob(
-            database_path=self.database.path,
-            user_id=user_id,
-            sql=sql,
-            deadline_s=limits.deadline_s,
-            max_rows=limits.max_rows,
-            max_update_rows=limits.max_update_rows,
-        )
-        with pool_or_own(self.pool) as used:
-            answer = run_memory(used, job, cancel)
-        if isinstance(answer, SqlError):
-            raise failure_of(answer)
-        if answer.kind == "update":
-            if self.conn is None:
-                with self.database.connection() as own_conn:
-                    apply_changes(own_conn, user_id, answer.changes)
-            else:
-                apply_changes(self.conn, user_id, answer.changes)
-        return _output(answer)
 
 
 def apply_changes(conn: DbConnection, user_id: int, changes: list[Change]) -> None:

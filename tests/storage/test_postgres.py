@@ -1,41 +1,35 @@
 """PostgreSQL as the database (DATABASE_URL=postgresql://…): what only PostgreSQL can show.
 
-The behaviour both backends share is tested once, on both (the `store` / `backend_settings`
-fixtures of tests/pg_support.py in test_storage.py, test_memory_tools.py and
-test_pipeline_purity.py). Here: the migration history and schema match SQLite's, concurrent
-first starts migrate once, the `?` translation leaves literals alone, PostgreSQL's errors reach
-the app's handlers as storage faults or integrity errors, a broken connection is replaced,
-`/health` on a server that is down, the settings, the CLI, and a real server process whose
-turns are stored in PostgreSQL (read back from outside with psql).
+The behaviour both backends share is tested once, on both (the `store`, `blank_store` and
+`backend_settings` fixtures of tests/pg_support.py in test_storage.py, test_migrations.py,
+test_memory_tools.py and test_pipeline_purity.py). Here: the `?` translation leaves literals
+alone, a broken connection is a storage fault and is replaced, `/health` on a server that is
+down, the settings, the CLI, and a real server process whose turns are stored in PostgreSQL
+(read back from outside with psql).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import hypothesis
 import psycopg
 import pytest
 import requests
-from hypothesis import strategies as st
 
 from config.settings import ConfigError, load_settings
-from storage.db import Database, storage_fault
+from storage.db import Database
+from storage.errors import StorageUnavailable, storage_fault
 from storage.health import probe_database
 from storage.messages import add_message, recent_messages
-from storage.migrations import MIGRATIONS
-from storage.pg import PgDatabase, PgRow
-from storage.pg_migrations import PG_MIGRATIONS, SHARED_MIGRATIONS
+from storage.pg import PgDatabase
 from storage.pg_sql import pg_sql
-from storage.search import search_user_history
 from storage.sessions import create_session
-from storage.users import DuplicateUserError, create_user, user_for_token
+from storage.users import create_user, user_for_token
 from tests.pg_support import PgCluster
 from tests.process_support import ROOT, clean_env, free_port, run_app, stop_process, wait_until_serving
 
@@ -45,104 +39,6 @@ def pg(pg_url: str) -> Any:
     database = PgDatabase(pg_url, pool_size=4)
     yield database
     database.close()
-
-
-# --------------------------------------------------------------------------- migrations
-
-
-def test_the_migration_history_has_the_same_names_in_the_same_order() -> None:
-    assert [m.__name__ for m in SHARED_MIGRATIONS] == [m.__name__ for m in MIGRATIONS]
-    assert PG_MIGRATIONS[: len(SHARED_MIGRATIONS)] == SHARED_MIGRATIONS
-
-
-def test_a_blank_database_records_every_step_in_migrations(pg_empty_url: str) -> None:
-    database = PgDatabase(pg_empty_url, pool_size=2)
-    try:
-        assert database.migrate() == [m.__name__ for m in PG_MIGRATIONS]
-        assert database.migrate() == []  # twice: nothing left to do
-        with database.connection() as conn:
-            rows = conn.execute("SELECT name, applied_at FROM _migrations ORDER BY applied_at, name").fetchall()
-    finally:
-        database.close()
-    assert sorted(row["name"] for row in rows) == sorted(m.__name__ for m in PG_MIGRATIONS)
-    assert all(len(row["applied_at"]) == 24 and row["applied_at"].endswith("Z") for row in rows)
-
-
-def sqlite_columns(tmp_path: Path) -> dict[str, list[str]]:
-    database = Database(tmp_path / "schema.db")
-    database.migrate()
-    with database.connection() as conn:
-        tables = [
-            row[0]
-            for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '%fts%'")
-            if not row[0].startswith("sqlite_")
-        ]
-        return {table: [row["name"] for row in conn.execute(f"PRAGMA table_info({table})")] for table in tables}
-
-
-def test_every_table_has_the_same_columns_as_on_sqlite(tmp_path: Path, pg: PgDatabase) -> None:
-    """Same tables, same columns in the same order; PostgreSQL adds only `rowid` (SQLite's
-    implicit one, made explicit) and the generated `search_vector`."""
-    expected = sqlite_columns(tmp_path)
-    with pg.connection() as conn:
-        found: dict[str, list[str]] = {}
-        for row in conn.execute(
-            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public'"
-            " ORDER BY table_name, ordinal_position"
-        ):
-            if row["column_name"] not in ("rowid", "search_vector"):
-                found.setdefault(row["table_name"], []).append(row["column_name"])
-    assert found == expected
-
-
-RACING_MIGRATOR = """
-import os, sys, time
-sys.path.insert(0, os.getcwd())
-from storage.pg import PgDatabase
-start = float(sys.argv[2])
-while time.time() < start:
-    pass
-database = PgDatabase(sys.argv[1], pool_size=1)
-print(",".join(database.migrate()))
-database.close()
-"""
-
-
-def test_processes_starting_at_once_on_a_new_database_migrate_it_once(pg_empty_url: str) -> None:
-    start = f"{time.time() + 1.5:.3f}"
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", RACING_MIGRATOR, pg_empty_url, start],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(4)
-    ]
-    outputs = [process.communicate(timeout=60) for process in processes]
-    assert [(p.returncode, err[-300:]) for p, (_, err) in zip(processes, outputs, strict=True)] == [(0, "")] * 4
-    applied = [name for out, _ in outputs for name in out.strip().split(",") if name]
-    assert sorted(applied) == sorted(m.__name__ for m in PG_MIGRATIONS)  # each exactly once
-
-
-def test_a_failing_migration_leaves_nothing_behind(pg_empty_url: str) -> None:
-    """PostgreSQL's DDL is transactional: a step that fails half-way is not half-applied."""
-    from storage.pg_migrations import m001_initial
-
-    def m002_broken(conn: Any) -> None:
-        conn.script("CREATE TABLE half_done (id INTEGER PRIMARY KEY); ALTER TABLE users ADD COLUMN nickname TEXT;")
-        raise RuntimeError("boom")
-
-    database = PgDatabase(pg_empty_url, pool_size=2)
-    try:
-        with pytest.raises(RuntimeError, match="boom"):
-            database.migrate((m001_initial, m002_broken))
-        with database.connection() as conn:
-            assert conn.execute("SELECT to_regclass('half_done')").fetchone()[0] is None
-            assert [r[0] for r in conn.execute("SELECT name FROM _migrations")] == ["m001_initial"]
-    finally:
-        database.close()
 
 
 # --------------------------------------------------------------------------- the adapter
@@ -168,46 +64,6 @@ def test_placeholders_are_translated_outside_literals_only(sql: str, expected: s
     assert pg_sql(sql) == expected
 
 
-def test_values_with_quotes_question_marks_and_percents_round_trip(pg: PgDatabase) -> None:
-    conn = pg.thread_connection()
-    user, _ = create_user(conn, "o'brien?%s")
-    session = create_session(conn, user.id, "it's 100% ?")
-    text = "'; DROP TABLE users; -- ? %s %(x)s $1 \\ \x01 é"
-    stored = add_message(conn, session_id=session.id, user_id=user.id, role="user", content=text)
-    assert recent_messages(conn, session.id, 5)[0] == stored
-    assert stored.content == text
-
-
-def test_rows_read_by_name_and_index_like_sqlite_rows(pg: PgDatabase) -> None:
-    row = pg.thread_connection().execute("SELECT 1 AS one, 'two' AS two").fetchone()
-    assert isinstance(row, PgRow)
-    assert (row[0], row["one"], row[1], row["two"], tuple(row), dict(row)) == (
-        1,
-        1,
-        "two",
-        "two",
-        (1, "two"),
-        {"one": 1, "two": "two"},
-    )
-
-
-def test_a_duplicate_is_an_integrity_error_and_the_transaction_is_rolled_back(pg: PgDatabase) -> None:
-    conn = pg.thread_connection()
-    create_user(conn, "carol")
-    with pytest.raises(DuplicateUserError):
-        create_user(conn, "carol")
-    assert not conn.in_transaction
-    with pytest.raises(sqlite3.IntegrityError):
-        add_message(conn, session_id="missing", user_id=999, role="user", content="x")
-    assert conn.execute("SELECT count(*) FROM users").fetchone()[0] == 1
-
-
-def test_a_bad_statement_is_a_bug_not_a_storage_fault(pg: PgDatabase) -> None:
-    with pytest.raises(sqlite3.OperationalError) as raised:
-        pg.thread_connection().execute("SELECT no_such_column FROM users")
-    assert not storage_fault(raised.value)
-
-
 def test_a_connection_the_server_dropped_is_a_storage_fault_and_is_replaced(
     pg: PgDatabase, pg_cluster: PgCluster
 ) -> None:
@@ -215,58 +71,11 @@ def test_a_connection_the_server_dropped_is_a_storage_fault_and_is_replaced(
     pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
     with pg_cluster.admin() as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    with pytest.raises(sqlite3.OperationalError) as raised:
+    with pytest.raises(StorageUnavailable) as raised:
         conn.execute("SELECT 1")
     assert storage_fault(raised.value)  # the app answers 503, not 500
     fresh = pg.thread_connection()  # the thread's next statement runs on a new server connection
     assert fresh.execute("SELECT pg_backend_pid()").fetchone()[0] != pid
-
-
-def test_a_pooled_connection_cannot_be_used_after_its_block(pg: PgDatabase) -> None:
-    with pg.connection() as conn:
-        conn.execute("SELECT 1")
-    with pytest.raises(sqlite3.ProgrammingError):
-        conn.execute("SELECT 1")
-
-
-def test_each_thread_gets_its_own_connection(pg: PgDatabase) -> None:
-    import threading
-
-    seen: list[object] = []
-    thread = threading.Thread(target=lambda: seen.append(pg.thread_connection()))
-    thread.start()
-    thread.join()
-    assert seen[0] is not pg.thread_connection()
-    assert pg.thread_connection() is pg.thread_connection()
-
-
-# --------------------------------------------------------------------------- search
-
-
-@pytest.mark.parametrize(
-    "query",
-    ["mars & !rover", "mars:* | (rover", "'quoted' \"double\"", "a <-> b", "\\", "%s %(x)s", "ünïcödé", "  "],
-)
-def test_nothing_a_user_types_is_read_as_tsquery_syntax(pg: PgDatabase, query: str) -> None:
-    conn = pg.thread_connection()
-    alice, _ = create_user(conn, "alice")
-    session = create_session(conn, alice.id)
-    add_message(conn, session_id=session.id, user_id=alice.id, role="user", content="the mars rover b")
-    hits = search_user_history(conn, alice.id, query)
-    assert all(hit.source == "message" for hit in hits)
-
-
-def test_search_is_scoped_to_the_user_and_ranked_like_sqlite(pg: PgDatabase) -> None:
-    conn = pg.thread_connection()
-    alice, bob = create_user(conn, "alice")[0].id, create_user(conn, "bob")[0].id
-    mine, theirs = create_session(conn, alice), create_session(conn, bob)
-    one = add_message(conn, session_id=mine.id, user_id=alice, role="user", content="a rover on mars").id
-    add_message(conn, session_id=mine.id, user_id=alice, role="user", content="just a rover")
-    add_message(conn, session_id=theirs.id, user_id=bob, role="user", content="bob's rover on mars")
-    hits = search_user_history(conn, alice, "Mars rover")
-    assert [hit.id for hit in hits][0] == one and len(hits) == 2  # more terms first; never bob's
-    assert hits[0].snippet == "a **rover** on **mars**"
-    assert hits[0].score < hits[1].score < 0
 
 
 # --------------------------------------------------------------------------- health, settings, CLI
@@ -280,13 +89,6 @@ def test_health_reports_a_database_server_that_is_down() -> None:
     finally:
         database.close()
     assert health.state == "unavailable" and not health.ok and health.free_bytes is None
-
-
-def test_health_writes_on_postgresql(pg: PgDatabase) -> None:
-    health = probe_database(pg)
-    assert health.ok, health.detail
-    with pg.connection() as conn:
-        assert conn.execute("SELECT to_regclass('_health_probe')").fetchone()[0] is None  # rolled back
 
 
 @pytest.mark.parametrize(
@@ -460,54 +262,6 @@ def test_turns_waiting_on_their_model_hold_no_server_connection(pg_url: str, mak
         fake_llm.released.set()
 
 
-def test_activities_problems_and_submissions_round_trip_on_both_backends(store: Any) -> None:
-    from storage.problems import (
-        activity_problems,
-        add_problem,
-        add_submission,
-        create_activity,
-        get_problem,
-        list_activities,
-        set_activity_status,
-    )
-
-    with store.connection() as conn:
-        alice = create_user(conn, "alice")[0].id
-        session = create_session(conn, alice)
-        first = create_activity(
-            conn, user_id=alice, session_id=session.id, topic="loops", language="python", difficulty="easy", count=2
-        )
-        second = create_activity(
-            conn, user_id=alice, session_id=session.id, topic="maps", language="python", difficulty="easy", count=1
-        )
-        set_activity_status(conn, first.id, "ready")
-        problem = add_problem(
-            conn,
-            user_id=alice,
-            activity_id=first.id,
-            language="python",
-            difficulty="easy",
-            title="Sum",
-            statement="Add 100% of it",
-            starter_files={"main.py": "x = '?'\n"},
-            reference_files={"main.py": "print(1)\n"},
-            tests=[{"name": "t", "stdin": "", "expected": "1\n"}],
-        )
-        submission = add_submission(
-            conn,
-            user_id=alice,
-            problem_id=problem.id,
-            language="python",
-            files={"main.py": "print(1)\n"},
-            verdict={"status": "passed"},
-        )
-        assert submission.id > 0
-        assert [a.id for a in list_activities(conn, alice)] == [second.id, first.id]  # newest first, rowid on ties
-        assert get_problem(conn, alice, problem.id) == problem
-        assert activity_problems(conn, alice, first.id) == [problem]
-        assert get_problem(conn, alice + 1, problem.id) is None
-
-
 def test_a_sqlite_database_url_names_the_file_used(tmp_path: Path, base_settings: dict[str, Any]) -> None:
     """`DATABASE_URL=sqlite:///PATH` wins over DATABASE_PATH (and the file is made owner-only)."""
     other = tmp_path / "elsewhere" / "chosen.db"
@@ -517,58 +271,6 @@ def test_a_sqlite_database_url_names_the_file_used(tmp_path: Path, base_settings
     assert other.stat().st_mode & 0o077 == 0  # readable by the server's user only
     with Database(other).connection() as conn:
         assert conn.execute("SELECT name FROM users").fetchall()[0][0] == "alice"
-
-
-def test_write_transactions_do_not_interleave_on_either_backend(store: Any) -> None:
-    """A profile write reads the JSON, changes it and writes it back in one `transaction()`:
-    on PostgreSQL, as on SQLite, two such transactions never interleave (no lost update)."""
-    import threading
-
-    from storage.profile import get_profile, set_field
-
-    with store.connection() as conn:
-        alice = create_user(conn, "alice")[0].id
-    errors: list[BaseException] = []
-    start = threading.Barrier(6)
-
-    def writer(n: int) -> None:
-        try:
-            with store.connection() as own:
-                start.wait()
-                for i in range(8):
-                    set_field(own, alice, f"f{n}_{i}", i, source="api")
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
-    with store.connection() as conn:
-        assert len(get_profile(conn, alice)) == 48
-
-
-@pytest.fixture
-def searched(pg: PgDatabase) -> tuple[Any, int]:
-    conn = pg.thread_connection()
-    alice = create_user(conn, "alice")[0].id
-    session = create_session(conn, alice)
-    for text in ("the quick brown fox", "Café Zürich at noon", "100% sure: a & b | !c"):
-        add_message(conn, session_id=session.id, user_id=alice, role="user", content=text)
-    return conn, alice
-
-
-@hypothesis.settings(
-    max_examples=150, deadline=None, suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture]
-)
-@hypothesis.given(st.text(max_size=120))
-def test_search_never_fails_on_any_text_on_postgresql(searched: tuple[Any, int], query: str) -> None:
-    conn, alice = searched
-    hits = search_user_history(conn, alice, query)
-    assert all(hit.snippet and hit.score <= 0 for hit in hits)
-    assert not conn.in_transaction
 
 
 def test_a_nul_in_a_message_is_stored_as_a_replacement_not_refused(pg: PgDatabase) -> None:

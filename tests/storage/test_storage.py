@@ -1,24 +1,40 @@
-"""The database layer: migrations, connection settings, messages, sessions, users, concurrency."""
+"""The database layer, on both engines: connections, errors, messages, sessions, users,
+concurrency (the migrations: test_migrations.py; what only PostgreSQL shows: test_postgres.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import hypothesis
+import psycopg
 import pytest
+from hypothesis import strategies as st
 
-from storage.connection import Store, dialect_of
-from storage.db import BUSY_TIMEOUT_MS, Database, storage_fault, transaction, utc_now, utc_text
+from storage.connection import DbConnection, Store
+from storage.db import BUSY_TIMEOUT_MS, Database, transaction, utc_now, utc_text
+from storage.db import translated as sqlite_translated
+from storage.errors import (
+    IntegrityViolation,
+    StorageError,
+    StorageFull,
+    StorageLocked,
+    StorageReadOnly,
+    StorageUnavailable,
+    storage_fault,
+)
+from storage.health import probe_database
 from storage.messages import add_message, recent_messages
-from storage.migrations import MIGRATIONS, execute_script, m001_initial
+from storage.migrations import execute_script
+from storage.pg_connection import PgRow
+from storage.pg_errors import translated as pg_translated
+from storage.search import search_user_history
 from storage.sessions import create_session, delete_session, get_session, list_sessions, rename_session
 from storage.users import DuplicateUserError, create_user, hash_token, user_for_token
 from testing.disk_faults import database_files, read_only, require_fault_support
@@ -47,109 +63,7 @@ def schema(conn: sqlite3.Connection) -> list[tuple[str, str, str | None]]:
     return [tuple(row) for row in conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")]
 
 
-# --------------------------------------------------------------------------- migrations
-
-EXPECTED_COLUMNS = {
-    "users": ["id", "name", "role", "profile", "created_at"],
-    "api_tokens": ["id", "user_id", "token_hash", "created_at"],
-    "sessions": ["id", "user_id", "name", "created_at", "updated_at"],
-    "chat_messages": ["id", "session_id", "user_id", "role", "content", "meta", "created_at"],
-    "user_memories": ["id", "user_id", "content", "importance", "created_at", "updated_at"],
-    "_migrations": ["name", "applied_at"],
-}
-
-
-def test_blank_database_gets_every_table_and_column(tmp_path: Path) -> None:
-    database = Database(tmp_path / "blank.db")
-    applied = database.migrate()
-    assert applied == [migration.__name__ for migration in MIGRATIONS]
-    with database.connection() as conn:
-        for table, expected in EXPECTED_COLUMNS.items():
-            assert columns(conn, table) == expected, table
-        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-        assert {"chat_messages_fts", "user_memories_fts"} <= names
-        assert {"messages_by_session", "messages_by_user", "memories_by_user", "sessions_by_user"} <= names
-        recorded = [row[0] for row in conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
-        assert recorded == applied
-        for (applied_at,) in conn.execute("SELECT applied_at FROM _migrations"):
-            assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", applied_at)
-
-
-def test_migrating_twice_is_a_no_op(tmp_path: Path) -> None:
-    database = Database(tmp_path / "twice.db")
-    database.migrate()
-    with database.connection() as conn:
-        before = schema(conn)
-        recorded = conn.execute("SELECT name, applied_at FROM _migrations ORDER BY name").fetchall()
-    assert database.migrate() == []
-    with database.connection() as conn:
-        assert schema(conn) == before
-        assert conn.execute("SELECT name, applied_at FROM _migrations ORDER BY name").fetchall() == recorded
-
-
-RACING_MIGRATOR = """
-import os, sys, time
-sys.path.insert(0, os.getcwd())
-from storage.db import Database
-start = float(sys.argv[2])
-while time.time() < start:  # every process leaves this line within a millisecond of the others
-    pass
-print(",".join(Database(sys.argv[1]).migrate()))
-"""
-
-
-@pytest.mark.parametrize("trial", range(3))
-def test_processes_starting_at_once_on_a_fresh_file_migrate_it_once(tmp_path: Path, trial: int) -> None:
-    """Real processes, released at the same instant on one fresh file: before the runner
-    re-read `_migrations` under the write lock, about one in five died with "table ...
-    already exists" (11 of 60 processes over 10 such starts)."""
-    path = tmp_path / f"race{trial}.db"
-    start = f"{time.time() + 1.5:.3f}"  # after the interpreters have started
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", RACING_MIGRATOR, str(path), start],
-            cwd=Path(__file__).parents[2],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(6)
-    ]
-    outputs = [process.communicate(timeout=60) for process in processes]
-    assert [(process.returncode, err[-300:]) for process, (_, err) in zip(processes, outputs, strict=True)] == [
-        (0, "")
-    ] * 6
-    applied = [name for out, _ in outputs for name in out.strip().split(",") if name]
-    assert sorted(applied) == sorted(migration.__name__ for migration in MIGRATIONS)  # each applied exactly once
-    with Database(path).connection() as conn:
-        assert [row[0] for row in conn.execute("SELECT name FROM _migrations ORDER BY rowid")] == [
-            migration.__name__ for migration in MIGRATIONS
-        ]
-        for table, expected in EXPECTED_COLUMNS.items():
-            assert columns(conn, table) == expected, table
-
-
-def test_failing_migration_rolls_back(tmp_path: Path) -> None:
-    def m002_broken(conn: sqlite3.Connection) -> None:
-        execute_script(conn, "CREATE TABLE half_done (id INTEGER PRIMARY KEY);\nINSERT INTO half_done VALUES (1);")
-        conn.execute("ALTER TABLE users ADD COLUMN nickname TEXT")
-        raise RuntimeError("boom")
-
-    database = Database(tmp_path / "broken.db")
-    with pytest.raises(RuntimeError, match="boom"):
-        database.migrate((m001_initial, m002_broken))
-    with database.connection() as conn:
-        assert not conn.in_transaction
-        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-        assert "half_done" not in names
-        assert "nickname" not in columns(conn, "users")
-        assert [row[0] for row in conn.execute("SELECT name FROM _migrations")] == ["m001_initial"]
-
-    def m002_fixed(conn: sqlite3.Connection) -> None:
-        conn.execute("CREATE TABLE half_done (id INTEGER PRIMARY KEY)")
-
-    m002_fixed.__name__ = "m002_broken"
-    assert database.migrate((m001_initial, m002_fixed)) == ["m002_broken"]
+# --------------------------------------------------------------------------- migrations (tests/storage/test_migrations.py)
 
 
 @SQLITE_ONLY
@@ -178,9 +92,11 @@ def test_connection_settings(conn: sqlite3.Connection) -> None:
     assert isinstance(conn.execute("SELECT 1 AS one").fetchone(), sqlite3.Row)
 
 
-def test_foreign_keys_are_enforced(conn: sqlite3.Connection) -> None:
-    with pytest.raises(sqlite3.IntegrityError):
+def test_foreign_keys_are_enforced(conn: DbConnection) -> None:
+    with pytest.raises(IntegrityViolation):
         add_message(conn, session_id="missing", user_id=999, role="user", content="x")
+    assert not conn.in_transaction
+    assert conn.execute("SELECT count(*) FROM chat_messages").fetchone()[0] == 0
 
 
 def test_each_connection_is_new(database: Database) -> None:
@@ -206,14 +122,32 @@ def test_connection_cannot_cross_threads(conn: sqlite3.Connection) -> None:
     thread.start()
     thread.join()
     assert len(errors) == 1
-    assert isinstance(errors[0], sqlite3.ProgrammingError)
+    assert isinstance(errors[0], StorageError) and isinstance(errors[0].__cause__, sqlite3.ProgrammingError)
 
 
 def test_connection_context_manager_closes(database: Database) -> None:
+    """A connection of a `with` block (PostgreSQL: a pooled one, handed back) is not usable after it."""
     with database.connection() as conn:
         conn.execute("SELECT 1")
-    with pytest.raises(sqlite3.ProgrammingError):
+    with pytest.raises(StorageError) as raised:
         conn.execute("SELECT 1")
+    assert not storage_fault(raised.value)  # a bug of the caller, not the database's refusal
+
+
+def test_each_thread_gets_its_own_connection(database: Store) -> None:
+    seen: list[object] = []
+    thread = threading.Thread(target=lambda: seen.append(database.thread_connection()))
+    thread.start()
+    thread.join()
+    assert seen[0] is not database.thread_connection()
+    assert database.thread_connection() is database.thread_connection()
+
+
+def test_a_bad_statement_is_a_bug_not_a_storage_fault(conn: DbConnection) -> None:
+    with pytest.raises(StorageError) as raised:
+        conn.execute("SELECT no_such_column FROM users")
+    assert not storage_fault(raised.value)
+    assert conn.execute("SELECT 1").fetchone()[0] == 1  # the connection is still good
 
 
 @SQLITE_ONLY
@@ -223,9 +157,9 @@ def test_a_connection_opened_while_the_file_was_read_only_is_replaced_once_it_is
     require_fault_support()
     with read_only(database_files(Path(database.path))):
         conn = database.thread_connection()
-        with pytest.raises(sqlite3.OperationalError, match="readonly") as refused:
+        with pytest.raises(StorageReadOnly, match="readonly") as refused:
             create_user(conn, "during")
-        assert refused.value.sqlite_errorname.startswith("SQLITE_READONLY")
+        assert refused.value.code.startswith("SQLITE_READONLY") and storage_fault(refused.value)
         assert database.thread_connection() is conn  # still read-only: kept, reads work
         assert conn.execute("SELECT count(*) FROM users").fetchone()[0] == 0
     fresh = database.thread_connection()
@@ -242,27 +176,55 @@ def test_a_connection_whose_write_was_refused_is_replaced_even_if_it_looked_writ
         stuck = database.connect()  # opened read-only, as a thread would meanwhile
     stuck.opened_read_only = False  # as if the open had raced with the fault: only the refusal tells
     assert not stuck.stale(database.path)
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(StorageReadOnly):
         stuck.execute("INSERT INTO users(name, created_at) VALUES ('x', 'now')")
     assert stuck.stale(database.path) and not conn.stale(database.path)
     stuck.close()
 
 
-@pytest.mark.parametrize(
-    ("name", "fault"),
-    [
-        ("SQLITE_READONLY", True),
-        ("SQLITE_FULL", True),
-        ("SQLITE_BUSY", True),
-        ("SQLITE_IOERR_WRITE", True),
-        ("SQLITE_ERROR", False),
-        ("", False),
-    ],
-)
-def test_storage_faults_are_told_from_bugs(name: str, fault: bool) -> None:
-    error = sqlite3.OperationalError("x")
+def _sqlite_error(name: str) -> StorageError:
+    error = sqlite3.IntegrityError("x") if name.startswith("SQLITE_CONSTRAINT") else sqlite3.OperationalError("x")
     error.sqlite_errorname = name  # type: ignore[attr-defined]
-    assert storage_fault(error) is fault
+    return sqlite_translated(error)
+
+
+def _pg_error(sqlstate: str) -> StorageError:
+    cls = psycopg.errors.lookup(sqlstate) if sqlstate else psycopg.OperationalError
+    return pg_translated(cls("x"))
+
+
+# each engine's error names -> the one class both raise (a StorageFault is a 503; the rest are bugs)
+ERRORS = [
+    ("sqlite", "SQLITE_READONLY", StorageReadOnly),
+    ("sqlite", "SQLITE_READONLY_DBMOVED", StorageReadOnly),
+    ("sqlite", "SQLITE_FULL", StorageFull),
+    ("sqlite", "SQLITE_BUSY", StorageLocked),
+    ("sqlite", "SQLITE_LOCKED", StorageLocked),
+    ("sqlite", "SQLITE_IOERR_WRITE", StorageUnavailable),
+    ("sqlite", "SQLITE_CANTOPEN", StorageUnavailable),
+    ("sqlite", "SQLITE_CONSTRAINT_UNIQUE", IntegrityViolation),
+    ("sqlite", "SQLITE_ERROR", StorageError),
+    ("sqlite", "", StorageError),
+    ("postgresql", "25006", StorageReadOnly),  # read-only transaction (a standby)
+    ("postgresql", "53100", StorageFull),  # disk full
+    ("postgresql", "53300", StorageFull),  # too many connections
+    ("postgresql", "55P03", StorageLocked),  # lock_timeout
+    ("postgresql", "40P01", StorageLocked),  # deadlock
+    ("postgresql", "08006", StorageUnavailable),  # connection failure
+    ("postgresql", "57P01", StorageUnavailable),  # admin shutdown
+    ("postgresql", "", StorageUnavailable),  # the client lost the connection (no SQLSTATE)
+    ("postgresql", "23505", IntegrityViolation),  # unique violation
+    ("postgresql", "42703", StorageError),  # undefined column: a bug
+    ("postgresql", "57014", StorageError),  # statement_timeout: the statement's, not the server's
+]
+
+
+@pytest.mark.parametrize(("engine", "name", "expected"), ERRORS)
+def test_storage_faults_are_told_from_bugs(engine: str, name: str, expected: type[StorageError]) -> None:
+    error = _sqlite_error(name) if engine == "sqlite" else _pg_error(name)
+    assert type(error) is expected and error.code == name
+    assert storage_fault(error) is (expected not in (StorageError, IntegrityViolation))
+    assert not isinstance(error, sqlite3.Error | psycopg.Error) and error.__cause__ is not None
 
 
 # --------------------------------------------------------------------------- timestamps
@@ -410,16 +372,18 @@ def test_new_session_has_default_name(conn: sqlite3.Connection, alice: int) -> N
     assert session.created_at == session.updated_at
 
 
-def fts_ids(conn: sqlite3.Connection, word: str) -> list[int]:
-    """Ids of the messages the full-text index finds `word` in (FTS5 table, or tsvector column)."""
-    if dialect_of(conn) == "postgresql":
-        found = "SELECT id FROM chat_messages WHERE search_vector @@ plainto_tsquery('app_search', ?)"
-    else:
-        found = "SELECT rowid FROM chat_messages_fts WHERE chat_messages_fts MATCH ?"
-    return sorted(row[0] for row in conn.execute(found, (word,)))
+FTS_IDS = {  # the engine's own full-text index, read directly (FTS5 table, or tsvector column)
+    "sqlite": "SELECT rowid FROM chat_messages_fts WHERE chat_messages_fts MATCH ?",
+    "postgresql": "SELECT id FROM chat_messages WHERE search_vector @@ plainto_tsquery('app_search', ?)",
+}
 
 
-def test_deleting_a_session_cascades_to_messages_and_index(conn: sqlite3.Connection, alice: int) -> None:
+def fts_ids(database: Store, conn: DbConnection, word: str) -> list[int]:
+    """Ids of the messages the full-text index finds `word` in."""
+    return sorted(row[0] for row in conn.execute(FTS_IDS[database.dialect], (word,)))
+
+
+def test_deleting_a_session_cascades_to_messages_and_index(database: Store, conn: DbConnection, alice: int) -> None:
     doomed = create_session(conn, alice)
     kept = create_session(conn, alice)
     gone = [
@@ -427,23 +391,71 @@ def test_deleting_a_session_cascades_to_messages_and_index(conn: sqlite3.Connect
         for role in ("user", "web_search_tools", "assistant")
     ]
     stays = add_message(conn, session_id=kept.id, user_id=alice, role="user", content="zebra crossing").id
-    assert fts_ids(conn, "zebra") == sorted([*gone, stays])
+    assert fts_ids(database, conn, "zebra") == sorted([*gone, stays])
 
     assert delete_session(conn, alice, doomed.id)
     remaining = conn.execute("SELECT id FROM chat_messages").fetchall()
     assert [row[0] for row in remaining] == [stays]
-    assert fts_ids(conn, "zebra") == [stays]
-    assert fts_ids(conn, "stripes") == []
-    if dialect_of(conn) == "sqlite":
+    assert fts_ids(database, conn, "zebra") == [stays]
+    assert fts_ids(database, conn, "stripes") == []
+    if database.dialect == "sqlite":
         conn.execute("INSERT INTO chat_messages_fts(chat_messages_fts, rank) VALUES ('integrity-check', 1)")
 
 
-def test_updating_a_message_reindexes_it(conn: sqlite3.Connection, alice: int) -> None:
+def test_updating_a_message_reindexes_it(database: Store, conn: DbConnection, alice: int) -> None:
     session = create_session(conn, alice)
     message = add_message(conn, session_id=session.id, user_id=alice, role="user", content="old words")
     conn.execute("UPDATE chat_messages SET content = 'new text' WHERE id = ?", (message.id,))
-    assert fts_ids(conn, "old") == []
-    assert fts_ids(conn, "new") == [message.id]
+    assert fts_ids(database, conn, "old") == []
+    assert fts_ids(database, conn, "new") == [message.id]
+
+
+# --------------------------------------------------------------------------- search (the tool: tests/tools/test_memory_tools.py)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["mars & !rover", "mars:* | (rover", "'quoted' \"double\"", "a <-> b", "\\", "%s %(x)s", "ünïcödé", "  "],
+)
+def test_nothing_a_user_types_is_read_as_query_syntax(database: Store, conn: DbConnection, query: str) -> None:
+    """Neither FTS5's syntax nor tsquery's (`!`, `&`, `:*`, quotes, `<->`) is read in a user's words."""
+    alice, _ = create_user(conn, "alice")
+    session = create_session(conn, alice.id)
+    add_message(conn, session_id=session.id, user_id=alice.id, role="user", content="the mars rover b")
+    hits = search_user_history(database, conn, alice.id, query)
+    assert all(hit.source == "message" for hit in hits)
+
+
+def test_search_is_scoped_to_the_user_and_ranked_alike(database: Store, conn: DbConnection) -> None:
+    alice, bob = create_user(conn, "alice")[0].id, create_user(conn, "bob")[0].id
+    mine, theirs = create_session(conn, alice), create_session(conn, bob)
+    one = add_message(conn, session_id=mine.id, user_id=alice, role="user", content="a rover on mars").id
+    add_message(conn, session_id=mine.id, user_id=alice, role="user", content="just a rover")
+    add_message(conn, session_id=theirs.id, user_id=bob, role="user", content="bob's rover on mars")
+    hits = search_user_history(database, conn, alice, "Mars rover")
+    assert [hit.id for hit in hits][0] == one and len(hits) == 2  # more terms first; never bob's
+    assert hits[0].snippet == "a **rover** on **mars**"
+    assert hits[0].score < hits[1].score < 0
+
+
+@pytest.fixture
+def searched(database: Store, conn: DbConnection) -> tuple[Store, DbConnection, int]:
+    alice = create_user(conn, "alice")[0].id
+    session = create_session(conn, alice)
+    for text in ("the quick brown fox", "Café Zürich at noon", "100% sure: a & b | !c"):
+        add_message(conn, session_id=session.id, user_id=alice, role="user", content=text)
+    return database, conn, alice
+
+
+@hypothesis.settings(
+    max_examples=150, deadline=None, suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture]
+)
+@hypothesis.given(st.text(max_size=120))
+def test_search_never_fails_on_any_text(searched: tuple[Store, DbConnection, int], query: str) -> None:
+    database, conn, alice = searched
+    hits = search_user_history(database, conn, alice, query)
+    assert all(hit.snippet and hit.score <= 0 for hit in hits)
+    assert not conn.in_transaction
 
 
 # --------------------------------------------------------------------------- users
@@ -487,6 +499,30 @@ def test_duplicate_user_name(conn: sqlite3.Connection) -> None:
     assert not conn.in_transaction
 
 
+def test_values_with_quotes_question_marks_and_percents_round_trip(database: Store) -> None:
+    """Values are parameters on both engines, whatever they hold (PostgreSQL: `?` translated outside literals)."""
+    conn = database.thread_connection()
+    user, _ = create_user(conn, "o'brien?%s")
+    session = create_session(conn, user.id, "it's 100% ?")
+    text = "'; DROP TABLE users; -- ? %s %(x)s $1 \\ \x01 é"
+    stored = add_message(conn, session_id=session.id, user_id=user.id, role="user", content=text)
+    assert recent_messages(conn, session.id, 5)[0] == stored
+    assert stored.content == text
+
+
+def test_rows_read_by_name_and_index_alike(database: Store) -> None:
+    row = database.thread_connection().execute("SELECT 1 AS one, 'two' AS two").fetchone()
+    assert isinstance(row, PgRow if database.dialect == "postgresql" else sqlite3.Row)
+    assert (row[0], row["one"], row[1], row["two"], tuple(row), dict(row)) == (
+        1,
+        1,
+        "two",
+        "two",
+        (1, "two"),
+        {"one": 1, "two": "two"},
+    )
+
+
 # --------------------------------------------------------------------------- concurrency
 
 
@@ -518,7 +554,7 @@ def test_concurrent_writers(database: Database, conn: sqlite3.Connection, alice:
     for n in range(8):  # each writer's rows keep their own order
         own = [int(m.content.split("m")[1]) for m in messages if m.content.startswith(f"t{n} ")]
         assert own == list(range(50))
-    assert len(fts_ids(conn, "m0")) == 8
+    assert len(fts_ids(database, conn, "m0")) == 8
 
 
 def test_deleting_a_long_session_writes_in_short_batches(
@@ -568,3 +604,95 @@ def test_deleting_a_long_session_writes_in_short_batches(
     assert conn.execute("SELECT count(*) FROM chat_messages WHERE session_id = ?", (long.id,)).fetchone()[0] == 0
     assert [m.content for m in recent_messages(conn, other.id, 10)] == ["about tea too", "written meanwhile"]
     assert not delete_session(conn, bob, long.id)
+
+
+def test_activities_problems_and_submissions_round_trip_on_both_backends(store: Store) -> None:
+    from storage.problems import (
+        activity_problems,
+        add_problem,
+        add_submission,
+        create_activity,
+        get_problem,
+        list_activities,
+        set_activity_status,
+    )
+
+    with store.connection() as conn:
+        alice = create_user(conn, "alice")[0].id
+        session = create_session(conn, alice)
+        first = create_activity(
+            conn, user_id=alice, session_id=session.id, topic="loops", language="python", difficulty="easy", count=2
+        )
+        second = create_activity(
+            conn, user_id=alice, session_id=session.id, topic="maps", language="python", difficulty="easy", count=1
+        )
+        set_activity_status(conn, first.id, "ready")
+        problem = add_problem(
+            conn,
+            user_id=alice,
+            activity_id=first.id,
+            language="python",
+            difficulty="easy",
+            title="Sum",
+            statement="Add 100% of it",
+            starter_files={"main.py": "x = '?'\n"},
+            reference_files={"main.py": "print(1)\n"},
+            tests=[{"name": "t", "stdin": "", "expected": "1\n"}],
+        )
+        submission = add_submission(
+            conn,
+            user_id=alice,
+            problem_id=problem.id,
+            language="python",
+            files={"main.py": "print(1)\n"},
+            verdict={"status": "passed"},
+        )
+        assert submission.id > 0
+        assert [a.id for a in list_activities(conn, alice)] == [second.id, first.id]  # newest first, rowid on ties
+        assert get_problem(conn, alice, problem.id) == problem
+        assert activity_problems(conn, alice, first.id) == [problem]
+        assert get_problem(conn, alice + 1, problem.id) is None
+
+
+def test_write_transactions_do_not_interleave_on_either_backend(store: Store) -> None:
+    """A profile write reads the JSON, changes it and writes it back in one `transaction()`:
+    on PostgreSQL, as on SQLite, two such transactions never interleave (no lost update)."""
+    import threading
+
+    from storage.profile import get_profile, set_field
+
+    with store.connection() as conn:
+        alice = create_user(conn, "alice")[0].id
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def writer(n: int) -> None:
+        try:
+            with store.connection() as own:
+                start.wait()
+                for i in range(8):
+                    set_field(own, alice, f"f{n}_{i}", i, source="api")
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with store.connection() as conn:
+        assert len(get_profile(conn, alice)) == 48
+
+
+PROBE_TABLE = {  # is the health probe's table there?
+    "sqlite": "SELECT count(*) FROM sqlite_master WHERE name = '_health_probe'",
+    "postgresql": "SELECT count(*) FROM pg_class WHERE relname = '_health_probe'",
+}
+
+
+def test_the_health_probe_writes_and_leaves_nothing(database: Store) -> None:
+    health = probe_database(database)
+    assert health.ok and health.state == "ok", health.detail
+    with database.connection() as conn:
+        assert conn.execute(PROBE_TABLE[database.dialect]).fetchone()[0] == 0  # rolled back

@@ -1,23 +1,34 @@
-"""`/memory_sql`: what the model may read and change, and that refusals change nothing."""
+"""`/memory_sql`: what the model may read and change, and that refusals change nothing.
+
+Most tests run on both engines (`store`, tests/pg_support.py: SQLite, then PostgreSQL), a few
+about SQLite's own mechanics (its worker, its authorizer's words, its FTS5 tables) on `db`; what
+only PostgreSQL shows (its catalogs, the restricted role) is in test_memory_sql_pg.py.
+"""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from flask import Flask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bounded.pool import WorkerPool
 from bounded.sql_values import Change
+from foundation.cancellation import Cancelled, CancelToken
 from storage.connection import Store
 from storage.db import Database, utc_now
+from storage.pg_confinement import read_login
 from testing.attacks.sql import BLOB_ROWS, LOOPING_UPDATE, SLOW_CALL, WIDE_COLUMNS
-from testing.waiting import ReapedCpu
+from testing.fake_llm import FakeLLMServer
+from testing.waiting import ReapedCpu, wait_until
+from tests.conftest import new_token
 from tools.base import ErrorCode, ToolContext, ToolFailure
 from tools.memory_sql import (
     MEMORY_SQL_TOOL,
@@ -319,13 +330,44 @@ TIMEOUTS = [
 ]
 
 
-@pytest.mark.parametrize("sql", TIMEOUTS)
-def test_runaway_queries_time_out(db: Database, ids: dict[str, list[int]], sql: str) -> None:
-    """Each runs for ever (or for hours); its one-off worker is reaped in the call, so the CPU it
-    burnt is known: far under RLIMIT_CPU's backstop (8 s), which a missing deadline would reach."""
+PG_TIMEOUTS = [
+    "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b",
+    "SELECT count(*) FROM messages a, messages b, messages c, messages d, messages e, messages f, messages g, "
+    "messages h, messages i, messages j, messages k, messages l",
+    "UPDATE memories SET importance = 2 WHERE id IN "
+    "(SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b)",
+]
+
+
+@pytest.mark.parametrize(
+    ("backend", "sql"), [("sqlite", sql) for sql in TIMEOUTS] + [("postgresql", sql) for sql in PG_TIMEOUTS]
+)
+def test_runaway_statements_stop_at_the_deadline(store: Store, store_ids: dict[str, list[int]], sql: str) -> None:
+    """Each runs for ever (or for hours). SQLite: its one-off worker is reaped in the call, so the
+    CPU it burnt is known: far under RLIMIT_CPU's backstop (8 s), which a missing deadline would
+    reach. PostgreSQL: the role's backend is gone afterwards, no query of it left running or bound."""
+    started = time.monotonic()
     with ReapedCpu() as cpu:
-        assert_refused(db, sql, {TIMEOUT}, deadline_s=0.3)
-    assert cpu.seconds < 3, cpu.seconds
+        failure = assert_refused(store, sql, {TIMEOUT}, deadline_s=0.3)
+    assert "0.3 s" in failure.message and cpu.seconds < 3, cpu.seconds
+    if store.dialect == "postgresql":
+        assert time.monotonic() - started < 2
+        with store.connection() as conn:
+            login = read_login(conn)
+            assert login is not None
+            query = "SELECT count(*) FROM pg_stat_activity WHERE usename = ?"
+            # the client closed the role's connection; its backend exits right after (asynchronously)
+            wait_until(lambda: conn.execute(query, (login.role,)).fetchone()[0] == 0, "the role's backend gone", 2.0)
+            assert conn.execute("SELECT count(*) FROM memory_sql.bindings").fetchone()[0] == 0
+
+
+def test_cancel_stops_the_statement(store: Store, store_ids: dict[str, list[int]]) -> None:
+    token = CancelToken()
+    threading.Timer(0.2, token.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        run_memory_sql(store, ALICE, RUNAWAY[store.dialect], deadline_s=5.0, cancel=token)
+    assert time.monotonic() - started < 2
 
 
 # A statement that runs for ever on each engine (PostgreSQL would stop TIMEOUTS[0], whose
@@ -358,9 +400,13 @@ def test_views_show_only_this_users_rows(store: Store, store_ids: dict[str, list
         ALICE,
         f"SELECT {AGGREGATE[db.dialect]} FROM (SELECT content FROM messages UNION ALL SELECT content FROM memories) s",
     ).render()
-    assert "bob" not in everything
+    assert "bob" not in everything and "alice" in everything
     assert run_memory_sql(db, ALICE, f"SELECT * FROM memories WHERE id = {ids['bob_memories'][0]}").rows == []
     assert run_memory_sql(db, BOB, "SELECT count(*) FROM memories").rows == [[2]]
+    # a leaky predicate (an error that would name a hidden row) runs only on rows the barrier let through
+    assert run_memory_sql(
+        db, ALICE, "SELECT count(*) FROM memories WHERE 1 / (importance - importance + 1) = 1"
+    ).rows == [[3]]
 
 
 def test_update_of_another_users_memory_changes_nothing(store: Store, store_ids: dict[str, list[int]]) -> None:
@@ -457,7 +503,7 @@ def test_sqlite_selects_work(store: Store, store_ids: dict[str, list[int]], sql:
     _assert_select(store, sql, rows)
 
 
-@pytest.mark.parametrize("backend", ["postgres"])
+@pytest.mark.parametrize("backend", ["postgresql"])
 @pytest.mark.parametrize(("sql", "rows"), PG_SELECTS)
 def test_postgres_selects_work(store: Store, store_ids: dict[str, list[int]], sql: str, rows: list[list[Any]]) -> None:
     _assert_select(store, sql, rows)
@@ -482,7 +528,14 @@ def test_render_is_a_compact_table(db: Database, ids: dict[str, list[int]]) -> N
     assert result.rows[0][3] == "x" * 500  # stored cells keep up to 2000 characters
 
 
-def test_update_content_and_importance_reindexes_search(db: Database, ids: dict[str, list[int]]) -> None:
+FTS_MEMORY_IDS = {  # the engine's own full-text index of memories, read directly
+    "sqlite": "SELECT rowid FROM user_memories_fts WHERE user_memories_fts MATCH ?",
+    "postgresql": "SELECT id FROM user_memories WHERE search_vector @@ to_tsquery('app_search', ?)",
+}
+
+
+def test_update_content_and_importance_reindexes_search(store: Store, store_ids: dict[str, list[int]]) -> None:
+    db, ids = store, store_ids
     target, other = ids["alice_memories"][0], ids["alice_memories"][1]
     before = snapshot(db)
     result = run_memory_sql(
@@ -494,11 +547,12 @@ def test_update_content_and_importance_reindexes_search(db: Database, ids: dict[
             "SELECT content, importance, updated_at, user_id FROM user_memories WHERE id = ?", (target,)
         ).fetchone()
         assert tuple(row)[:2] == ("prefers zanzibarite now", 9) and row["user_id"] == ALICE
-        assert row["updated_at"] > before["user_memories"][target - 1][5]
-        hits = conn.execute("SELECT rowid FROM user_memories_fts WHERE user_memories_fts MATCH 'zanzibarite'")
+        old_stamp = next(r[5] for r in before["user_memories"] if r[0] == target)
+        assert row["updated_at"] > old_stamp
+        hits = conn.execute(FTS_MEMORY_IDS[db.dialect], ("zanzibarite",))
         assert [hit[0] for hit in hits] == [target]
-        tea = conn.execute("SELECT rowid FROM user_memories_fts WHERE user_memories_fts MATCH 'tea'").fetchall()
-        assert target not in [hit[0] for hit in tea] and other in [hit[0] for hit in tea]
+        tea = [hit[0] for hit in conn.execute(FTS_MEMORY_IDS[db.dialect], ("tea",))]
+        assert target not in tea and other in tea
     after = snapshot(db)
     assert {k: v for k, v in after.items() if "memories" not in k} == {
         k: v for k, v in before.items() if "memories" not in k
@@ -525,7 +579,9 @@ def test_update_row_cap(store: Store, count: int, allowed: bool) -> None:
     sql = "UPDATE memories SET importance = 10 WHERE content LIKE 'alice%'"
     if not allowed:
         failure = assert_refused(db, sql, {DENIED})
-        assert "51 > 50" in failure.message and "narrow the WHERE" in failure.message
+        assert failure.message == "UPDATE would change 51 > 50 memories; narrow the WHERE. Nothing was changed."
+        narrowed = "UPDATE memories SET importance = 10 WHERE id <= (SELECT min(id) + 49 FROM memories)"
+        assert run_memory_sql(db, ALICE, narrowed).updated == 50
         return
     assert run_memory_sql(db, ALICE, sql).updated == 50
     assert run_memory_sql(db, ALICE, "SELECT count(*) FROM memories WHERE importance = 10").rows == [[50]]
@@ -640,7 +696,7 @@ def test_the_connection_is_closed_and_temp_objects_are_gone(db: Database, ids: d
 
 
 def test_a_slow_function_call_is_stopped_at_the_deadline(db: Database, ids: dict[str, list[int]]) -> None:
-    """ltrim() runs for about 20 s inside one VM step, where no progress handler is called; RLIMIT_CPU
+    """ltrim() runs for a long time inside one VM step, where no progress handler is called; RLIMIT_CPU
     would stop it after 8 s of CPU. Killed at the deadline, its worker burnt far less."""
     with ReapedCpu() as cpu:
         failure = assert_refused(db, SLOW_CALL, {TIMEOUT}, deadline_s=0.5)
@@ -768,3 +824,63 @@ def test_sqlite_errors_from_the_database_file_are_tool_failures(tmp_path: Path) 
         run_memory_sql(missing, ALICE, "SELECT 1")
     assert caught.value.code == ErrorCode.INTERNAL_ERROR
     assert not isinstance(caught.value, sqlite3.Error)
+
+
+OWN_MEMORIES = {  # this user's memories in one cell, in id order
+    "sqlite": "SELECT group_concat(content, '|') FROM (SELECT content FROM memories ORDER BY id)",
+    "postgresql": "SELECT string_agg(content, '|' ORDER BY id) FROM memories",
+}
+
+
+def test_users_running_at_once_each_see_their_own_rows(store: Store, store_ids: dict[str, list[int]]) -> None:
+    """Interleaved calls of two users never see each other's rows (PostgreSQL: each call binds its
+    own backend of the role; SQLite: each worker builds the views of its own user)."""
+    seen: dict[int, set[str]] = {ALICE: set(), BOB: set()}
+
+    def ask(user: int) -> None:
+        for _ in range(8):
+            rows = run_memory_sql(store, user, OWN_MEMORIES[store.dialect]).rows
+            seen[user].add(rows[0][0])
+
+    threads = [threading.Thread(target=ask, args=(user,)) for user in (ALICE, BOB, ALICE, BOB)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen[ALICE] == {"alice likes tea 0|alice likes tea 1|alice likes tea 2"}
+    assert seen[BOB] == {"bob secret memory 0|bob secret memory 1"}
+
+
+CATALOG = {"sqlite": "SELECT * FROM sqlite_schema", "postgresql": "SELECT * FROM pg_user"}  # the engine's own
+
+
+def test_the_tool_endpoint_answers_with_the_tool_codes(
+    backend: str, backend_settings: dict[str, str], make_app: Callable[..., Flask], fake_llm: FakeLLMServer
+) -> None:
+    """`POST /tools/memory_sql` of an app on each engine: rows of the caller only, refusals with
+    the same tool codes and HTTP statuses."""
+    app = make_app(**backend_settings)
+    client = app.test_client()
+    alice = {"Authorization": f"Bearer {new_token(app, 'alice')}"}
+    bob = {"Authorization": f"Bearer {new_token(app, 'bob')}"}
+    assert client.post("/tools/remember", json={"fact": "alice likes jazz"}, headers=alice).status_code == 200
+    rows = client.post("/tools/memory_sql", json={"sql": "SELECT content FROM memories"}, headers=alice).get_json()
+    assert rows["rows"] == [["alice likes jazz"]]
+    assert (
+        client.post("/tools/memory_sql", json={"sql": "SELECT content FROM memories"}, headers=bob).get_json()["rows"]
+        == []
+    )
+    for sql, status, code in [
+        (CATALOG[backend], 403, "PERMISSION_DENIED"),
+        ("SELECT * FROM sqlite_master", 403, "PERMISSION_DENIED"),
+        ("SELEC 1", 400, "VALIDATION_FAILED"),
+        ("UPDATE memories SET importance = 11", 400, "VALIDATION_FAILED"),
+    ]:
+        response = client.post("/tools/memory_sql", json={"sql": sql}, headers=alice)
+        assert (response.status_code, response.get_json()["error"]["code"]) == (status, code), sql
+    updated = client.post(
+        "/tools/memory_sql", json={"sql": "UPDATE memories SET importance = 7"}, headers=alice
+    ).get_json()
+    assert updated["updated"] == 1
+    found = client.post("/tools/memory_sql", json={"sql": "SELECT importance FROM memories"}, headers=alice).get_json()
+    assert found["rows"] == [[7]]

@@ -209,7 +209,7 @@ def test_only_own_user_and_assistant_messages_and_memories(world: World) -> None
 def test_search_direct_excludes_ids(world: World) -> None:
     first = world.say("walrus one")
     second = world.say("walrus two")
-    found = search_user_history(world.conn, world.alice, "walrus", exclude_message_ids=[first])
+    found = search_user_history(world.database, world.conn, world.alice, "walrus", exclude_message_ids=[first])
     assert [hit.id for hit in found] == [second]
 
 

@@ -1,7 +1,7 @@
 """`/memory_sql` on PostgreSQL: one model-written statement, run as the restricted role.
 
 What the statement may touch is decided by PostgreSQL's privileges (set up by
-`storage.pg_memory_sql`): the role sees only the views `messages` and `memories` of the user
+`storage.pg_confinement`): the role sees only the views `messages` and `memories` of the user
 bound to its backend, may update only memories' content and importance, and can call no
 function with a side effect or a view of the database. This module only decides how the
 statement runs and bounds what comes back, always on a fresh login of that role (so no
@@ -18,8 +18,8 @@ session state, such as a lock or a setting, outlives one call):
 3. An UPDATE runs in a read-write transaction of its own whose INSTEAD OF trigger checks each
    row and only records the change (no row is locked or written while the WHERE runs); more
    than `max_update_rows` rows matched is refused; the transaction is always rolled back, and
-   `PgMemorySql` writes the recorded changes with `apply_changes` in one short transaction,
-   as on SQLite (a memory changed meanwhile is not overwritten).
+   `tools.memory_sql` writes the recorded changes with `apply_changes` in one short
+   transaction, as on SQLite (a memory changed meanwhile is not overwritten).
 
 `statement_timeout` (the time left of the deadline) bounds each step inside PostgreSQL, and a
 watchdog cancels the backend at the deadline whatever it is doing; `work_mem`,
@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import threading
 import time
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from datetime import date, datetime
 from datetime import time as clock_time
 from decimal import Decimal
@@ -49,11 +47,11 @@ from psycopg.types.string import TextLoader
 
 from bounded.sql_fetch import cell_size, preview_cell
 from bounded.sql_memory import ANSWER_BUDGET_BYTES, RULE, STORED_CELL_CHARS
-from bounded.sql_values import Change, ErrorCode, SqlError, timeout_error
+from bounded.sql_values import Change, ErrorCode, MemoryAnswer, SqlError, timeout_error
 from foundation.cancellation import NEVER, Cancelled, CancelToken
 from storage.connection import DbConnection
-from storage.pg_memory_sql import CAP, CHANGES, ROW_BYTES, SCHEMA, Login, bind, read_login, unbind
-from tools.memory_sql import MemorySqlLimits, MemorySqlOutput, apply_changes, failure_of
+from storage.errors import StorageError
+from storage.pg_confinement import CAP, CHANGES, ROW_BYTES, SCHEMA, Login, bind, read_login, unbind
 
 log = logging.getLogger(__name__)
 
@@ -78,53 +76,6 @@ class PgStore(Protocol):
     def connection(self) -> AbstractContextManager[DbConnection]: ...
 
 
-@dataclass(frozen=True)
-class PgMemoryAnswer:
-    """A query's bounded rows, or the changes an UPDATE would make (not yet written)."""
-
-    kind: Literal["select", "update"]
-    columns: list[str] = field(default_factory=list)
-    rows: list[list[Any]] = field(default_factory=list)
-    truncated_by: Literal["rows", "bytes", ""] = ""
-    changes: list[Change] = field(default_factory=list)
-
-
-class PgMemorySql:
-    """The `MemorySqlEngine` of a PostgreSQL store (see `tools.memory_sql.engine_for`)."""
-
-    def __init__(self, store: PgStore, conn: DbConnection | None = None) -> None:
-        self.store = store
-        self.conn = conn  # where an UPDATE's changes are written (the turn's connection), else one of its own
-
-    def run(self, user_id: int, sql: str, limits: MemorySqlLimits, cancel: CancelToken) -> MemorySqlOutput:
-        answer = run_pg_memory(
-            self.store,
-            user_id,
-            sql,
-            deadline_s=limits.deadline_s,
-            max_rows=limits.max_rows,
-            max_update_rows=limits.max_update_rows,
-            cancel=cancel,
-        )
-        if isinstance(answer, SqlError):
-            raise failure_of(answer)
-        if answer.kind == "update":
-            if self.conn is None:
-                with self.store.connection() as own:
-                    apply_changes(own, user_id, answer.changes)
-            else:
-                apply_changes(self.conn, user_id, answer.changes)
-        return MemorySqlOutput(
-            kind=answer.kind,
-            columns=answer.columns,
-            rows=answer.rows,
-            row_count=len(answer.rows),
-            truncated=bool(answer.truncated_by),
-            truncated_by=answer.truncated_by,
-            updated=len(answer.changes),
-        )
-
-
 class _Refused(Exception):
     def __init__(self, error: SqlError) -> None:
         super().__init__(error.message)
@@ -140,7 +91,7 @@ def run_pg_memory(
     max_rows: int,
     max_update_rows: int,
     cancel: CancelToken = NEVER,
-) -> PgMemoryAnswer | SqlError:
+) -> MemoryAnswer | SqlError:
     """Run `sql` for `user_id` as the restricted role; raises Cancelled when `cancel` fired."""
     if "\x00" in sql or not sql.strip():
         return SqlError("VALIDATION_FAILED", f"give one SQL statement (no NUL characters). {RULE}")
@@ -148,7 +99,7 @@ def run_pg_memory(
     try:
         with store.connection() as app:
             login = read_login(app)
-    except sqlite3.Error as error:  # the app's own database is down or busy (storage.pg_errors)
+    except StorageError as error:  # the app's own database is down or busy
         return _unavailable(error)
     if login is None:
         return NOT_SET_UP
@@ -171,7 +122,7 @@ def run_pg_memory(
         if cancel.cancelled:
             raise Cancelled(cancel.reason or "cancelled") from None
         return explain_error(error, deadline_s)
-    except sqlite3.Error as error:  # binding failed: nothing ran
+    except StorageError as error:  # binding failed: nothing ran
         return _unavailable(error)
     finally:
         watchdog.cancel()
@@ -186,7 +137,7 @@ def _unbind_quietly(store: PgStore, pid: int) -> None:
     try:
         with store.connection() as app:
             unbind(app, pid)
-    except sqlite3.Error:
+    except StorageError:
         log.warning("memory_sql: could not drop the binding of backend %s", pid, exc_info=True)
 
 
@@ -213,7 +164,7 @@ def _cancel_backend(conn: psycopg.Connection[Any]) -> None:
 
 def _execute(
     conn: psycopg.Connection[Any], sql: str, stop_at: float, max_rows: int, max_update_rows: int
-) -> PgMemoryAnswer:
+) -> MemoryAnswer:
     text = sql.encode()
     _begin(conn, "READ ONLY", stop_at)
     _checked(conn, conn.pgconn.prepare(b"", text))  # one statement, parsed (syntax, names)
@@ -239,7 +190,8 @@ def _execute(
     recorded = conn.execute(f"SHOW {CHANGES}").fetchone() if matched else None
     conn.execute("ROLLBACK")  # nothing was written: the app applies the changes (apply_changes)
     lines = str(recorded[0] if recorded else "").splitlines()
-    return PgMemoryAnswer(kind="update", changes=[_change(json.loads(line)) for line in lines if line])
+    changes = [_change(json.loads(line)) for line in lines if line]
+    return MemoryAnswer(kind="update", columns=[], rows=[], truncated=False, changes=changes)
 
 
 def _change(row: dict[str, Any]) -> Change:
@@ -273,7 +225,7 @@ def _classify(conn: psycopg.Connection[Any], text: bytes) -> Literal["select", "
     raise _Refused(ONLY_SELECT_OR_UPDATE)
 
 
-def _select(conn: psycopg.Connection[Any], sql: str, max_rows: int) -> PgMemoryAnswer:
+def _select(conn: psycopg.Connection[Any], sql: str, max_rows: int) -> MemoryAnswer:
     body = sql.rstrip().rstrip(";")
     wrapped = f"SELECT q.* FROM (\n{body}\n) AS q WHERE {SCHEMA}.row_fits(pg_column_size(q.*))"
     declare = f"DECLARE {CURSOR} NO SCROLL CURSOR FOR {wrapped}".encode()
@@ -291,7 +243,7 @@ def _select(conn: psycopg.Connection[Any], sql: str, max_rows: int) -> PgMemoryA
             batch = cursor.fetchall()
             for raw in batch:
                 if len(rows) >= max_rows:
-                    return _rolled_back(conn, PgMemoryAnswer("select", columns, rows, "rows"))
+                    return _rolled_back(conn, _selected(columns, rows, "rows"))
                 row: list[Any] = []
                 for value in raw:
                     cell = preview_cell(_plain(value), STORED_CELL_CHARS)
@@ -299,14 +251,18 @@ def _select(conn: psycopg.Connection[Any], sql: str, max_rows: int) -> PgMemoryA
                     if used > ANSWER_BUDGET_BYTES:
                         if not rows:
                             rows.append(row + ["…"] * (len(raw) - len(row)))
-                        return _rolled_back(conn, PgMemoryAnswer("select", columns, rows, "bytes"))
+                        return _rolled_back(conn, _selected(columns, rows, "bytes"))
                     row.append(cell)
                 rows.append(row)
             if len(batch) < FETCH_BATCH:
-                return _rolled_back(conn, PgMemoryAnswer("select", columns, rows, ""))
+                return _rolled_back(conn, _selected(columns, rows, ""))
 
 
-def _rolled_back(conn: psycopg.Connection[Any], answer: PgMemoryAnswer) -> PgMemoryAnswer:
+def _selected(columns: list[str], rows: list[list[Any]], truncated_by: Literal["rows", "bytes", ""]) -> MemoryAnswer:
+    return MemoryAnswer("select", columns, rows, bool(truncated_by), truncated_by)
+
+
+def _rolled_back(conn: psycopg.Connection[Any], answer: MemoryAnswer) -> MemoryAnswer:
     conn.execute("ROLLBACK")
     return answer
 

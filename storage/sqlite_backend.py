@@ -1,0 +1,106 @@
+"""What SQLite does its own way, behind `storage.connection.Backend` (`Database.backend`).
+
+- `migrate`: each step's SQLite DDL (`storage.migrations`), one `BEGIN IMMEDIATE` transaction
+  per step.
+- `search`: FTS5 with bm25 (`storage.search_sqlite`).
+- `run_memory_sql`: a SQL worker of the app's pool runs the statement on a read-only
+  connection under SQLite's authorizer (`bounded/sql.py`, `bounded/sql_memory.py`).
+- `limit_lock_wait`: the connection's busy timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from bounded.pool import WorkerPool, pool_or_own
+from bounded.sql import run_memory
+from bounded.sql_values import MemoryAnswer, MemoryJob, SqlError
+from foundation.cancellation import CancelToken
+from storage.connection import DbConnection, Migration
+from storage.migrations import execute_script
+from storage.search_sqlite import sqlite_hits
+from storage.search_terms import SearchHit
+
+
+class SqliteBackend:
+    """The SQLite side of every feature that differs between the engines, for the file `path`."""
+
+    name: Literal["sqlite"] = "sqlite"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def migrate(self, conn: DbConnection, migrations: Sequence[Migration]) -> list[str]:
+        """Apply pending steps in order, each in its own transaction; return their names.
+
+        Several processes may start at once on a fresh file (two servers, a server and a CLI
+        command). Each step's transaction takes the write lock first (`BEGIN IMMEDIATE`, which
+        waits on the busy timeout) and only then reads whether the step is recorded, so a
+        process that waited finds the other's work done instead of applying it again ("table
+        already exists"). The first read, outside any lock, only spares every later start the
+        write lock when the schema is already current.
+        """
+        applied: list[str] = []
+        for migration in migrations:
+            step = migration.sqlite
+            if step is None or migration.name in recorded_migrations(conn):
+                continue
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+                if migration.name in recorded_migrations(conn):  # applied by another process meanwhile
+                    conn.execute("ROLLBACK")
+                    continue
+                if isinstance(step, str):
+                    execute_script(conn, step)
+                else:
+                    step(conn)
+                conn.execute(
+                    "INSERT INTO _migrations(name, applied_at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
+                    (migration.name,),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            applied.append(migration.name)
+        return applied
+
+    def search(
+        self, conn: DbConnection, user_id: int, terms: Sequence[str], limit: int, exclude_message_ids: Sequence[int]
+    ) -> list[SearchHit]:
+        return sqlite_hits(conn, user_id, terms, limit, exclude_message_ids)
+
+    def run_memory_sql(
+        self,
+        user_id: int,
+        sql: str,
+        *,
+        deadline_s: float,
+        max_rows: int,
+        max_update_rows: int,
+        pool: WorkerPool | None,
+        cancel: CancelToken,
+    ) -> MemoryAnswer | SqlError:
+        """In a SQL worker of `pool` (a one-off worker without one, for the CLI and tests)."""
+        job = MemoryJob(
+            database_path=self.path,
+            user_id=user_id,
+            sql=sql,
+            deadline_s=deadline_s,
+            max_rows=max_rows,
+            max_update_rows=max_update_rows,
+        )
+        with pool_or_own(pool) as used:
+            return run_memory(used, job, cancel)
+
+    def limit_lock_wait(self, conn: DbConnection, ms: int) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(ms)}")
+
+
+def recorded_migrations(conn: DbConnection) -> set[str]:
+    """Names in `_migrations` (none while the table does not exist yet)."""
+    exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'").fetchone()
+    return {row[0] for row in conn.execute("SELECT name FROM _migrations")} if exists else set()
