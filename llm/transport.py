@@ -139,6 +139,7 @@ class Exchange:
             self._closed = True
             if self._unschedule is not None:
                 self._unschedule()
+                self._unschedule = None
         if self._disarm_cancel is not None:
             self._disarm_cancel()
         for response in self._responses:
@@ -147,13 +148,20 @@ class Exchange:
 
     def answer_started(self) -> None:
         """The first piece of the answer is in: the first-token deadline no longer applies,
-        only the idle timer does."""
+        only the idle timer does (its entry replaces the deadline's)."""
+        if self._answering:
+            return
         self._answering = True
+        self._arm(self._idle_timeout_s)
 
     def _arm(self, delay_s: float) -> None:
+        """Schedule the timer's one watchdog entry (replacing the pending one, if any)."""
         with self._timer_lock:
-            if not self._closed:
-                self._unschedule = self._watchdog.schedule(max(0.0, delay_s), self._expire)
+            if self._closed:
+                return
+            if self._unschedule is not None:
+                self._unschedule()
+            self._unschedule = self._watchdog.schedule(max(0.0, delay_s), self._expire)
 
     def _expire(self) -> None:
         """The watchdog's entry: abort the call if a timer ran out, else wait for the next due time."""
