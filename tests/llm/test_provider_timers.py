@@ -102,6 +102,24 @@ def test_pieces_that_keep_coming_reset_the_idle_timer(fake: FakeLLMServer) -> No
     assert result.failure is None and result.text == "".join(f"p{i} " for i in range(8))
 
 
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_pause_mid_answer_longer_than_the_first_token_deadline_is_not_cut(fake: FakeLLMServer, wire: str) -> None:
+    """Once started, only `LLM_IDLE_TIMEOUT_S` applies: a 1 s pause passes a 0.3 s `LLM_TIMEOUT_S`."""
+    fake.queue(StreamReply(("think", "ing done"), stall_after=1, stall_s=1.0))
+    chain = chain_for(fake, wire, timeout_s=0.3, idle_timeout_s=5.0)
+    result = chain.call(MESSAGES)
+    assert result.failure is None and result.text == "thinking done"
+    assert breaker_of(chain) == ("closed", 0)
+
+
+def test_a_pause_longer_than_the_idle_timer_is_cut_though_the_server_would_go_on(fake: FakeLLMServer) -> None:
+    fake.queue(StreamReply(("think", "ing done"), stall_after=1, stall_s=10.0))
+    result = chain_for(fake, timeout_s=5.0, idle_timeout_s=0.5, failures=2).call(MESSAGES)
+    assert result.failure is FailureKind.IDLE_TIMEOUT and result.elapsed_ms < 8_000
+    answer = fake.answer()
+    assert answer.pieces_sent == 1 and answer.client_hung_up and not answer.completed
+
+
 # --- (c) no first token in time -------------------------------------------------------------------
 
 
