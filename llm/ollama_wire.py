@@ -2,7 +2,8 @@
 `images` field and error bodies are Ollama's own `{"error": "..."}`.
 
 Its stream is newline-delimited JSON: one object per piece, the last one with
-`"done": true`, the finish reason and the token counts.
+`"done": true`, the finish reason and the token counts. The answer's length is bounded by
+`options.num_predict` (`LLM_MAX_TOKENS`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,12 @@ class OllamaProvider(HttpProvider):
             if message.images:
                 item["images"] = [_strip_data_url(image) for image in message.images]
             wire.append(item)
-        return {"model": self.model, "messages": wire, "stream": True}
+        return {
+            "model": self.model,
+            "messages": wire,
+            "stream": True,
+            "options": {"num_predict": self.config.max_tokens},
+        }
 
     def framing(self) -> Framing:
         return NdjsonDecoder()

@@ -4,7 +4,8 @@ server, OpenRouter, Cerebras and Chutes.
 Its stream is server-sent events: `choices[0].delta.content` pieces, a chunk with a
 `finish_reason`, `usage` where the server sends it (OpenRouter always does, in the last
 chunk), then `data: [DONE]`. No `stream_options` are sent: not every compatible server
-accepts them.
+accepts them. The answer's length is bounded by `max_tokens` (`LLM_MAX_TOKENS`), which
+every one of these servers reads.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class OpenAICompatibleProvider(HttpProvider):
                     {"type": "image_url", "image_url": {"url": image}} for image in message.images
                 ]
             wire.append({"role": message.role, "content": content})
-        return {"model": self.model, "messages": wire, "stream": True}
+        return {"model": self.model, "messages": wire, "stream": True, "max_tokens": self.config.max_tokens}
 
     def framing(self) -> Framing:
         return SseDecoder()
