@@ -142,6 +142,7 @@ class FallbackChain:
         sink: StreamSink | None = None,
         *,
         cancel: CancelToken | None = None,
+        grammar: str | None = None,
     ) -> Completion:
         """First success wins; each attempt starts with ``sink.begin(name, model)`` so the
         sink can drop what a failed attempt fed. A cancelled call returns at once (no
@@ -165,7 +166,7 @@ class FallbackChain:
             else:
                 if sink is not None:
                     sink.begin(provider.name, provider.model)
-                result = provider.stream(messages, sink, cancel=cancel)
+                result = provider.stream(messages, sink, cancel=cancel, grammar=grammar)
                 if breaker is not None:
                     breaker.record(result.failure)
             if result.text is not None or result.failure is FailureKind.CANCELLED:
@@ -190,9 +191,11 @@ class FallbackChain:
         )
         return result
 
-    def call(self, messages: Sequence[ChatMessage], *, cancel: CancelToken | None = None) -> Completion:
+    def call(
+        self, messages: Sequence[ChatMessage], *, cancel: CancelToken | None = None, grammar: str | None = None
+    ) -> Completion:
         """The whole reply at once: ``stream`` without a sink."""
-        return self.stream(messages, None, cancel=cancel)
+        return self.stream(messages, None, cancel=cancel, grammar=grammar)
 
     def complete(self, messages: Sequence[ChatMessage]) -> str | None:
         return self.call(messages).text

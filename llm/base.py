@@ -233,6 +233,8 @@ class Provider(ABC):
     needs_key: ClassVar[bool]
     default_base_url: ClassVar[str]
     default_model: ClassVar[str]
+    # Whether the server takes a decoding grammar (GBNF, `LLM_GRAMMAR`); the others never get one.
+    accepts_grammar: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -269,6 +271,7 @@ class Provider(ABC):
         sink: StreamSink | None = None,
         *,
         cancel: CancelToken | None = None,
+        grammar: str | None = None,
     ) -> Completion:
         """Run one completion, handing each piece of the reply to ``sink`` as it arrives.
 
@@ -277,6 +280,8 @@ class Provider(ABC):
         message text. ``config.timeout_s`` bounds the wait for the first piece (connect and
         headers included), ``config.idle_timeout_s`` the silence between pieces after it; an
         answer that keeps coming is never cut by a timer. ``cancel`` stops it at once.
+        ``grammar`` (GBNF) constrains the reply where the server takes one (``accepts_grammar``)
+        and is left out elsewhere.
         """
         started = time.perf_counter()
         token = cancel if cancel is not None else CancelToken()
@@ -286,7 +291,7 @@ class Provider(ABC):
         elif token.cancelled:
             attempt = Attempt(failure=FailureKind.CANCELLED, detail="cancelled before the call")
         else:
-            attempt = self._attempt(tuple(messages), feed)
+            attempt = self._attempt(tuple(messages), feed, grammar if self.accepts_grammar else None)
         failure, detail = attempt.failure, attempt.detail
         if failure is None and not feed.stopped and not feed.text.strip():
             failure = FailureKind.EMPTY
@@ -309,9 +314,11 @@ class Provider(ABC):
         _log_outcome(completion)
         return completion
 
-    def call(self, messages: Sequence[ChatMessage], *, cancel: CancelToken | None = None) -> Completion:
+    def call(
+        self, messages: Sequence[ChatMessage], *, cancel: CancelToken | None = None, grammar: str | None = None
+    ) -> Completion:
         """The whole reply at once: ``stream`` without a sink."""
-        return self.stream(messages, None, cancel=cancel)
+        return self.stream(messages, None, cancel=cancel, grammar=grammar)
 
     def complete(self, messages: Sequence[ChatMessage]) -> str | None:
         """The pipeline's view of a provider: text or ``None``."""
@@ -335,7 +342,7 @@ class Provider(ABC):
             feed.cancel.wait(seconds)
 
     @abstractmethod
-    def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed) -> Attempt:
+    def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed, grammar: str | None = None) -> Attempt:
         """Put the reply for ``messages`` into ``feed`` piece by piece and say how it ended;
         stop when ``feed.put`` returns False or ``feed.interruption()`` says so."""
 

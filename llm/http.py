@@ -93,8 +93,9 @@ class HttpProvider(Provider):
         """Full URL of the chat endpoint."""
 
     @abstractmethod
-    def request_body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
-        """The JSON body: model, messages and ``stream``, never tools/functions/tool_choice."""
+    def request_body(self, messages: Sequence[ChatMessage], grammar: str | None = None) -> dict[str, Any]:
+        """The JSON body: model, messages and ``stream``, never tools/functions/tool_choice
+        (a decoding ``grammar`` is not a tools field, SPEC 6.3)."""
 
     @abstractmethod
     def parse_reply(self, data: Any) -> Parsed:
@@ -130,9 +131,9 @@ class HttpProvider(Provider):
             headers["Authorization"] = f"Bearer {self.config.api_key}"
         return headers
 
-    def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed) -> Attempt:
+    def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed, grammar: str | None = None) -> Attempt:
         # Escaped to ASCII: any JSON parser reads it, whatever it assumes of the charset.
-        payload = json.dumps(self.request_body(messages)).encode("ascii")
+        payload = json.dumps(self.request_body(messages, grammar)).encode("ascii")
         exchange = Exchange(
             self.http,
             self.endpoint(),

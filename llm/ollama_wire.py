@@ -31,7 +31,7 @@ class OllamaProvider(HttpProvider):
     def endpoint(self) -> str:
         return f"{self.base_url}/api/chat"
 
-    def request_body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
+    def request_body(self, messages: Sequence[ChatMessage], grammar: str | None = None) -> dict[str, Any]:
         wire: list[dict[str, Any]] = []
         for message in messages:
             item: dict[str, Any] = {"role": message.role, "content": message.content}

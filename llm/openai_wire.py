@@ -33,11 +33,14 @@ class OpenAICompatibleProvider(HttpProvider):
     # sends a bare `[DONE]` when another request interrupts the stream, which must not pass
     # for a finished answer (the pipeline resets what was shown and retries).
     finish_reason_required = True
+    # `openai` is any OpenAI-compatible server: llama.cpp's own server and llama-cpp-python take a
+    # GBNF `grammar`; the operator turns it on (LLM_GRAMMAR) only for a server that does.
+    accepts_grammar = True
 
     def endpoint(self) -> str:
         return f"{self.base_url}/chat/completions"
 
-    def request_body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
+    def request_body(self, messages: Sequence[ChatMessage], grammar: str | None = None) -> dict[str, Any]:
         wire: list[dict[str, Any]] = []
         for message in messages:
             content: str | list[dict[str, Any]] = message.content
@@ -46,7 +49,15 @@ class OpenAICompatibleProvider(HttpProvider):
                     {"type": "image_url", "image_url": {"url": image}} for image in message.images
                 ]
             wire.append({"role": message.role, "content": content})
-        return {"model": self.model, "messages": wire, "stream": True, "max_tokens": self.config.max_tokens}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": wire,
+            "stream": True,
+            "max_tokens": self.config.max_tokens,
+        }
+        if grammar is not None:
+            body["grammar"] = grammar  # llama.cpp's server and llama-cpp-python: GBNF
+        return body
 
     def framing(self) -> Framing:
         return SseDecoder()
@@ -115,6 +126,7 @@ def _usage(raw: Any) -> dict[str, int] | None:
 class OpenRouterProvider(OpenAICompatibleProvider):
     """OpenRouter: OpenAI wire format; upstream failures may arrive as 200 + ``error``."""
 
+    accepts_grammar = False  # a hosted API: no GBNF
     name = "openrouter"
     needs_key = True
     default_base_url = "https://openrouter.ai/api/v1"
@@ -122,6 +134,7 @@ class OpenRouterProvider(OpenAICompatibleProvider):
 
 
 class CerebrasProvider(OpenAICompatibleProvider):
+    accepts_grammar = False  # a hosted API: no GBNF
     name = "cerebras"
     needs_key = True
     default_base_url = "https://api.cerebras.ai/v1"
@@ -129,6 +142,7 @@ class CerebrasProvider(OpenAICompatibleProvider):
 
 
 class ChutesProvider(OpenAICompatibleProvider):
+    accepts_grammar = False  # a hosted API: no GBNF
     name = "chutes"
     needs_key = True
     default_base_url = "https://llm.chutes.ai/v1"

@@ -290,6 +290,8 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
             takes_body(services.registry),
             pass_index=pass_index,
             last_pass=last_pass,
+            # a pass that may use a command is held to the turn's commands or plain text (7a.1)
+            grammar=services.prompts.grammar(reach) if settings.llm_grammar == "first_line" and not last_pass else None,
         )
         if outcome.stopped:
             return turn.stop(outcome.gate.shown)

@@ -435,13 +435,15 @@ class FakeProvider(Provider):
         super().__init__(ProviderConfig(provider="fake"))
         self.text, self.kind, self.seen = text, kind, 0
 
-    def stream(self, messages: Any, sink: Any = None, *, cancel: Any = None) -> Completion:
+    def stream(self, messages: Any, sink: Any = None, *, cancel: Any = None, grammar: Any = None) -> Completion:
         self.seen += 1
         if sink is not None and self.text is not None:
             sink.feed(self.text)
         return Completion(text=self.text, provider=self.name, model=self.model, failure=self.kind, elapsed_ms=0.0)
 
-    def _attempt(self, messages: Any, feed: Any) -> Any:  # pragma: no cover - stream() is overridden
+    def _attempt(
+        self, messages: Any, feed: Any, grammar: Any = None
+    ) -> Any:  # pragma: no cover - stream() is overridden
         raise AssertionError("FakeProvider answers in stream()")
 
 
