@@ -14,7 +14,7 @@ from typing import Any
 from llm.base import ChatMessage
 from llm.framing import Framing, NdjsonDecoder
 from llm.http import HttpProvider
-from llm.wire import Parsed, decode_json, malformed, string, token_counts, upstream_error
+from llm.wire import Parsed, decode_json, malformed, refused, string, token_counts
 
 
 class OllamaProvider(HttpProvider):
@@ -49,11 +49,9 @@ class OllamaProvider(HttpProvider):
         return NdjsonDecoder()
 
     def parse_reply(self, data: Any) -> Parsed:
-        if not isinstance(data, dict):
-            return malformed("body is not an object")
-        upstream = upstream_error(data)
-        if upstream is not None:
-            return upstream
+        problem = refused(data, "body is not an object")
+        if problem is not None:
+            return problem
         message = data.get("message")
         if not isinstance(message, dict):
             return malformed("no message object")
@@ -61,11 +59,9 @@ class OllamaProvider(HttpProvider):
 
     def parse_chunk(self, payload: str) -> Parsed:
         data, decoded = decode_json(payload)
-        if not decoded or not isinstance(data, dict):
-            return malformed("stream line is not a JSON object")
-        upstream = upstream_error(data)
-        if upstream is not None:
-            return upstream
+        problem = refused(data if decoded else None, "stream line is not a JSON object")
+        if problem is not None:
+            return problem
         message = data.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if data.get("done") is not True:

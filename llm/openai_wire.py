@@ -16,7 +16,7 @@ from typing import Any
 from llm.base import Attempt, ChatMessage, FailureKind
 from llm.framing import Framing, SseDecoder
 from llm.http import HttpProvider
-from llm.wire import Parsed, decode_json, malformed, string, token_counts, upstream_error
+from llm.wire import Parsed, decode_json, malformed, refused, string, token_counts, upstream_error
 
 
 class OpenAICompatibleProvider(HttpProvider):
@@ -63,11 +63,9 @@ class OpenAICompatibleProvider(HttpProvider):
         return SseDecoder()
 
     def parse_reply(self, data: Any) -> Parsed:
-        if not isinstance(data, dict):
-            return malformed("body is not an object")
-        upstream = upstream_error(data)
-        if upstream is not None:
-            return upstream
+        problem = refused(data, "body is not an object")
+        if problem is not None:
+            return problem
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return malformed("no choices[0]")
@@ -88,11 +86,9 @@ class OpenAICompatibleProvider(HttpProvider):
         if payload.strip() == "[DONE]":
             return Parsed(end=True)
         data, decoded = decode_json(payload)
-        if not decoded or not isinstance(data, dict):
-            return malformed("stream event is not a JSON object")
-        upstream = upstream_error(data)  # a mid-stream error: top-level `error`
-        if upstream is not None:
-            return upstream
+        problem = refused(data if decoded else None, "stream event is not a JSON object")  # or a mid-stream `error`
+        if problem is not None:
+            return problem
         usage = _usage(data.get("usage"))
         choices = data.get("choices")
         if not choices:  # a usage-only chunk, or an empty keep-alive
@@ -123,27 +119,28 @@ def _usage(raw: Any) -> dict[str, int] | None:
     )
 
 
-class OpenRouterProvider(OpenAICompatibleProvider):
+class HostedProvider(OpenAICompatibleProvider):
+    """A hosted OpenAI-compatible API: a key is required, and no decoding grammar is taken."""
+
+    accepts_grammar = False
+    needs_key = True
+
+
+class OpenRouterProvider(HostedProvider):
     """OpenRouter: OpenAI wire format; upstream failures may arrive as 200 + ``error``."""
 
-    accepts_grammar = False  # a hosted API: no GBNF
     name = "openrouter"
-    needs_key = True
     default_base_url = "https://openrouter.ai/api/v1"
     default_model = "meta-llama/llama-3.3-70b-instruct"
 
 
-class CerebrasProvider(OpenAICompatibleProvider):
-    accepts_grammar = False  # a hosted API: no GBNF
+class CerebrasProvider(HostedProvider):
     name = "cerebras"
-    needs_key = True
     default_base_url = "https://api.cerebras.ai/v1"
     default_model = "llama-3.3-70b"
 
 
-class ChutesProvider(OpenAICompatibleProvider):
-    accepts_grammar = False  # a hosted API: no GBNF
+class ChutesProvider(HostedProvider):
     name = "chutes"
-    needs_key = True
     default_base_url = "https://llm.chutes.ai/v1"
     default_model = "deepseek-ai/DeepSeek-V3-0324"
