@@ -17,6 +17,7 @@ was cut is refused rather than run on part of its body, and a tool result is sto
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -308,6 +309,10 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
             return turn.result(answer.content)
         command = detect_command(reply)
         assert command is not None  # the gate decided "command" with the same detector
+        if not takes_body(services.registry)(command.name):
+            # SPEC 5, 7: what follows a body-less command's line is discarded here, before
+            # anything can store, show or send it (a server that sent it in the same piece)
+            command = dataclasses.replace(command, body="")
         turn.emit("command.detected", {"name": command.name})
         if last_pass:  # 6.6: a command in the last allowed pass is not run
             text = clip_answer(strip_commands(reply)) or TOOL_LIMIT_REACHED
