@@ -5,6 +5,8 @@
   line, then a `user` message holding the result framed as data.
 - Consecutive messages of one role are merged so roles alternate, and the history starts
   with a `user` message after the system prompt.
+- A tool result followed by the next user message ended its turn unanswered: an assistant
+  message says so (`UNANSWERED`), so the question is never merged into the data block.
 - Images of a user message stay attached for `VISION_FOLLOWUP_TURNS` later user turns.
 """
 
@@ -21,6 +23,9 @@ from tools.meta import TOOL_ROLE_SUFFIX, UI_PENDING, UI_RESULT, ToolMeta
 from tools.result_caps import MAX_CONTRACT_BYTES
 
 ImageLoader = Callable[[Message], tuple[str, ...]]
+# SPEC 6.2: a stored tool result whose turn ended without an answer (a crash, the provider
+# failing on the second pass) is closed, so the next question is never read as part of the data
+UNANSWERED = "(This turn ended here, without an answer.)"
 
 
 def tool_result_framing(command_name: str) -> str:
@@ -99,8 +104,10 @@ def build_context(
     (which ends with this turn's stored messages)."""
     attached = images_in_window(history, followup_turns, load_images)
     converted: list[ChatMessage] = []
-    for message in history:
+    for message, after in zip(history, [*history[1:], None], strict=True):
         converted.extend(as_provider_messages(message, attached.get(message.id, ())))
+        if after is not None and after.role == "user" and unanswered(message):
+            converted.append(ChatMessage(role="assistant", content=UNANSWERED))
     while converted and converted[0].role != "user":
         converted.pop(0)
     return [ChatMessage(role="system", content=system_prompt), *demos, *merge_consecutive(converted)]
@@ -110,6 +117,11 @@ def image_in_window(history: Sequence[Message], followup_turns: int) -> bool:
     """Whether a user message of the image window carries an image (none is loaded to know)."""
     user_turns = [message for message in history if message.role == "user"]
     return any(message.meta and message.meta.get("images") for message in user_turns[-(followup_turns + 1) :])
+
+
+def unanswered(message: Message) -> bool:
+    """A tool result the model saw as data (not a widget still waiting for its answer)."""
+    return is_tool_role(message.role) and ToolMeta.of(message).kind != UI_PENDING
 
 
 def needs_vision(context: Sequence[ChatMessage]) -> bool:
