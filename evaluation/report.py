@@ -128,7 +128,7 @@ def text_report(cards: Sequence[Card], runs: Sequence[CaseRun], notes: Sequence[
         if failures:
             lines.append("provider failures (no reply twice): " + "; ".join(failures))
     lines += notes
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
 
 
 def case_record(run: CaseRun, verdict: Verdict) -> dict[str, Any]:
@@ -138,7 +138,9 @@ def case_record(run: CaseRun, verdict: Verdict) -> dict[str, Any]:
         "source": run.case.source,
         "option": run.option.label,
         "reply": run.reply,
-        "call": None if call is None else {"line": call.line, "well_formed": call.well_formed, "args": call.args},
+        "call": None
+        if call is None
+        else {"line": call.line, "offered": call.offered, "well_formed": call.well_formed, "args": call.args},
         "answer": run.answer,
         "failure": run.failure,
         "verdict": asdict(verdict),

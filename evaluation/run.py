@@ -140,7 +140,10 @@ def one_pass(
     for _ in range(ATTEMPTS):
         gate = ReplyGate(publish=noop, reset=noop, takes_body=takes_body(registry), read_all=last_pass)
         sink = MeteredSink(CappedSink(gate))
-        completion = chain.stream(context, sink, cancel=NEVER, grammar=grammar)
+        if grammar is None:
+            completion = chain.stream(context, sink, cancel=NEVER)
+        else:
+            completion = chain.stream(context, sink, cancel=NEVER, grammar=grammar)
         reported = (completion.usage or {}).get("completion_tokens")
         tokens = max(0, (reported if reported and not completion.stopped_early else sink.pieces) - 1)
         failure = completion.failure.value if completion.failure is not None else None
