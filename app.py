@@ -56,7 +56,6 @@ from pipeline.turn import TurnServices
 from providers import FallbackChain, ProviderProbe, build_chain
 from storage.connection import Store
 from storage.messages import Message
-from storage.open import settings_store
 from storage.uploads import StoredImage, load_data_url
 from storage.users import create_first_admin
 from tools.catalog import build_registry
@@ -182,7 +181,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 def build_services(settings: Settings) -> Services:
     """Every service of one app, built once: the database (migrated, with an admin), the
     providers, the judge, the worker pool, the event bus and the turn machinery."""
-    database = settings_store(settings)
+    database = settings.open_store()
     database.migrate()
     ensure_admin(database, settings.auth_token_file)
     registry = build_registry(database.dialect)

@@ -26,7 +26,6 @@ from live.redis_conn import RedisUnavailable
 from providers import ProviderError
 from serving.startup import log_startup_report
 from storage.file_modes import owner_only_from_now, restrict, server_paths
-from storage.open import settings_store
 from storage.users import DuplicateUserError, create_user
 
 AppFactory = Callable[[Settings], Flask]
@@ -71,7 +70,7 @@ def build_cli(create_app: AppFactory) -> click.Group:
 def create_user_command(name: str, role: str) -> None:
     """Create a user and print its API token on the last line."""
     settings = cli_settings()
-    database = settings_store(settings)
+    database = settings.open_store()
     database.migrate()
     with database.connection() as conn:
         try:
@@ -87,7 +86,7 @@ def create_user_command(name: str, role: str) -> None:
 def import_tasks_command(file: str) -> None:
     """Validate a YAML or JSON task project and import it: all of it, or nothing (exit code 1)."""
     settings = cli_settings()
-    database = settings_store(settings)
+    database = settings.open_store()
     database.migrate()
     with database.connection() as conn:
         try:

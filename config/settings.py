@@ -15,7 +15,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from providers import BreakerPolicy, ProviderConfig
+from storage.connection import Store
 from storage.database_url import DatabaseTarget, checked_database_url, parse_database_url
+from storage.open import open_store
 
 ProviderName = Literal["ollama", "openai", "openrouter", "cerebras", "chutes", "scripted"]
 
@@ -354,6 +356,10 @@ class Settings(BaseModel):
         if self.database_url:
             return parse_database_url(self.database_url)
         return DatabaseTarget("sqlite", self.database_path)
+
+    def open_store(self) -> Store:
+        """The store these settings name: `DATABASE_URL` (or `DATABASE_PATH`), `DATABASE_POOL_SIZE`."""
+        return open_store(self.database_target(), pool_size=self.database_pool_size)
 
     def breaker_policy(self) -> BreakerPolicy | None:
         """Each provider's circuit breaker (llm/breaker.py), or None when turned off."""

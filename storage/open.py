@@ -1,15 +1,10 @@
-"""The app's database, chosen by `DATABASE_URL` (config.settings.Settings.database_target)."""
+"""The app's database, chosen by `DATABASE_URL` (`Settings.open_store` in config/settings.py)."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from storage.connection import Store
 from storage.database_url import DatabaseTarget
 from storage.db import Database
-
-if TYPE_CHECKING:
-    from config.settings import Settings
 
 
 def open_store(target: DatabaseTarget, *, pool_size: int = 10) -> Store:
@@ -21,8 +16,3 @@ def open_store(target: DatabaseTarget, *, pool_size: int = 10) -> Store:
 
         return PgDatabase(target.location, pool_size=pool_size)
     return Database(target.location)
-
-
-def settings_store(settings: Settings) -> Store:
-    """The store `settings` name: `DATABASE_URL` (or `DATABASE_PATH`), `DATABASE_POOL_SIZE`."""
-    return open_store(settings.database_target(), pool_size=settings.database_pool_size)
