@@ -4,8 +4,9 @@ Context (the real system prompt of the case's command list, demonstrations when 
 says so, the case's conversation as stored messages) -> a provider pass read through the
 product's reply gate (a command that takes no body stops the stream after its first line,
 as in a chat turn) -> the one detector -> the router, whose dry-run tool returns the case's
-canned result -> a second pass that sees that result exactly as production sends it (the
-stored contract, framed as data) and whose answer is what the user would read.
+canned result (whichever command of the list the model called: a dry run has no other) -> a
+second pass that sees that result exactly as production sends it (the stored contract, framed
+as data) and whose answer is what the user would read.
 
 The case ends after the first pass when the reply is text, when the command was refused
 (unknown, or arguments its binding or input model reject: what the eval measures is the
