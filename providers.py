@@ -12,8 +12,8 @@ This module is the layer's public face: the registry, construction, the fallback
 the health probe (`ProviderProbe`).
 The types and base class are in `llm/base.py`; the HTTP exchange policy in `llm/http.py`,
 one module per wire format (`llm/openai_wire.py`, `llm/ollama_wire.py`); every call goes
-through `requests` (`llm/transport.py`: the whole-call deadline, cancel through
-`llm/abort.py`); the SSE and NDJSON framing is in `llm/framing.py`, the scripted provider
+through `requests` (`llm/transport.py`: the first-token deadline and the idle timer, cancel
+through `llm/abort.py`); the SSE and NDJSON framing is in `llm/framing.py`, the scripted provider
 in `llm/scripted.py`, the circuit breaker each provider of a chain has in
 `llm/breaker.py`; everything a caller needs is re-exported from here.
 """
@@ -142,6 +142,7 @@ class FallbackChain:
         sink: StreamSink | None = None,
         *,
         cancel: CancelToken | None = None,
+        grammar: str | None = None,
     ) -> Completion:
         """First success wins; each attempt starts with ``sink.begin(name, model)`` so the
         sink can drop what a failed attempt fed. A cancelled call returns at once (no
@@ -165,7 +166,7 @@ class FallbackChain:
             else:
                 if sink is not None:
                     sink.begin(provider.name, provider.model)
-                result = provider.stream(messages, sink, cancel=cancel)
+                result = provider.stream(messages, sink, cancel=cancel, grammar=grammar)
                 if breaker is not None:
                     breaker.record(result.failure)
             if result.text is not None or result.failure is FailureKind.CANCELLED:
@@ -190,9 +191,11 @@ class FallbackChain:
         )
         return result
 
-    def call(self, messages: Sequence[ChatMessage], *, cancel: CancelToken | None = None) -> Completion:
+    def call(
+        self, messages: Sequence[ChatMessage], *, cancel: CancelToken | None = None, grammar: str | None = None
+    ) -> Completion:
         """The whole reply at once: ``stream`` without a sink."""
-        return self.stream(messages, None, cancel=cancel)
+        return self.stream(messages, None, cancel=cancel, grammar=grammar)
 
     def complete(self, messages: Sequence[ChatMessage]) -> str | None:
         return self.call(messages).text
@@ -269,7 +272,7 @@ def build_chain(
 ) -> FallbackChain:
     """Build the primary provider plus ``LLM_FALLBACKS``. A fallback of the same provider
     reuses the primary's base URL and key; another provider uses its default base URL and
-    the key found in ``api_keys[name]`` (if any). Timeouts and retry bounds are inherited;
+    the key found in ``api_keys[name]`` (if any). Timeouts, ``max_tokens`` and retry bounds are inherited;
     ``breaker`` gives every provider a circuit (None: none)."""
     registry = provider_registry()
     keys = dict(api_keys or {})

@@ -155,7 +155,24 @@ class Settings(BaseModel):
     llm_timeout_s: float = Field(
         default=120.0,
         gt=0,
-        description="Deadline in seconds of one provider call, from connect to last byte (not per read).",
+        le=3600,
+        description="Deadline in seconds for a provider call's first token: from connect (headers included) until "
+        "the first piece of the answer arrives. A cold CPU model may need minutes to load and read a long "
+        "prompt. An answer that keeps streaming is never cut by a timer (see `LLM_IDLE_TIMEOUT_S`).",
+    )
+    llm_idle_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="Longest silence in seconds between two chunks of a streaming answer, once it has started: "
+        "a server that stops sending for this long is cut off (and counts for its circuit breaker).",
+    )
+    llm_max_tokens: int = Field(
+        default=4096,
+        ge=1,
+        le=262_144,
+        description="Bound on an answer's length in tokens, sent to the provider as `max_tokens` (OpenAI-compatible "
+        "servers, openrouter, cerebras, chutes) or `options.num_predict` (ollama); the reply caps still apply.",
     )
     vision_provider: ProviderName | None = Field(
         default=None,
@@ -317,8 +334,9 @@ class Settings(BaseModel):
         default=3,
         ge=0,
         le=1000,
-        description="Consecutive timeouts or connection failures of one provider that open its circuit: its calls "
-        "then fail at once (the chain goes to the next provider) until the cool-down ends, when one call "
+        description="Consecutive server faults of one provider (no first token within `LLM_TIMEOUT_S`, an answer "
+        "silent for `LLM_IDLE_TIMEOUT_S`, refused or cut connections, 5xx, unreadable replies; never a long answer, "
+        "a cancel, a 429 or another 4xx) that open its circuit: its calls then fail at once (the chain goes to the next provider) until the cool-down ends, when one call "
         "probes it; `0` turns the breaker off. `/health` shows each provider's `breaker` (`state`, "
         "`failures`, `retry_at`).",
     )
@@ -374,6 +392,8 @@ class Settings(BaseModel):
             base_url=self.llm_base_url,
             api_key=self.llm_api_key,
             timeout_s=self.llm_timeout_s,
+            idle_timeout_s=self.llm_idle_timeout_s,
+            max_tokens=self.llm_max_tokens,
             scripted_replies=self.scripted_replies,
         )
 
@@ -394,6 +414,8 @@ class Settings(BaseModel):
             base_url=self.vision_base_url,
             api_key=self.vision_api_key,
             timeout_s=self.llm_timeout_s,
+            idle_timeout_s=self.llm_idle_timeout_s,
+            max_tokens=self.llm_max_tokens,
             scripted_replies=self.scripted_replies,
         )
 

@@ -45,7 +45,8 @@ class ChatMessage(BaseModel):
 class FailureKind(str, Enum):
     """Why a call produced no text; the pipeline and the fallback chain act on it."""
 
-    TIMEOUT = "timeout"
+    TIMEOUT = "timeout"  # no first piece of the answer within LLM_TIMEOUT_S (connect and headers included)
+    IDLE_TIMEOUT = "idle_timeout"  # the answer had started, then nothing arrived for LLM_IDLE_TIMEOUT_S
     AUTH = "auth"
     RATE_LIMITED = "rate_limited"
     SERVER_ERROR = "server_error"
@@ -116,7 +117,9 @@ class ProviderConfig(BaseModel):
     model: str | None = None
     base_url: str | None = None
     api_key: str | None = None
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0  # until the first piece of the answer (LLM_TIMEOUT_S)
+    idle_timeout_s: float = 60.0  # the longest silence once the answer has started (LLM_IDLE_TIMEOUT_S)
+    max_tokens: int = 4096  # the answer's length, sent as `max_tokens` / `num_predict` (LLM_MAX_TOKENS)
     max_retry_after_s: float = 10.0
     max_rate_limit_retries: int = 2
     scripted_replies: str | None = None
@@ -159,13 +162,15 @@ class ReplyFeed:
     Built by ``Provider.stream``, so that every provider shares one policy: pieces go to the
     caller's sink, their concatenation is the ``text`` of a success, the first one is timed,
     and a sink that says "stop" is remembered. It also carries the call's cancel token and
-    deadline, so that a provider between two pieces asks one object whether to go on.
+    first-token deadline, so that a provider between two pieces asks one object whether to
+    go on. The deadline ends where the answer starts: once a piece is in, no timer of the
+    feed's cuts it (the silence between pieces is the transport's business, `llm/transport.py`).
     """
 
     def __init__(self, sink: StreamSink | None, cancel: CancelToken, *, started: float, deadline: float) -> None:
         self.sink = sink
         self.cancel = cancel
-        self.deadline = deadline  # time.monotonic() value
+        self.deadline = deadline  # time.monotonic() value by which the first piece must arrive
         self._started = started  # time.perf_counter() value
         self._pieces: list[str] = []
         self.stopped = False
@@ -189,14 +194,20 @@ class ReplyFeed:
     def text(self) -> str:
         return "".join(self._pieces)
 
+    @property
+    def started(self) -> bool:
+        """The answer has started: its first piece was delivered."""
+        return self.first_text_ms is not None
+
     def remaining_s(self) -> float:
+        """Time left before the first-token deadline (what a wait before the answer may use)."""
         return self.deadline - time.monotonic()
 
     def interruption(self) -> FailureKind | None:
-        """CANCELLED or TIMEOUT when the call must stop now, else None."""
+        """CANCELLED, or TIMEOUT while no piece has arrived by the deadline, else None."""
         if self.cancel.cancelled:
             return FailureKind.CANCELLED
-        if time.monotonic() >= self.deadline:
+        if not self.started and time.monotonic() >= self.deadline:
             return FailureKind.TIMEOUT
         return None
 
@@ -222,6 +233,8 @@ class Provider(ABC):
     needs_key: ClassVar[bool]
     default_base_url: ClassVar[str]
     default_model: ClassVar[str]
+    # Whether the server takes a decoding grammar (GBNF, `LLM_GRAMMAR`); the others never get one.
+    accepts_grammar: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -258,12 +271,17 @@ class Provider(ABC):
         sink: StreamSink | None = None,
         *,
         cancel: CancelToken | None = None,
+        grammar: str | None = None,
     ) -> Completion:
         """Run one completion, handing each piece of the reply to ``sink`` as it arrives.
 
         Never raises for runtime failures: returns ``text=None`` with a ``FailureKind`` (also
         when pieces were fed before the failure) and logs the outcome once, without any
-        message text. ``config.timeout_s`` bounds the whole call; ``cancel`` stops it at once.
+        message text. ``config.timeout_s`` bounds the wait for the first piece (connect and
+        headers included), ``config.idle_timeout_s`` the silence between pieces after it; an
+        answer that keeps coming is never cut by a timer. ``cancel`` stops it at once.
+        ``grammar`` (GBNF) constrains the reply where the server takes one (``accepts_grammar``)
+        and is left out elsewhere.
         """
         started = time.perf_counter()
         token = cancel if cancel is not None else CancelToken()
@@ -273,7 +291,7 @@ class Provider(ABC):
         elif token.cancelled:
             attempt = Attempt(failure=FailureKind.CANCELLED, detail="cancelled before the call")
         else:
-            attempt = self._attempt(tuple(messages), feed)
+            attempt = self._attempt(tuple(messages), feed, grammar if self.accepts_grammar else None)
         failure, detail = attempt.failure, attempt.detail
         if failure is None and not feed.stopped and not feed.text.strip():
             failure = FailureKind.EMPTY
@@ -296,9 +314,11 @@ class Provider(ABC):
         _log_outcome(completion)
         return completion
 
-    def call(self, messages: Sequence[ChatMessage], *, cancel: CancelToken | None = None) -> Completion:
+    def call(
+        self, messages: Sequence[ChatMessage], *, cancel: CancelToken | None = None, grammar: str | None = None
+    ) -> Completion:
         """The whole reply at once: ``stream`` without a sink."""
-        return self.stream(messages, None, cancel=cancel)
+        return self.stream(messages, None, cancel=cancel, grammar=grammar)
 
     def complete(self, messages: Sequence[ChatMessage]) -> str | None:
         """The pipeline's view of a provider: text or ``None``."""
@@ -322,7 +342,7 @@ class Provider(ABC):
             feed.cancel.wait(seconds)
 
     @abstractmethod
-    def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed) -> Attempt:
+    def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed, grammar: str | None = None) -> Attempt:
         """Put the reply for ``messages`` into ``feed`` piece by piece and say how it ended;
         stop when ``feed.put`` returns False or ``feed.interruption()`` says so."""
 

@@ -1,16 +1,28 @@
-"""A circuit breaker per provider: after repeated timeouts, fail fast for a while.
+"""A circuit breaker per provider: after repeated faults of the server, fail fast for a while.
 
 A hung provider (it takes the connection and never answers) costs every call the whole
 `LLM_TIMEOUT_S`, and a turn makes two calls (the retry of SPEC 6.4): 2 x 120 s per turn, for
-every user at once. So after `failures` consecutive calls that ended the way a hung or
-unreachable server ends them (TIMEOUT, CONNECTION), the provider's circuit opens: its calls
-are refused at once for `cooldown_s` and the fallback chain goes straight to the next
-provider. Then one call is let through as a probe (half-open) while the others are still
-refused; its success closes the circuit, its failure opens it for another cool-down.
+every user at once. So after `failures` consecutive calls that ended with a fault of the
+server (`FAULTS`), the provider's circuit opens: its calls are refused at once for
+`cooldown_s` and the fallback chain goes straight to the next provider. Then one call is let
+through as a probe (half-open) while the others are still refused; its success closes the
+circuit, its failure opens it for another cool-down.
 
-Any other outcome (text, an HTTP error, a rate limit, a malformed reply) comes from a server
-that answers, so it ends the streak. A cancelled call says nothing about the server: it is
-not counted, and a cancelled probe lets the next call probe at once.
+What counts (SPEC 7a.1: only faults of the server):
+
+- `FAULTS`: a refused, reset or cut connection (CONNECTION), a 5xx (SERVER_ERROR), a reply
+  that cannot be read (MALFORMED) or that carries the upstream's error (UPSTREAM_ERROR), no
+  first token within `LLM_TIMEOUT_S` (TIMEOUT), and an answer that started and then stopped
+  coming for `LLM_IDLE_TIMEOUT_S` (IDLE_TIMEOUT: the server stopped sending in the middle of
+  a stream; a long answer that keeps streaming never ends this way, so it never counts).
+- A success, or a blank reply (EMPTY: the server answered in time), closes the circuit and
+  ends the streak.
+- Everything else counts for nothing and ends nothing (`NEUTRAL`): a user's cancel, a 4xx our
+  request caused (CLIENT_ERROR, AUTH: the model name, the key, the context size are ours to
+  fix, and opening the circuit would refuse every other user's good requests too), a 429
+  (RATE_LIMITED: the server is up and answering at once; it asked us to slow down, and its
+  `Retry-After` is honoured in `llm/http.py`, so failing fast would save no time), a missing
+  key or script. A neutral probe (half-open) lets the next call probe at once.
 """
 
 from __future__ import annotations
@@ -24,13 +36,24 @@ from typing import Any, Literal
 
 from llm.base import FailureKind
 
-TRIPPING = frozenset({FailureKind.TIMEOUT, FailureKind.CONNECTION})
+FAULTS = frozenset(
+    {
+        FailureKind.TIMEOUT,
+        FailureKind.IDLE_TIMEOUT,
+        FailureKind.CONNECTION,
+        FailureKind.SERVER_ERROR,
+        FailureKind.MALFORMED,
+        FailureKind.UPSTREAM_ERROR,
+    }
+)
+HEALTHY = frozenset({None, FailureKind.EMPTY})
+NEUTRAL = frozenset(set(FailureKind) - FAULTS - HEALTHY)
 State = Literal["closed", "open", "half_open"]
 
 
 @dataclass(frozen=True)
 class BreakerPolicy:
-    """`failures` consecutive timeouts or connection failures open the circuit for `cooldown_s`."""
+    """`failures` consecutive faults of the server (`FAULTS`) open the circuit for `cooldown_s`."""
 
     failures: int = 3
     cooldown_s: float = 30.0
@@ -72,12 +95,12 @@ class CircuitBreaker:
     def record(self, failure: FailureKind | None) -> None:
         """The outcome of an admitted call (None: it succeeded)."""
         with self._lock:
-            if failure is FailureKind.CANCELLED:
+            if failure in HEALTHY:
+                self._state, self._failures = "closed", 0
+                return
+            if failure not in FAULTS:  # NEUTRAL: says nothing about the server's health
                 if self._state == "half_open":
                     self._state, self._open_until = "open", self._clock()  # the next call probes
-                return
-            if failure not in TRIPPING:
-                self._state, self._failures = "closed", 0
                 return
             self._failures += 1
             if self._state == "half_open" or self._failures >= self.policy.failures:
@@ -95,6 +118,7 @@ class CircuitBreaker:
         """Why a call was refused, for the Completion's `detail` (logs and events)."""
         state = self.snapshot()
         return (
-            f"circuit open after {state.failures} consecutive timeouts or connection failures; "
+            f"circuit open after {state.failures} consecutive server faults (timeouts, refused or cut "
+            "connections, 5xx, unreadable replies); "
             f"next try at {state.retry_at}"
         )

@@ -1,5 +1,6 @@
-"""What an operator can do when the model does not answer: one sentence, shared by the
-start-up log, `/health` and the chat error, so a newcomer reads the same fix everywhere.
+"""What happened when the model did not answer, and what an operator can do about it: one
+sentence each, the fix shared by the start-up log, `/health` and the chat error, so a
+newcomer reads the same fix everywhere.
 
 The hint names settings and commands only, never a key, a token or a base URL (a URL can
 carry credentials, and the chat error is shown to users).
@@ -24,6 +25,18 @@ def fix_hint(provider: str, model: str, failure: FailureKind | str | None = None
         return f"check the script in SCRIPTED_REPLIES, or {RECONFIGURE}"
     if kind is FailureKind.AUTH or kind is FailureKind.NOT_CONFIGURED:
         first = f"give {provider} a valid API key (LLM_API_KEY)"
+    elif kind is FailureKind.TIMEOUT:
+        first = (
+            "raise LLM_TIMEOUT_S (a cold CPU model may need minutes to load and read a long prompt) "
+            "or use a faster model"
+        )
+    elif kind is FailureKind.IDLE_TIMEOUT:
+        first = f"check the log of {provider}'s server (it stopped sending mid-answer), or raise LLM_IDLE_TIMEOUT_S"
+    elif kind is FailureKind.CLIENT_ERROR:
+        first = (
+            f"check that {provider} answers at LLM_BASE_URL and knows the model {model!r} (LLM_MODEL), and that "
+            "LLM_MAX_TOKENS and the conversation fit the model's limits (the server's log says what it refused)"
+        )
     elif kind is FailureKind.RATE_LIMITED:
         first = f"wait for {provider}'s rate limit, or add a fallback (LLM_FALLBACKS)"
     elif provider == "ollama":
@@ -31,6 +44,38 @@ def fix_hint(provider: str, model: str, failure: FailureKind | str | None = None
     else:
         first = f"check that {provider} answers at LLM_BASE_URL and knows the model {model!r} (LLM_MODEL)"
     return f"{first}, or {RECONFIGURE}, or {DEMO}"
+
+
+def what_failed(
+    failure: FailureKind | None,
+    *,
+    status_code: int | None = None,
+    timeout_s: float,
+    idle_timeout_s: float,
+) -> str:
+    """What the user is told happened, naming the timer or the HTTP status behind it."""
+    status = f" (HTTP {status_code})" if status_code is not None else ""
+    if failure is FailureKind.TIMEOUT:
+        return f"the model did not start answering within {timeout_s:g} s (LLM_TIMEOUT_S)"
+    if failure is FailureKind.IDLE_TIMEOUT:
+        return f"the model started answering, then sent nothing for {idle_timeout_s:g} s (LLM_IDLE_TIMEOUT_S)"
+    if failure is FailureKind.CLIENT_ERROR:
+        return f"the provider refused our request{status}"
+    if failure is FailureKind.AUTH:
+        return f"the provider refused our API key{status}"
+    if failure is FailureKind.RATE_LIMITED:
+        return f"the provider is rate limiting us{status}"
+    if failure is FailureKind.SERVER_ERROR:
+        return f"the model server failed{status}"
+    if failure is FailureKind.MALFORMED:
+        return "the model server sent a reply that could not be read"
+    if failure is FailureKind.UPSTREAM_ERROR:
+        return "the provider reported an error of the model behind it"
+    if failure is FailureKind.EMPTY:
+        return "the model answered with nothing"
+    if failure is FailureKind.CIRCUIT_OPEN:
+        return "the provider kept failing, so it is not called for a while (PROVIDER_BREAKER_COOLDOWN_S)"
+    return "the model provider did not answer"  # a refused or cut connection, or anything else
 
 
 def probe_failure(detail: str) -> FailureKind | None:

@@ -1,7 +1,7 @@
 """The exchange policy every HTTP provider shares, whatever its wire format.
 
-`HttpProvider` sends one streamed POST per call (through `llm/transport.py`: one deadline,
-cancel, bounded bodies), applies the 429 `Retry-After` policy, maps status codes to
+`HttpProvider` sends one streamed POST per call (through `llm/transport.py`: the first-token
+deadline and the idle timer, cancel, bounded bodies), applies the 429 `Retry-After` policy, maps status codes to
 `FailureKind`, reads a 2xx answer piece by piece as it arrives (or as one JSON body, from a
 server that does not stream), and probes the server for `/health`. A subclass only knows its
 wire format: the body it sends and where the text sits in a stream chunk and in a whole reply
@@ -65,7 +65,7 @@ def _status_failure(status: int) -> FailureKind:
 
 
 class HttpProvider(Provider):
-    """Shared HTTP policy: a streamed POST under one deadline, the 429 ``Retry-After``
+    """Shared HTTP policy: a streamed POST under the call's timers, the 429 ``Retry-After``
     policy, and the mapping of transport and status errors to ``FailureKind``. Subclasses
     only know their wire format."""
 
@@ -93,8 +93,9 @@ class HttpProvider(Provider):
         """Full URL of the chat endpoint."""
 
     @abstractmethod
-    def request_body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
-        """The JSON body: model, messages and ``stream``, never tools/functions/tool_choice."""
+    def request_body(self, messages: Sequence[ChatMessage], grammar: str | None = None) -> dict[str, Any]:
+        """The JSON body: model, messages and ``stream``, never tools/functions/tool_choice
+        (a decoding ``grammar`` is not a tools field, SPEC 6.3)."""
 
     @abstractmethod
     def parse_reply(self, data: Any) -> Parsed:
@@ -130,9 +131,9 @@ class HttpProvider(Provider):
             headers["Authorization"] = f"Bearer {self.config.api_key}"
         return headers
 
-    def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed) -> Attempt:
+    def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed, grammar: str | None = None) -> Attempt:
         # Escaped to ASCII: any JSON parser reads it, whatever it assumes of the charset.
-        payload = json.dumps(self.request_body(messages)).encode("ascii")
+        payload = json.dumps(self.request_body(messages, grammar)).encode("ascii")
         exchange = Exchange(
             self.http,
             self.endpoint(),
@@ -141,6 +142,7 @@ class HttpProvider(Provider):
             cancel=feed.cancel,
             deadline=feed.deadline,
             timeout_s=self.config.timeout_s,
+            idle_timeout_s=self.config.idle_timeout_s,
             max_bytes=REPLY_MAX,
         )
         with exchange:
@@ -187,7 +189,7 @@ class HttpProvider(Provider):
 
     def _retry_delay(self, response: requests.Response, retries: int, feed: ReplyFeed) -> float | None:
         """How long to wait before retrying a 429, or None to give up: only a short, explicit
-        ``Retry-After``, a bounded number of times, and never past the call's deadline."""
+        ``Retry-After``, a bounded number of times, and never past the first-token deadline."""
         if response.status_code != 429 or retries >= self.config.max_rate_limit_retries:
             return None
         delay = _retry_after_seconds(response.headers.get("Retry-After"))
@@ -240,6 +242,7 @@ class HttpProvider(Provider):
                     exchange.discard(response)
                     return replace(failure, finish_reason=finish_reason, usage=usage)
                 if parsed.content:
+                    exchange.answer_started()  # from now on only the server's silence is timed
                     arrived.append(parsed.content)
                 if parsed.end:
                     if not feed.put("".join(arrived)):
@@ -280,6 +283,6 @@ def _odd_content(parsed: Parsed) -> Attempt | None:
 
 
 def _stopped(exchange: Exchange) -> Attempt | None:
-    """Cancelled or past the deadline, checked before each piece (a read may bring many)."""
+    """Cancelled or past the first-token deadline, checked before each piece (a read may bring many)."""
     stop = exchange.interrupted()
     return None if stop is None else Attempt(failure=stop.kind, detail=stop.detail)

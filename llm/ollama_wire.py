@@ -2,7 +2,8 @@
 `images` field and error bodies are Ollama's own `{"error": "..."}`.
 
 Its stream is newline-delimited JSON: one object per piece, the last one with
-`"done": true`, the finish reason and the token counts.
+`"done": true`, the finish reason and the token counts. The answer's length is bounded by
+`options.num_predict` (`LLM_MAX_TOKENS`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from llm.base import ChatMessage
 from llm.framing import Framing, NdjsonDecoder
 from llm.http import HttpProvider
-from llm.wire import Parsed, decode_json, malformed, string, token_counts, upstream_error
+from llm.wire import Parsed, decode_json, malformed, refused, string, token_counts
 
 
 class OllamaProvider(HttpProvider):
@@ -30,24 +31,27 @@ class OllamaProvider(HttpProvider):
     def endpoint(self) -> str:
         return f"{self.base_url}/api/chat"
 
-    def request_body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
+    def request_body(self, messages: Sequence[ChatMessage], grammar: str | None = None) -> dict[str, Any]:
         wire: list[dict[str, Any]] = []
         for message in messages:
             item: dict[str, Any] = {"role": message.role, "content": message.content}
             if message.images:
                 item["images"] = [_strip_data_url(image) for image in message.images]
             wire.append(item)
-        return {"model": self.model, "messages": wire, "stream": True}
+        return {
+            "model": self.model,
+            "messages": wire,
+            "stream": True,
+            "options": {"num_predict": self.config.max_tokens},
+        }
 
     def framing(self) -> Framing:
         return NdjsonDecoder()
 
     def parse_reply(self, data: Any) -> Parsed:
-        if not isinstance(data, dict):
-            return malformed("body is not an object")
-        upstream = upstream_error(data)
-        if upstream is not None:
-            return upstream
+        problem = refused(data, "body is not an object")
+        if problem is not None:
+            return problem
         message = data.get("message")
         if not isinstance(message, dict):
             return malformed("no message object")
@@ -55,11 +59,9 @@ class OllamaProvider(HttpProvider):
 
     def parse_chunk(self, payload: str) -> Parsed:
         data, decoded = decode_json(payload)
-        if not decoded or not isinstance(data, dict):
-            return malformed("stream line is not a JSON object")
-        upstream = upstream_error(data)
-        if upstream is not None:
-            return upstream
+        problem = refused(data if decoded else None, "stream line is not a JSON object")
+        if problem is not None:
+            return problem
         message = data.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if data.get("done") is not True:

@@ -4,7 +4,8 @@ server, OpenRouter, Cerebras and Chutes.
 Its stream is server-sent events: `choices[0].delta.content` pieces, a chunk with a
 `finish_reason`, `usage` where the server sends it (OpenRouter always does, in the last
 chunk), then `data: [DONE]`. No `stream_options` are sent: not every compatible server
-accepts them.
+accepts them. The answer's length is bounded by `max_tokens` (`LLM_MAX_TOKENS`), which
+every one of these servers reads.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from llm.base import Attempt, ChatMessage, FailureKind
 from llm.framing import Framing, SseDecoder
 from llm.http import HttpProvider
-from llm.wire import Parsed, decode_json, malformed, string, token_counts, upstream_error
+from llm.wire import Parsed, decode_json, malformed, refused, string, token_counts, upstream_error
 
 
 class OpenAICompatibleProvider(HttpProvider):
@@ -32,11 +33,14 @@ class OpenAICompatibleProvider(HttpProvider):
     # sends a bare `[DONE]` when another request interrupts the stream, which must not pass
     # for a finished answer (the pipeline resets what was shown and retries).
     finish_reason_required = True
+    # `openai` is any OpenAI-compatible server: llama.cpp's own server and llama-cpp-python take a
+    # GBNF `grammar`; the operator turns it on (LLM_GRAMMAR) only for a server that does.
+    accepts_grammar = True
 
     def endpoint(self) -> str:
         return f"{self.base_url}/chat/completions"
 
-    def request_body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
+    def request_body(self, messages: Sequence[ChatMessage], grammar: str | None = None) -> dict[str, Any]:
         wire: list[dict[str, Any]] = []
         for message in messages:
             content: str | list[dict[str, Any]] = message.content
@@ -45,17 +49,23 @@ class OpenAICompatibleProvider(HttpProvider):
                     {"type": "image_url", "image_url": {"url": image}} for image in message.images
                 ]
             wire.append({"role": message.role, "content": content})
-        return {"model": self.model, "messages": wire, "stream": True}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": wire,
+            "stream": True,
+            "max_tokens": self.config.max_tokens,
+        }
+        if grammar is not None:
+            body["grammar"] = grammar  # llama.cpp's server and llama-cpp-python: GBNF
+        return body
 
     def framing(self) -> Framing:
         return SseDecoder()
 
     def parse_reply(self, data: Any) -> Parsed:
-        if not isinstance(data, dict):
-            return malformed("body is not an object")
-        upstream = upstream_error(data)
-        if upstream is not None:
-            return upstream
+        problem = refused(data, "body is not an object")
+        if problem is not None:
+            return problem
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return malformed("no choices[0]")
@@ -76,11 +86,9 @@ class OpenAICompatibleProvider(HttpProvider):
         if payload.strip() == "[DONE]":
             return Parsed(end=True)
         data, decoded = decode_json(payload)
-        if not decoded or not isinstance(data, dict):
-            return malformed("stream event is not a JSON object")
-        upstream = upstream_error(data)  # a mid-stream error: top-level `error`
-        if upstream is not None:
-            return upstream
+        problem = refused(data if decoded else None, "stream event is not a JSON object")  # or a mid-stream `error`
+        if problem is not None:
+            return problem
         usage = _usage(data.get("usage"))
         choices = data.get("choices")
         if not choices:  # a usage-only chunk, or an empty keep-alive
@@ -111,24 +119,28 @@ def _usage(raw: Any) -> dict[str, int] | None:
     )
 
 
-class OpenRouterProvider(OpenAICompatibleProvider):
+class HostedProvider(OpenAICompatibleProvider):
+    """A hosted OpenAI-compatible API: a key is required, and no decoding grammar is taken."""
+
+    accepts_grammar = False
+    needs_key = True
+
+
+class OpenRouterProvider(HostedProvider):
     """OpenRouter: OpenAI wire format; upstream failures may arrive as 200 + ``error``."""
 
     name = "openrouter"
-    needs_key = True
     default_base_url = "https://openrouter.ai/api/v1"
     default_model = "meta-llama/llama-3.3-70b-instruct"
 
 
-class CerebrasProvider(OpenAICompatibleProvider):
+class CerebrasProvider(HostedProvider):
     name = "cerebras"
-    needs_key = True
     default_base_url = "https://api.cerebras.ai/v1"
     default_model = "llama-3.3-70b"
 
 
-class ChutesProvider(OpenAICompatibleProvider):
+class ChutesProvider(HostedProvider):
     name = "chutes"
-    needs_key = True
     default_base_url = "https://llm.chutes.ai/v1"
     default_model = "deepseek-ai/DeepSeek-V3-0324"

@@ -105,7 +105,7 @@ class ScriptedProvider(Provider):
         with self._lock:
             return len(self.script) - self._cursor
 
-    def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed) -> Attempt:
+    def _attempt(self, messages: tuple[ChatMessage, ...], feed: ReplyFeed, grammar: str | None = None) -> Attempt:
         sent = sum(len(m.content.encode("utf-8")) for m in messages)
         if isinstance(self.script, list):
             with self._lock:

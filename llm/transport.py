@@ -1,16 +1,26 @@
-"""One provider call's HTTP traffic, through `requests`, under one deadline and one cancel.
+"""One provider call's HTTP traffic, through `requests`, under its two timers and one cancel.
 
 Every provider call goes through a `requests.Session` (`provider_session`): TLS, CA
 bundles, proxies and connection pooling are the library's, for a local model server and a
 hosted API alike. What this module adds is what `requests` lacks for a model's streamed
-reply: one deadline for the whole call (not per read), a cancel that interrupts a read
-blocked before or inside the body (`llm/abort.py` shuts the socket), the body read as it
-arrives (urllib3's `read1`: each piece is handed on once it is received, not once a buffer
-is full), bounded bodies, and the mapping of what the libraries raise to `FailureKind`.
+reply: timers that fit a model (not per read), a cancel that interrupts a read blocked
+before or inside the body (`llm/abort.py` shuts the socket), the body read as it arrives
+(urllib3's `read1`: each piece is handed on once it is received, not once a buffer is full),
+bounded bodies, and the mapping of what the libraries raise to `FailureKind`.
+
+The two timers (SPEC 7a.1): until the answer's first piece arrives, one deadline counts from
+the start of the call (`LLM_TIMEOUT_S`: connect, headers, a cold model loading and reading
+the prompt); a call that misses it ends as TIMEOUT. Once the answer has started, only the
+server's silence counts: a read that waits longer than `LLM_IDLE_TIMEOUT_S` for any byte
+ends the call as IDLE_TIMEOUT. An answer that keeps streaming is never cut by a timer; its
+length is bounded by `LLM_MAX_TOKENS`, the reply caps and `max_bytes`. Time the caller spends
+with a piece (its sink) is not silence of the server: the idle timer runs only while a read
+waits. Both timers are one watchdog entry, re-armed when it fires early, not one per read.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -76,12 +86,14 @@ def _exception_kind(exc: BaseException) -> tuple[FailureKind, str]:
 
 
 class Exchange:
-    """One provider call's POSTs (a 429 retry makes several) and their bodies, under one
-    deadline and one cancel token.
+    """One provider call's POSTs (a 429 retry makes several) and their bodies, under the
+    call's first-token deadline, its idle timer and one cancel token.
 
-    Use as a context manager: entering arms the deadline and the cancel interrupt, leaving
+    Use as a context manager: entering arms the timer and the cancel interrupt, leaving
     disarms them and closes every response that was not read to its end, so that neither an
-    early return nor an exception (a sink that raises) leaves a connection half-read.
+    early return nor an exception (a sink that raises) leaves a connection half-read. The
+    caller says when the answer has started (`answer_started`): from then on the idle timer
+    replaces the first-token deadline.
     """
 
     def __init__(
@@ -94,6 +106,7 @@ class Exchange:
         cancel: CancelToken,
         deadline: float,
         timeout_s: float,
+        idle_timeout_s: float,
         max_bytes: int,
     ) -> None:
         self._session = session
@@ -101,40 +114,87 @@ class Exchange:
         self._headers = headers
         self._watchdog = watchdog
         self._cancel = cancel
-        self._deadline = deadline  # time.monotonic() value
+        self._deadline = deadline  # time.monotonic() value by which the answer must have started
         self._timeout_s = timeout_s
+        self._idle_timeout_s = idle_timeout_s
         self._max_bytes = max_bytes
         self._handle = CallHandle()
         self._responses: list[requests.Response] = []
-        self._disarm: list[Callable[[], None]] = []
+        self._timer_lock = threading.Lock()
+        self._unschedule: Callable[[], None] | None = None
+        self._disarm_cancel: Callable[[], None] | None = None
+        self._closed = False
+        self._answering = False  # the answer's first piece has arrived
+        self._waiting_since: float | None = None  # time.monotonic() when the read in progress began
         self.received = 0  # body bytes read, all responses of the call
 
     def __enter__(self) -> Exchange:
         handle = self._handle
-        delay = max(0.0, self._deadline - time.monotonic())
-        self._disarm.append(self._watchdog.schedule(delay, lambda: handle.abort(FailureKind.TIMEOUT)))
-        self._disarm.append(self._cancel.on_cancel(lambda: handle.abort(FailureKind.CANCELLED)))
+        self._arm(self._deadline - time.monotonic())
+        self._disarm_cancel = self._cancel.on_cancel(lambda: handle.abort(FailureKind.CANCELLED))
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        for disarm in self._disarm:
-            disarm()
+        with self._timer_lock:
+            self._closed = True
+            if self._unschedule is not None:
+                self._unschedule()
+                self._unschedule = None
+        if self._disarm_cancel is not None:
+            self._disarm_cancel()
         for response in self._responses:
             response.close()  # a no-op for a body read to its end (its connection is pooled)
         self._handle.finish()
 
+    def answer_started(self) -> None:
+        """The first piece of the answer is in: the first-token deadline no longer applies,
+        only the idle timer does (its entry replaces the deadline's)."""
+        if self._answering:
+            return
+        self._answering = True
+        self._arm(self._idle_timeout_s)
+
+    def _arm(self, delay_s: float) -> None:
+        """Schedule the timer's one watchdog entry (replacing the pending one, if any)."""
+        with self._timer_lock:
+            if self._closed:
+                return
+            if self._unschedule is not None:
+                self._unschedule()
+            self._unschedule = self._watchdog.schedule(max(0.0, delay_s), self._expire)
+
+    def _expire(self) -> None:
+        """The watchdog's entry: abort the call if a timer ran out, else wait for the next due time."""
+        now = time.monotonic()
+        if not self._answering:
+            if now >= self._deadline:
+                self._handle.abort(FailureKind.TIMEOUT)
+                return
+            self._arm(self._deadline - now)
+            return
+        waiting_since = self._waiting_since
+        if waiting_since is None:  # between reads: the caller is busy with a piece, the server is not silent
+            self._arm(self._idle_timeout_s)
+        elif now >= waiting_since + self._idle_timeout_s:
+            self._handle.abort(FailureKind.IDLE_TIMEOUT)
+        else:
+            self._arm(waiting_since + self._idle_timeout_s - now)
+
     def interrupted(self) -> Broken | None:
-        """TIMEOUT or CANCELLED when the call must stop now (checked between reads)."""
+        """TIMEOUT, IDLE_TIMEOUT or CANCELLED when the call must stop now (checked between reads)."""
         reason = self._handle.reason
         if reason is None and self._cancel.cancelled:
             reason = FailureKind.CANCELLED
-        if reason is None and time.monotonic() >= self._deadline:
+        if reason is None and not self._answering and time.monotonic() >= self._deadline:
             reason = FailureKind.TIMEOUT
-        if reason is None:
-            return None
+        return None if reason is None else self._broken(reason)
+
+    def _broken(self, reason: FailureKind) -> Broken:
         if reason is FailureKind.CANCELLED:
             return Broken(reason, "cancelled")
-        return Broken(reason, f"no complete reply within {self._timeout_s:g} s")
+        if reason is FailureKind.IDLE_TIMEOUT:
+            return Broken(reason, f"the answer stopped: nothing received for {self._idle_timeout_s:g} s")
+        return Broken(reason, f"no first token within {self._timeout_s:g} s")
 
     def post(self, body: bytes) -> requests.Response | Broken:
         """Send the request and return once the headers are in (the body is not read)."""
@@ -148,7 +208,8 @@ class Exchange:
                     data=body,
                     headers=self._headers,
                     stream=True,
-                    timeout=self._timeout_s,
+                    # per socket operation, a backstop only: the watchdog enforces both timers
+                    timeout=(self._timeout_s, max(self._timeout_s, self._idle_timeout_s)),
                     allow_redirects=False,
                 )
         except (*_NETWORK_ERRORS, UnicodeError) as exc:  # UnicodeError: a header beyond Latin-1
@@ -158,10 +219,13 @@ class Exchange:
 
     def read(self, response: requests.Response) -> bytes | Broken:
         """What has arrived of the body (waiting for at least one byte); ``b""`` at its end."""
+        self._waiting_since = time.monotonic()
         try:
             data = response.raw.read1(READ_SIZE, decode_content=True) or b""
         except _NETWORK_ERRORS as exc:
             return self._failed(exc)
+        finally:
+            self._waiting_since = None
         stop = self.interrupted()
         if stop is not None:  # also when the abort made the read look like a clean end
             return stop
@@ -225,4 +289,6 @@ class Exchange:
         if stop is not None:  # the shut socket surfaced as a broken connection
             return stop
         kind, detail = _exception_kind(exc)
+        if kind is FailureKind.TIMEOUT and self._answering:  # the socket's own timeout, mid-answer
+            return self._broken(FailureKind.IDLE_TIMEOUT)
         return Broken(kind, detail)

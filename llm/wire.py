@@ -55,6 +55,14 @@ def error_message(data: Any) -> str:
     return ""
 
 
+def refused(data: Any, not_an_object: str) -> Parsed | None:
+    """Why a body or a stream message cannot be read: it is no JSON object (`not_an_object`
+    says which), or it carries an upstream ``error``; None when it can be."""
+    if not isinstance(data, dict):
+        return malformed(not_an_object)
+    return upstream_error(data)
+
+
 def upstream_error(data: dict[str, Any]) -> Parsed | None:
     """A 200 body or stream chunk that carries an ``error`` object (OpenRouter forwards
     upstream failures so, also in the middle of a stream)."""

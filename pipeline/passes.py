@@ -47,6 +47,7 @@ def provider_pass(
     *,
     pass_index: int,
     last_pass: bool,
+    grammar: str | None = None,
 ) -> PassOutcome:
     gate = ReplyGate(
         publish=lambda text: emit("answer.delta", {"pass": pass_index, "text": text}),
@@ -58,7 +59,7 @@ def provider_pass(
     completion: Completion | None = None
     for attempt in range(1, ATTEMPTS + 1):
         emit("provider.request", {"pass": pass_index, "attempt": attempt, "message_count": len(context)})
-        completion = chain.stream(context, sink, cancel=cancel)
+        completion = chain.stream(context, sink, cancel=cancel, grammar=grammar)
         text = None if completion.text is None else sink.text
         if text is not None:
             sink.finish()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from commands.grammar import first_line_grammar
 from pipeline.catalog import EVERYTHING, Reach, offered
 from pipeline.demos import DEMO_NOTE
 from tools.base import Tool
@@ -85,12 +86,19 @@ class PromptBook:
     persona: str = DEFAULT_PERSONA
     suffix: str = ""  # appended after the command list (the `/v1` client's instructions)
     _built: dict[tuple[Reach, bool], str] = field(default_factory=dict, repr=False)
+    _grammars: dict[Reach, str] = field(default_factory=dict, repr=False)
 
     def system_prompt(self, reach: Reach = EVERYTHING, *, demos: bool = False) -> str:
         key = (reach, demos)
         if key not in self._built:
             self._built[key] = build_system_prompt(self.registry, self.persona, reach, demos=demos) + self.suffix
         return self._built[key]
+
+    def grammar(self, reach: Reach = EVERYTHING) -> str:
+        """The first-line grammar of the same command list (`LLM_GRAMMAR=first_line`)."""
+        if reach not in self._grammars:
+            self._grammars[reach] = first_line_grammar(offered(self.registry, reach))
+        return self._grammars[reach]
 
     def with_suffix(self, text: str) -> PromptBook:
         """Another book for the same tools with `text` after the command list."""

@@ -17,6 +17,7 @@ was cut is refused rather than run on part of its body, and a tool result is sto
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from commands.detect import Command, detect_command, first_line_and_rest
 from commands.router import Routed, refuse, route
 from config.settings import Settings
 from foundation.cancellation import NEVER, CancelToken
-from llm.hints import fix_hint
+from llm.hints import fix_hint, what_failed
 from pipeline.catalog import Reach, offered
 from pipeline.context import ImageLoader, build_context, image_in_window, is_tool_role, needs_vision
 from pipeline.demos import demonstrations
@@ -69,18 +70,34 @@ class TurnFailed(Exception):
 class ProviderUnavailable(TurnFailed):
     """The provider (and its fallbacks) failed twice in one pass; the user message is kept."""
 
-    def __init__(self, user_message_id: int | None, completion: Completion) -> None:
+    def __init__(
+        self,
+        user_message_id: int | None,
+        completion: Completion,
+        *,
+        timeout_s: float = 120.0,
+        idle_timeout_s: float = 60.0,
+    ) -> None:
         super().__init__(f"provider {completion.provider} failed: {completion.failure}", user_message_id)
         self.completion = completion
+        self.timeout_s = timeout_s  # LLM_TIMEOUT_S and LLM_IDLE_TIMEOUT_S, named in the message
+        self.idle_timeout_s = idle_timeout_s
 
     @property
     def public_message(self) -> str:
-        """What the user reads: what failed and what an operator can do about it, never a key
-        or a URL (`llm/hints.py`; the same hint as the start-up log and `/health`)."""
+        """What the user reads: what failed (which timer, which HTTP status) and what an
+        operator can do about it, never a key or a URL (`llm/hints.py`; the same fix as the
+        start-up log and `/health`)."""
         detail = self.completion
         kind = detail.failure.value if detail.failure else "no answer"
+        what = what_failed(
+            detail.failure,
+            status_code=detail.status_code,
+            timeout_s=self.timeout_s,
+            idle_timeout_s=self.idle_timeout_s,
+        )
         return (
-            f"the model provider did not answer ({detail.provider}: {kind}); your message was kept, retry "
+            f"{what} ({detail.provider}: {kind}); your message was kept, retry "
             f"later. To fix it, an operator can {fix_hint(detail.provider, detail.model, detail.failure)}"
         )
 
@@ -274,17 +291,28 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
             takes_body(services.registry),
             pass_index=pass_index,
             last_pass=last_pass,
+            # a pass that may use a command is held to the turn's commands or plain text (7a.1)
+            grammar=services.prompts.grammar(reach) if settings.llm_grammar == "first_line" and not last_pass else None,
         )
         if outcome.stopped:
             return turn.stop(outcome.gate.shown)
         reply = outcome.reply
         if reply is None:
-            raise ProviderUnavailable(user_message_id, outcome.completion)
+            raise ProviderUnavailable(
+                user_message_id,
+                outcome.completion,
+                timeout_s=settings.llm_timeout_s,
+                idle_timeout_s=settings.llm_idle_timeout_s,
+            )
         if outcome.gate.decision is Decision.TEXT:
             answer = turn.store("assistant", reply)  # 6.10: role set here, never parsed
             return turn.result(answer.content)
         command = detect_command(reply)
         assert command is not None  # the gate decided "command" with the same detector
+        if not takes_body(services.registry)(command.name):
+            # SPEC 5, 7: what follows a body-less command's line is discarded here, before
+            # anything can store, show or send it (a server that sent it in the same piece)
+            command = dataclasses.replace(command, body="")
         turn.emit("command.detected", {"name": command.name})
         if last_pass:  # 6.6: a command in the last allowed pass is not run
             text = clip_answer(strip_commands(reply)) or TOOL_LIMIT_REACHED

@@ -29,9 +29,46 @@ What differs in the PostgreSQL DDL, and why:
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from storage.connection import DbConnection, Migration
 from storage.pg_confinement import m101_memory_sql_confinement
+
+Step = Any  # a migration's side: a script, or a function of the connection
+
+
+def apply_pending(
+    conn: DbConnection,
+    steps: Sequence[tuple[str, Step]],
+    *,
+    begin: Callable[[], None],
+    run: Callable[[Step], None],
+    recorded: Callable[[], set[str]],
+    record_sql: str,
+) -> list[str]:
+    """Apply the steps `recorded()` does not name, in order, each in its own transaction;
+    return their names. Both engines' loop: `begin` opens a step's transaction and takes the
+    engine's migration lock, and only then is the record read again, so a process that waited
+    for another finds its work done instead of applying it twice ("table already exists")."""
+    applied: list[str] = []
+    for name, step in steps:
+        if name in recorded():  # outside any lock: a current schema costs no write lock
+            continue
+        begin()
+        try:
+            if name in recorded():  # applied by another process meanwhile
+                conn.execute("ROLLBACK")
+                continue
+            run(step)
+            conn.execute(record_sql, (name,))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        applied.append(name)
+    return applied
 
 
 def execute_script(conn: DbConnection, script: str) -> None:

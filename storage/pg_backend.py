@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from bounded.pool import WorkerPool
 from bounded.sql_values import MemoryAnswer, SqlError
 from foundation.cancellation import CancelToken
 from storage.connection import DbConnection, Migration
+from storage.migrations import apply_pending
 from storage.pg_connection import PgConnection
 from storage.pg_memory_run import PgStore, run_pg_memory
 from storage.search_pg import pg_hits
@@ -48,33 +49,24 @@ class PgBackend:
             conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
         finally:
             conn.execute("COMMIT")
-        applied: list[str] = []
-        for migration in migrations:
-            step = migration.postgresql
-            if step is None or migration.name in recorded_migrations(conn):
-                continue
-            conn.execute("BEGIN")
-            try:
-                conn.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
-                if migration.name in recorded_migrations(conn):  # applied by another process meanwhile
-                    conn.execute("ROLLBACK")
-                    continue
-                if isinstance(step, str):
-                    conn.script(step)
-                else:
-                    step(conn)
-                conn.execute(
-                    "INSERT INTO _migrations(name, applied_at)"
-                    " VALUES (?, to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'))",
-                    (migration.name,),
-                )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            applied.append(migration.name)
-        return applied
+        pg = conn
+
+        def begin() -> None:
+            pg.execute("BEGIN")
+            pg.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATION_LOCK,))
+
+        def run(step: Any) -> None:
+            pg.script(step) if isinstance(step, str) else step(pg)
+
+        return apply_pending(
+            conn,
+            [(migration.name, migration.postgresql) for migration in migrations if migration.postgresql is not None],
+            begin=begin,
+            run=run,
+            recorded=lambda: recorded_migrations(pg),
+            record_sql="INSERT INTO _migrations(name, applied_at)"
+            " VALUES (?, to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'))",
+        )
 
     def search(
         self, conn: DbConnection, user_id: int, terms: Sequence[str], limit: int, exclude_message_ids: Sequence[int]

@@ -11,14 +11,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from bounded.pool import WorkerPool, pool_or_own
 from bounded.sql import run_memory
 from bounded.sql_values import MemoryAnswer, MemoryJob, SqlError
 from foundation.cancellation import CancelToken
 from storage.connection import DbConnection, Migration
-from storage.migrations import execute_script
+from storage.migrations import apply_pending, execute_script
 from storage.search_sqlite import sqlite_hits
 from storage.search_terms import SearchHit
 
@@ -41,32 +41,22 @@ class SqliteBackend:
         already exists"). The first read, outside any lock, only spares every later start the
         write lock when the schema is already current.
         """
-        applied: list[str] = []
-        for migration in migrations:
-            step = migration.sqlite
-            if step is None or migration.name in recorded_migrations(conn):
-                continue
+
+        def begin() -> None:
             conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-                if migration.name in recorded_migrations(conn):  # applied by another process meanwhile
-                    conn.execute("ROLLBACK")
-                    continue
-                if isinstance(step, str):
-                    execute_script(conn, step)
-                else:
-                    step(conn)
-                conn.execute(
-                    "INSERT INTO _migrations(name, applied_at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
-                    (migration.name,),
-                )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            applied.append(migration.name)
-        return applied
+            conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+
+        def run(step: Any) -> None:
+            execute_script(conn, step) if isinstance(step, str) else step(conn)
+
+        return apply_pending(
+            conn,
+            [(migration.name, migration.sqlite) for migration in migrations if migration.sqlite is not None],
+            begin=begin,
+            run=run,
+            recorded=lambda: recorded_migrations(conn),
+            record_sql="INSERT INTO _migrations(name, applied_at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
+        )
 
     def search(
         self, conn: DbConnection, user_id: int, terms: Sequence[str], limit: int, exclude_message_ids: Sequence[int]

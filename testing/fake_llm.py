@@ -54,8 +54,9 @@ class StreamReply:
     `: OPENROUTER PROCESSING` comment before each piece (SSE only); ``finish_reason=None``
     leaves it out of the last chunk; ``terminate=False`` ends the body without `[DONE]` /
     `"done": true`; ``hang`` keeps the stream open after the pieces until the client hangs
-    up (or the server's `hang_s` passes: then the connection is dropped); ``raw`` replaces
-    the whole body by these bytes, one HTTP chunk each (framing tests).
+    up (or the server's `hang_s` passes: then the connection is dropped); ``stall_after=n``
+    waits ``stall_s`` more (silent, the connection open) before piece ``n + 1``, then goes on;
+    ``raw`` replaces the whole body by these bytes, one HTTP chunk each (framing tests).
     """
 
     pieces: tuple[str, ...] = ()
@@ -65,6 +66,8 @@ class StreamReply:
     finish_reason: str | None = "stop"
     terminate: bool = True
     hang: bool = False
+    stall_after: int | None = None
+    stall_s: float = 0.0
     usage: tuple[int, int] | None = None  # (prompt, completion) tokens; None: counted
     raw: tuple[bytes, ...] | None = None
     content_type: str | None = None
@@ -304,6 +307,9 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 return
             for event, is_piece in _event_stream(body, script, ollama):
                 if is_piece and script.delay_s and not self._wait(script.delay_s, log):
+                    return
+                stall = is_piece and log.pieces_sent == script.stall_after
+                if stall and not self._wait(script.stall_s, log):
                     return
                 if not self._chunk(event, log):
                     return

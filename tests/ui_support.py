@@ -202,7 +202,7 @@ def serve(llm: FakeLLMServer, folder: Path, **settings: str) -> Iterator[dict[st
         DATABASE_PATH=str(folder / "app.db"),
         DATA_DIR=str(folder / "data"),
         AUTH_TOKEN_FILE=str(folder / "admin.token"),
-        # LLM_TIMEOUT_S bounds a whole streamed reply, and the live tests stream for seconds
+        # a fake that hangs (a test of Stop) is cut by the first-token deadline before the test gives up
         LLM_PROVIDER="openai",
         LLM_BASE_URL=llm.openai_base_url,
         LLM_MODEL="fake",

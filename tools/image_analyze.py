@@ -94,7 +94,7 @@ def image_analyze(data: ImageAnalyzeInput, ctx: ToolContext) -> ImageAnalyzeOutp
         raise Cancelled()
     text = (completion.text or "").strip()
     if not text:
-        if completion.failure == FailureKind.TIMEOUT:
+        if completion.failure in (FailureKind.TIMEOUT, FailureKind.IDLE_TIMEOUT):
             raise ToolFailure(ErrorCode.TIMEOUT, "the vision model did not answer in time; try again later.")
         kind = completion.failure.value if completion.failure else "empty reply"
         raise ToolFailure(

@@ -296,6 +296,20 @@ def test_provider_stream_feeds_pieces_that_make_the_text(llama_server: LlamaServ
     assert completion.first_text_ms is not None and 0 < completion.first_text_ms <= completion.elapsed_ms
 
 
+def test_provider_sends_max_tokens_and_the_engine_stops_there(llama_server: LlamaServer) -> None:
+    """`LLM_MAX_TOKENS` bounds a real answer: the 700+ token story ends at the bound, as the
+    engine says (`finish_reason` "length") and counts (its own log)."""
+    config = ProviderConfig(
+        provider="openai", base_url=llama_server.base_url, model=llama_server.model, timeout_s=TIMEOUT_S, max_tokens=12
+    )
+    offset = log_size(llama_server)
+    completion = build_provider(config).call(ask(LONG))
+    assert completion.failure is None and completion.text, completion.detail
+    assert completion.finish_reason == "length"
+    wait_until(lambda: finished_generations(llama_server, offset), "llama.cpp logged no finished generation", TIMEOUT_S)
+    assert max(finished_generations(llama_server, offset)) <= 12
+
+
 def test_provider_stops_reading_when_the_sink_says_so_and_the_engine_serves_on(llama_server: LlamaServer) -> None:
     """`feed` answers False after the first piece of a long story: the call ends at once with
     that piece as its text, and the engine (which stops generating when the client goes

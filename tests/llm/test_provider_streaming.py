@@ -1,10 +1,10 @@
-"""Providers stream: pieces as they arrive, one deadline per call, cancel and early stop.
+"""Providers stream: pieces as they arrive, the first-token deadline, cancel and early stop.
 
 Most tests make real HTTP calls to `FakeLLMServer` on loopback, so the socket machinery
 (shutting a blocked read from another thread) is exercised for real; the framing parsers
 get property tests that cut the bytes everywhere; a few `responses` mocks cover the
 socket-less path. No assertion bounds wall time: a deadline or a cancel is proved by how the
-call ended (TIMEOUT, CANCELLED) and by the fake's log (the client hung up before the fake's
+call ended (TIMEOUT, IDLE_TIMEOUT, CANCELLED) and by the fake's log (the client hung up before the fake's
 own end: a hang is dropped after `HANG_S`, a held answer sent after 30 s, a trickle finishes).
 """
 
@@ -81,13 +81,20 @@ def provider_for(
     wire: str = "openai",
     *,
     timeout_s: float = 5.0,
+    idle_timeout_s: float = 60.0,
     name: str | None = None,
     key: str | None = None,
 ) -> Provider:
     base = fake.ollama_base_url if wire == "ollama" else fake.openai_base_url
-    return build_provider(
-        ProviderConfig(provider=name or wire, base_url=base, model="m-1", api_key=key, timeout_s=timeout_s)
+    config = ProviderConfig(
+        provider=name or wire,
+        base_url=base,
+        model="m-1",
+        api_key=key,
+        timeout_s=timeout_s,
+        idle_timeout_s=idle_timeout_s,
     )
+    return build_provider(config)
 
 
 # --- framing: bytes cut anywhere ---------------------------------------------------------------
@@ -295,17 +302,18 @@ def test_bom_crlf_and_split_utf8_over_the_network(fake: FakeLLMServer) -> None:
     assert result.text == "h\u00e9 \U0001f600" and sink.pieces == [result.text]
 
 
-# --- the deadline covers the whole call ---------------------------------------------------------------
+# --- the first-token deadline and the idle timer (more in test_provider_timers.py) -------------------
 
 
 @pytest.mark.parametrize("wire", WIRES)
-def test_deadline_cuts_a_stream_that_stops_in_the_middle(fake: FakeLLMServer, wire: str) -> None:
+def test_idle_timer_cuts_a_stream_that_stops_in_the_middle(fake: FakeLLMServer, wire: str) -> None:
     fake.queue(StreamReply(("one ", "two"), hang=True))
     sink = Recorder()
     started = time.monotonic()
-    result = provider_for(fake, wire, timeout_s=1.0).stream(MESSAGES, sink)
-    assert result.failure is FailureKind.TIMEOUT and result.text is None
-    assert time.monotonic() - started >= 1.0
+    result = provider_for(fake, wire, timeout_s=30.0, idle_timeout_s=0.5).stream(MESSAGES, sink)
+    assert result.failure is FailureKind.IDLE_TIMEOUT and result.text is None
+    assert "nothing received for 0.5 s" in result.detail and result.elapsed_ms < 20_000  # not the 30 s deadline
+    assert time.monotonic() - started >= 0.5
     assert sink.text == "one two"
     assert fake.answer().client_hung_up and not fake.answer().dropped  # the client gave up, not the fake
 
@@ -345,7 +353,8 @@ def test_a_connection_cut_off_after_its_terminator_is_not_reused(fake: FakeLLMSe
 
 
 def test_deadline_cuts_a_server_that_trickles_a_byte_at_a_time(fake: FakeLLMServer) -> None:
-    """Every read gets a byte well within any per-read timeout; only a deadline stops it."""
+    """Every read gets a byte well within any per-read timeout, but no piece of an answer
+    ever comes; only the first-token deadline stops it."""
     fake.queue(StreamReply(raw=tuple(bytes([b]) for b in b'data: {"choices": []}\n\n' * 20), delay_s=0.1))
     result = provider_for(fake, timeout_s=1.0).call(MESSAGES)
     assert result.failure is FailureKind.TIMEOUT
@@ -588,11 +597,14 @@ def test_mocked_cancel_between_pieces() -> None:
 
 
 @responses.activate
-def test_mocked_deadline_between_pieces() -> None:
+def test_mocked_slow_sink_is_not_a_silent_server() -> None:
+    """Once the answer started, time the caller spends with a piece is neither the first-token
+    deadline nor the server's silence: the answer is read whole."""
     responses.post(URL, body=sse_body_read_apart("a", "b", "c"), content_type="text/event-stream")
     sink = Recorder(on_piece=lambda piece: time.sleep(0.3))
-    result = mocked(timeout_s=0.2).stream(MESSAGES, sink)
-    assert result.failure is FailureKind.TIMEOUT and sink.pieces == ["a"]
+    provider = build_provider(ProviderConfig(provider="openai", base_url=BASE_URL, timeout_s=0.2, idle_timeout_s=0.2))
+    result = provider.stream(MESSAGES, sink)
+    assert result.failure is None and sink.pieces == ["a", "b", "c"]
 
 
 @responses.activate

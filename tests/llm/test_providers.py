@@ -134,10 +134,13 @@ def test_request_and_reply(mock: responses.RequestsMock, name: str) -> None:
     assert request.url == ENDPOINTS[name]
     assert request.headers["Content-Type"] == "application/json"
     assert request.headers["Authorization"] == f"Bearer {KEY}"
-    assert request.req_kwargs["timeout"] == 7.5
+    # connect within LLM_TIMEOUT_S; reads wait at most the longer timer (both are enforced by the watchdog)
+    assert request.req_kwargs["timeout"] == (7.5, 60.0)
     body = sent_json(mock)
-    # every provider asks for a stream (this mock answers one JSON body, which still works)
-    assert body == {"model": "m-1", "messages": expected_plain_messages(), "stream": True}
+    # every provider asks for a stream (this mock answers one JSON body, which still works),
+    # bounded by LLM_MAX_TOKENS in its own wire format
+    limit = {"options": {"num_predict": 4096}} if name == "ollama" else {"max_tokens": 4096}
+    assert body == {"model": "m-1", "messages": expected_plain_messages(), "stream": True, **limit}
     assert_no_tool_keys(body)
 
 
@@ -195,6 +198,7 @@ def test_ollama_images_are_raw_base64(mock: responses.RequestsMock) -> None:
             {"role": "user", "content": "what is this?", "images": [PNG, PNG]},
         ],
         "stream": True,
+        "options": {"num_predict": 4096},
     }
 
 
@@ -431,13 +435,15 @@ class FakeProvider(Provider):
         super().__init__(ProviderConfig(provider="fake"))
         self.text, self.kind, self.seen = text, kind, 0
 
-    def stream(self, messages: Any, sink: Any = None, *, cancel: Any = None) -> Completion:
+    def stream(self, messages: Any, sink: Any = None, *, cancel: Any = None, grammar: Any = None) -> Completion:
         self.seen += 1
         if sink is not None and self.text is not None:
             sink.feed(self.text)
         return Completion(text=self.text, provider=self.name, model=self.model, failure=self.kind, elapsed_ms=0.0)
 
-    def _attempt(self, messages: Any, feed: Any) -> Any:  # pragma: no cover - stream() is overridden
+    def _attempt(
+        self, messages: Any, feed: Any, grammar: Any = None
+    ) -> Any:  # pragma: no cover - stream() is overridden
         raise AssertionError("FakeProvider answers in stream()")
 
 
@@ -479,7 +485,7 @@ def test_chain_with_real_providers_over_http(mock: responses.RequestsMock, caplo
     result = chain.call(MESSAGES)
     assert (result.text, result.provider, result.model) == ("other answer", "openai", "gpt-x")
     assert "Authorization" not in mock.calls[1].request.headers  # the key is not leaked across
-    assert mock.calls[1].request.req_kwargs["timeout"] == 5
+    assert mock.calls[1].request.req_kwargs["timeout"] == (5, 60.0)
     assert SECRET not in caplog.text
 
 
@@ -596,23 +602,55 @@ def test_breaker_opens_after_consecutive_timeouts_then_probes_once() -> None:
     assert breaker.snapshot() == BreakerState("closed", 0, None) and breaker.admit()
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        None,
-        FailureKind.SERVER_ERROR,
-        FailureKind.RATE_LIMITED,
-        FailureKind.AUTH,
-        FailureKind.MALFORMED,
-        FailureKind.EMPTY,
-    ],
-)
+SERVER_FAULTS = [
+    FailureKind.TIMEOUT,
+    FailureKind.IDLE_TIMEOUT,
+    FailureKind.CONNECTION,
+    FailureKind.SERVER_ERROR,
+    FailureKind.MALFORMED,
+    FailureKind.UPSTREAM_ERROR,
+]
+NOT_THE_SERVERS_FAULT = [
+    FailureKind.CANCELLED,
+    FailureKind.CLIENT_ERROR,
+    FailureKind.AUTH,
+    FailureKind.RATE_LIMITED,
+    FailureKind.NOT_CONFIGURED,
+    FailureKind.SCRIPT_EXHAUSTED,
+]
+
+
+@pytest.mark.parametrize("kind", SERVER_FAULTS)
+def test_every_fault_of_the_server_counts(kind: FailureKind) -> None:
+    breaker = CircuitBreaker(BreakerPolicy(failures=2, cooldown_s=10), Clock())
+    breaker.record(kind)
+    assert breaker.snapshot().failures == 1
+    breaker.record(kind)
+    assert breaker.snapshot().state == "open" and not breaker.admit()
+
+
+@pytest.mark.parametrize("kind", [None, FailureKind.EMPTY])
 def test_an_answering_server_ends_the_streak(kind: FailureKind | None) -> None:
     breaker = CircuitBreaker(BreakerPolicy(failures=2, cooldown_s=10), Clock())
     breaker.record(FailureKind.TIMEOUT)
     breaker.record(kind)
     breaker.record(FailureKind.TIMEOUT)
-    assert breaker.snapshot().state == "closed" and breaker.admit()
+    assert breaker.snapshot() == BreakerState("closed", 1, None) and breaker.admit()
+
+
+@pytest.mark.parametrize("kind", NOT_THE_SERVERS_FAULT)
+def test_what_is_not_the_servers_fault_neither_counts_nor_ends_the_streak(kind: FailureKind) -> None:
+    """A 4xx our request caused, a 429, a cancel: the circuit of every user is not opened
+    for them, and they prove nothing about a server that keeps timing out either."""
+    breaker = CircuitBreaker(BreakerPolicy(failures=2, cooldown_s=10), Clock())
+    for _ in range(5):
+        breaker.record(kind)
+    assert breaker.snapshot() == BreakerState("closed", 0, None)
+    breaker.record(FailureKind.TIMEOUT)
+    breaker.record(kind)
+    assert breaker.snapshot().failures == 1
+    breaker.record(FailureKind.TIMEOUT)
+    assert breaker.snapshot().state == "open"
 
 
 def test_a_cancelled_call_counts_for_nothing_and_a_cancelled_probe_lets_the_next_call_probe() -> None:

@@ -53,7 +53,7 @@ def test_provider_sees_only_chat_roles_and_no_tool_fields(client, auth, fake_llm
     assert len(fake_llm.requests) == 2
     for body in fake_llm.requests:
         assert FORBIDDEN_KEYS.isdisjoint(body)
-        assert set(body) == {"model", "messages", "stream"} and body["stream"] is True  # SPEC 7a.1
+        assert set(body) == {"model", "messages", "stream", "max_tokens"} and body["stream"] is True  # SPEC 7a.1
         assert {m["role"] for m in body["messages"]} <= {"system", "user", "assistant"}
         assert [m["role"] for m in body["messages"]].count("system") == 1
         for message in body["messages"]:
@@ -388,7 +388,8 @@ def test_tool_turn_through_the_ollama_wire_format(make_app, fake_llm):
     assert roles(body["messages"]) == ["user", "memory_tools", "assistant"]
     assert fake_llm.paths == ["/api/chat", "/api/chat"]
     for request_body in fake_llm.requests:
-        assert set(request_body) == {"model", "messages", "stream"}
+        assert set(request_body) == {"model", "messages", "stream", "options"}
+        assert request_body["options"] == {"num_predict": 4096}  # LLM_MAX_TOKENS (SPEC 7a.1)
         assert request_body["stream"] is True and request_body["model"] == "qwen2.5:7b"  # NDJSON stream (SPEC 7a.1)
     assert fake_llm.requests[1]["messages"][-1]["content"].startswith(FRAMING.format(name="remember"))
 

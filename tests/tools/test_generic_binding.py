@@ -11,10 +11,7 @@ import pytest
 
 from commands.detect import detect_command
 from commands.router import route
-from config.settings import Settings
-from storage.db import Database
-from storage.sessions import create_session
-from storage.users import create_user
+from tests.store_support import TwoUserStore
 from tools.base import ErrorCode, ToolContext
 from tools.generic import TextOutput, command_name, generic_binding, schema_tool
 from tools.registry import ToolRegistry
@@ -55,14 +52,9 @@ def registry() -> ToolRegistry:
 
 @pytest.fixture
 def ctx(tmp_path: Path) -> Iterator[ToolContext]:
-    database = Database(tmp_path / "t.db")
-    database.migrate()
-    conn = database.connect()
-    user, _ = create_user(conn, "alice")
-    session = create_session(conn, user.id)
-    settings = Settings(database_path=str(tmp_path / "t.db"), data_dir=str(tmp_path / "data"))
-    yield ToolContext(conn=conn, database=database, settings=settings, user_id=user.id, session_id=session.id)
-    conn.close()
+    world = TwoUserStore(tmp_path)
+    yield ToolContext(conn=world.conn, database=world.database, settings=world.settings, user_id=world.alice)
+    world.conn.close()
 
 
 def run(reply: str, registry: ToolRegistry, ctx: ToolContext) -> Any:
