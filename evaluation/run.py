@@ -50,13 +50,11 @@ from tools.generic import SchemaInput
 from tools.registry import ToolRegistry
 
 SESSION = "eval"
-# Providers whose server takes a GBNF `grammar` (SPEC 7a.1): llama.cpp's server and
-# llama-cpp-python, through the OpenAI-compatible wire.
-GRAMMAR_PROVIDERS = frozenset({"openai"})
 
 
 def accepts_grammar(provider: Provider) -> bool:
-    return provider.name in GRAMMAR_PROVIDERS
+    """Whether the provider sends a decoding grammar (SPEC 7a.1); others never get one."""
+    return provider.accepts_grammar
 
 
 @dataclass(frozen=True)
@@ -141,10 +139,7 @@ def one_pass(
     for _ in range(ATTEMPTS):
         gate = ReplyGate(publish=noop, reset=noop, takes_body=takes_body(registry), read_all=last_pass)
         sink = MeteredSink(CappedSink(gate))
-        if grammar is None:
-            completion = chain.stream(context, sink, cancel=NEVER)
-        else:
-            completion = chain.stream(context, sink, cancel=NEVER, grammar=grammar)
+        completion = chain.stream(context, sink, cancel=NEVER, grammar=grammar)
         reported = (completion.usage or {}).get("completion_tokens")
         tokens = max(0, (reported if reported and not completion.stopped_early else sink.pieces) - 1)
         failure = completion.failure.value if completion.failure is not None else None
