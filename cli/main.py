@@ -4,6 +4,7 @@
     python app.py create-user NAME     create a user; the token is the last line printed
     python app.py import-tasks FILE    import a learner task project (YAML or JSON)
     python app.py tokens list|revoke ID|rotate USER, reset-admin-token   API tokens (cli/tokens.py)
+    python app.py eval CASES…          the protocol evaluation's report card (cli/eval.py)
 
 The app factory is passed in by `app.py`, so this wing sits above the app without importing it.
 """
@@ -17,6 +18,7 @@ from typing import NoReturn
 import click
 from flask import Flask
 
+from cli import eval as eval_command
 from cli import tokens
 from config.settings import ConfigError, Settings, load_settings
 from learner.importer import TaskFileError, import_task_file
@@ -58,6 +60,7 @@ def build_cli(create_app: AppFactory) -> click.Group:
     cli.add_command(create_user_command)
     cli.add_command(import_tasks_command)
     tokens.register(cli, cli_settings)
+    eval_command.register(cli, cli_settings)
     return cli
 
 
