@@ -167,8 +167,9 @@ def json_usage(name: str, schema: dict[str, Any]) -> str:
     return f"/{name} {{{', '.join(fields)}}}"
 
 
-def generic_binding(name: str, schema: dict[str, Any]) -> CommandBinding:
-    """The command binding SPEC 5 gives a tool that has none, from its input schema."""
+def generic_binding(name: str, schema: dict[str, Any], request: str = "") -> CommandBinding:
+    """The command binding SPEC 5 gives a tool that has none, from its input schema; `request`
+    (the tool's description, by default) is what a demonstration's user asks for."""
     text_field = the_one_string(schema)
     if text_field is not None:
         spec = (schema.get("properties") or {})[text_field] or {}
@@ -177,12 +178,14 @@ def generic_binding(name: str, schema: dict[str, Any]) -> CommandBinding:
             usage=f"/{name} <{text_field}>",
             example=f"/{name} {sample_value(text_field, spec)}",
             args_field=text_field,
+            request=request,
         )
     return CommandBinding(
         name=name,
         usage=json_usage(name, schema),
         example=f"/{name} {json.dumps(sample_object(schema), ensure_ascii=False)}",
         parse=json_arguments,
+        request=request,
     )
 
 
@@ -234,7 +237,7 @@ def schema_tool(
         output_model=TextOutput,
         handler=handler,
         result_role=result_role,
-        command=generic_binding(command or command_name(name), schema),
+        command=generic_binding(command or command_name(name), schema, request=description),
         timeout_s=timeout_s,
         budget=budget,
     )
