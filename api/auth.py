@@ -2,7 +2,7 @@
 
 `require_user` is installed as `before_request` on every protected blueprint: a missing or
 wrong token answers 401 before any handler runs. The web UI may instead hold a signed,
-HttpOnly, SameSite=Strict session cookie obtained by `POST /api/login` with a token. The
+HttpOnly, SameSite=Strict (and, per `COOKIE_SECURE`, Secure) session cookie obtained by `POST /api/login` with a token. The
 cookie carries only the random id of a server-side session (`storage/web_sessions.py`):
 logging out, revoking the token that logged in, or rotating the user's tokens ends it at
 once, whatever copy of the cookie exists. A cookie-authenticated request that changes
@@ -18,7 +18,7 @@ reverse proxy), can lock a valid token out; a user can only exhaust their own lo
 
 from __future__ import annotations
 
-from flask import Blueprint, Flask, Request, current_app, g, jsonify, request, session
+from flask import Blueprint, Flask, Request, current_app, g, has_request_context, jsonify, request, session
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,7 +28,7 @@ from api.database import get_db
 from api.declare import Reply, budget, operation
 from api.errors import ApiError
 from api.refusal import refuse_unless
-from api.services import services
+from api.services import services, services_of
 from storage.users import User, find_token, user_for_token
 from storage.web_sessions import close_web_session, open_web_session, web_session_user
 
@@ -49,6 +49,14 @@ class CookieSessions(SecureCookieSessionInterface):
         if app.secret_key and not request.cookies.get(self.get_cookie_name(app)):
             return self.session_class()
         return super().open_session(app, request)
+
+    def get_cookie_secure(self, app: Flask) -> bool:
+        """`COOKIE_SECURE`: `1` always, `0` never, `auto` when this request came over HTTPS (the
+        connection's scheme, or `X-Forwarded-Proto` from a proxy of `TRUSTED_PROXIES`)."""
+        choice = services_of(app).settings.cookie_secure
+        if choice == "auto":
+            return has_request_context() and request.is_secure
+        return choice == "1"
 
 
 def bearer_token() -> str | None:

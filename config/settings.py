@@ -6,6 +6,7 @@ one `Settings` value; nothing reads `os.environ` after start-up, so tests build 
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -99,6 +100,30 @@ def parse_rate_limits(value: object) -> object:
     """`key=rate,key=rate` over the defaults; an unknown key or a bad rate is a ValueError
     (so `load_settings` raises a ConfigError naming RATE_LIMITS and the key)."""
     return parse_limits_text(value) if isinstance(value, str) else value
+
+
+def checked_proxies(value: object) -> object:
+    """`TRUSTED_PROXIES`: comma-separated addresses or networks (`10.0.0.0/8`), or `*`; normalised
+    to `, `-joined text. A value that is neither stops the start with an error naming it."""
+    if not isinstance(value, str):
+        return value
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    for item in items:
+        if item == "*":
+            continue
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise ValueError(f"{item!r} is not an address or network (e.g. 127.0.0.1, 10.0.0.0/8)") from None
+    return ",".join(items)
+
+
+def checked_cookie_secure(value: object) -> object:
+    """`COOKIE_SECURE`: `auto`, or a boolean written as `.env` booleans are (`1`, `true`, `0`, `off`)."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip().lower()
+    return {"true": "1", "yes": "1", "on": "1", "false": "0", "no": "0", "off": "0"}.get(text, text)
 
 
 class Settings(BaseModel):
@@ -285,6 +310,19 @@ class Settings(BaseModel):
         description="Seconds of silence on an event stream before a heartbeat (at most 15).",
     )
     access_log: bool = Field(default=False, description="`1` writes uvicorn's access log.")
+    trusted_proxies: Annotated[str, BeforeValidator(checked_proxies)] = Field(
+        default="",
+        description="Comma-separated addresses or networks (`127.0.0.1`, `10.0.0.0/8`) of the reverse proxies in "
+        "front of the server: only from those peers are `X-Forwarded-For` (the client's address, which the "
+        "`login` budget counts) and `X-Forwarded-Proto` (HTTPS, see `COOKIE_SECURE`) believed. Unset: no "
+        "peer is trusted and the address is the connection's (see Several processes behind nginx).",
+    )
+    cookie_secure: Annotated[Literal["auto", "1", "0"], BeforeValidator(checked_cookie_secure)] = Field(
+        default="auto",
+        description="The web login cookie's `Secure` attribute: `auto` sets it on a request that came over HTTPS "
+        "(behind a proxy of `TRUSTED_PROXIES`: one that says `X-Forwarded-Proto: https`), `1` always (the "
+        "browser then sends it over HTTPS only), `0` never.",
+    )
     allow_private_fetch: bool = Field(
         default=False,
         description="`1` lets `/open_url` reach loopback and private addresses (tests, private deployments; cloud "

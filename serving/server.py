@@ -5,7 +5,9 @@ pool (`TURN_WORKERS`, `live/runner.py`); event streams and waits for a turn's en
 from the event loop (`serving/asgi.py`), so thousands of idle streams leave every other
 request as fast as before (SPEC 7a.6). Connections are bounded: a request must arrive
 within `HEADER_TIMEOUT_S`, an idle kept-alive connection is closed after `KEEPALIVE_S`,
-and past `MAX_CONNECTIONS` new requests answer 503. On SIGTERM (or SIGINT) the server stops
+and past `MAX_CONNECTIONS` new requests answer 503. A client's address and scheme are the
+connection's, unless it comes from one of `TRUSTED_PROXIES` (then its X-Forwarded-For and
+X-Forwarded-Proto are believed). On SIGTERM (or SIGINT) the server stops
 accepting, lets requests in flight finish (streams up to `GRACEFUL_TIMEOUT_S`), closes the
 app's services (the judge's pool of containers: nothing is left on the engine), and the turn
 workers finish their turns (and store their messages) before the process exits with 0.
@@ -64,6 +66,10 @@ def uvicorn_config(app: Flask, settings: Settings) -> uvicorn.Config:
         access_log=settings.access_log,
         log_level="info",
         server_header=False,
+        # X-Forwarded-For and -Proto only from the configured proxies: uvicorn's default trusts any
+        # loopback peer, so a local client could claim a fresh address (a fresh login budget) per request
+        proxy_headers=bool(settings.trusted_proxies),
+        forwarded_allow_ips=settings.trusted_proxies or None,
     )
 
 

@@ -9,7 +9,11 @@ hop each way:
 
 - the loop reads the first part of the body before the app runs (a request of ordinary
   size arrives whole in it); only a larger body is pulled from the thread, part by part,
-  so an upload is never held in memory by the bridge;
+  so an upload is never held in memory by the bridge. A client that sent
+  `Expect: 100-continue` gets its `100 Continue` only when the app reads the body: a
+  request refused before (a wrong token, a size over the limit) answers at once and the
+  client never uploads (the connection is then closed: the unsent body would stand where
+  the next request's head should);
 - the thread runs the app and gathers its answer, up to `BATCH_BYTES` of body, into one
   `WsgiAnswer`; the loop writes it. A longer body (a file download) comes in further
   batches, each asked for when the previous one is written (the client's pace); an event
@@ -52,6 +56,7 @@ class RequestBody:
         self._more = bool(first.get("more_body", False))
         self._loop = loop
         self._receive = receive
+        self.pulled = False  # a part was pulled from the thread (for `Expect: 100-continue`, the first)
 
     def _pull(self) -> None:
         """Append the next part of the body (the end of it when the client went away)."""
@@ -65,6 +70,7 @@ class RequestBody:
             task.add_done_callback(lambda done: _settle(arrived, done))
 
         self._loop.call_soon_threadsafe(start, context=contextvars.Context())
+        self.pulled = True
         message = arrived.result()
         if message.get("type") != "http.request":  # http.disconnect: nothing more will come
             self._more = False
@@ -98,6 +104,14 @@ class RequestBody:
         taken = bytes(self._buffer[:size])
         del self._buffer[:size]
         return taken
+
+
+UNREAD: ASGIMessage = {"type": "http.request", "body": b"", "more_body": True}  # nothing received yet
+
+
+def expects_continue(scope: dict[str, Any]) -> bool:
+    """The client sent `Expect: 100-continue`: it sends its body only once told to."""
+    return any(name == b"expect" and value.lower() == b"100-continue" for name, value in scope.get("headers", ()))
 
 
 def _settle(future: Future[ASGIMessage], task: asyncio.Task[ASGIMessage]) -> None:
@@ -242,7 +256,10 @@ class WsgiBridge:
         with the turn starting at that very moment.
         """
         loop = asyncio.get_running_loop()
-        body = RequestBody(await receive(), loop, receive)
+        # uvicorn sends `100 Continue` at the first `receive`: for a client that waits for it,
+        # that is once the app reads the body, so a request refused first (401, 413) is never sent
+        waits = expects_continue(scope)
+        body = RequestBody(UNREAD if waits else await receive(), loop, receive)
         answer = WsgiAnswer()
         environ = wsgi_environ(scope, body)
         taken: asyncio.Future[WsgiAnswer] = loop.create_future()
@@ -250,6 +267,8 @@ class WsgiBridge:
         def run() -> None:
             try:
                 answer.context.run(call_app, self.app, environ, answer)
+                if waits and not body.pulled:  # the client holds its body back: the connection
+                    answer.headers.append((b"connection", b"close"))  # cannot carry another request
                 gate = ready()
             except BaseException as error:  # the loop re-raises it in the request's task
                 loop.call_soon_threadsafe(_fail, taken, error)

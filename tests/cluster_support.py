@@ -109,6 +109,7 @@ def cluster(
         LLM_BASE_URL=llm.openai_base_url,
         LLM_MODEL="m",
         SSE_HEARTBEAT_S="1",
+        TRUSTED_PROXIES="127.0.0.1",  # nginx, on loopback: its X-Forwarded-For is the client's address
         **settings,
     )
     group = Cluster(folder, env, llm)

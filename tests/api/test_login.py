@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from api.services import services_of
+from tests.conftest import new_token
 
 
 @pytest.fixture
@@ -152,3 +153,22 @@ def test_successful_logins_are_limited_per_user_and_address(make_app, fake_llm):
     assert client.post("/api/login", json={"token": bob}).status_code == 200
     elsewhere = client.post("/api/login", json={"token": alice}, environ_base={"REMOTE_ADDR": "10.0.0.8"})
     assert elsewhere.status_code == 200
+
+
+# COOKIE_SECURE ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("choice", "scheme", "secure"),
+    [("auto", "http", False), ("auto", "https", True), ("1", "http", True), ("0", "https", False)],
+)
+def test_the_cookie_is_secure_as_cookie_secure_says(make_app, fake_llm, choice, scheme, secure):
+    app = make_app(llm_base_url=fake_llm.openai_base_url, cookie_secure=choice)
+    client = app.test_client()
+    token = new_token(app)
+    response = client.post("/api/login", json={"token": token}, base_url=f"{scheme}://localhost")
+    assert response.status_code == 200
+    attributes = [part.strip() for part in response.headers["Set-Cookie"].split(";")]
+    assert ("Secure" in attributes) is secure
+    logout = client.post("/api/logout", base_url=f"{scheme}://localhost")
+    assert ("Secure" in [part.strip() for part in logout.headers["Set-Cookie"].split(";")]) is secure

@@ -410,9 +410,9 @@ def login_from(address: str, port: int, token: str) -> int:
 
 
 def test_behind_nginx_each_client_address_keeps_its_own_login_budget(tmp_path: Path, llm: FakeLLMServer) -> None:
-    """nginx passes the client's address in X-Forwarded-For and uvicorn trusts it from loopback
-    (FORWARDED_ALLOW_IPS): else every client would share nginx's address, and one guessing
-    tokens would lock everyone out."""
+    """nginx passes the client's address in X-Forwarded-For and the server believes it from
+    nginx's address (TRUSTED_PROXIES, set by `cluster`): else every client would share nginx's
+    address, and one guessing tokens would lock everyone out."""
     with cluster(tmp_path, llm, 1, RATE_LIMITS="login=2/minute") as group:
         assert group.nginx is not None
         port = group.nginx.port
