@@ -8,11 +8,15 @@ request the app's JSON provider as its JSON module, and `create_app` installs
 answers 400 `invalid_json` with what to fix, even for callers that pass `silent=True`; a
 body that is merely not JSON stays a `ValueError`, so each endpoint keeps its own answer.
 
-Size: a body is read whole before it is parsed (Werkzeug's `get_data`), and a 40 MB body of
-one JSON string cost the server 114 MB on its way to a 400. Only `POST /chat` takes large
-bodies (up to four 10 MiB images as data URLs or multipart files), so every other endpoint
-reads at most `MAX_BODY_BYTES` (a bigger one answers 413 `payload_too_large` before it is
-read); the app's `MAX_CONTENT_LENGTH` stays the limit of the endpoints in `LARGE_BODIES`.
+Size: a JSON body is read whole before it is parsed (Werkzeug's `get_data`), and a 40 MB body
+of one JSON string cost the server 114 MB on its way to a 400 (a 48 MiB `POST /chat` of data
+URLs: 139 MB at its peak, 60 MB still resident after). So every JSON body is capped low:
+`MAX_BODY_BYTES`, and `MAX_JSON_IMAGES_BYTES` for the endpoints that take images as data
+URLs (`LARGE_BODIES`). Only a multipart body reaches the app's `MAX_CONTENT_LENGTH` (four
+10 MiB images): Werkzeug's form parser spools its files to temporary files (past 500 KB) and
+keeps at most `MAX_FORM_MEMORY_SIZE` of its other fields in memory, and `api/chat.py` reads
+the images one at a time. A body over its limit answers 413 `payload_too_large` before it is
+read.
 """
 
 from __future__ import annotations
@@ -30,7 +34,10 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 
 # /run takes 1 MiB of files and 1 MiB of stdin; JSON escapes (`\u4e2d`) can double that
 MAX_BODY_BYTES = 8 * 1024 * 1024
-LARGE_BODIES = frozenset({"chat.chat"})  # endpoints that take images
+# a 10 MiB image is 13.4 MiB as a data URL; larger uploads go multipart. Decoding holds about
+# three copies of a JSON body (its bytes, the strings, the images' bytes)
+MAX_JSON_IMAGES_BYTES = 16 * 1024 * 1024
+LARGE_BODIES = frozenset({"chat.chat"})  # endpoints that take images (as data URLs, or multipart files)
 
 
 class BoundedJSONProvider(DefaultJSONProvider):
@@ -54,10 +61,14 @@ def install(app: Flask) -> None:
 
 def limit_body_size() -> None:
     """`before_request`: the body limit of this request's endpoint (Flask 3.1 takes it per request)."""
-    if request.endpoint in LARGE_BODIES:
-        return
+    if request.endpoint not in LARGE_BODIES:
+        cap = MAX_BODY_BYTES
+    elif request.mimetype == "multipart/form-data":
+        return  # the app's MAX_CONTENT_LENGTH; its files are spooled to disk
+    else:
+        cap = MAX_JSON_IMAGES_BYTES
     app_limit = current_app.config.get("MAX_CONTENT_LENGTH")
-    limit = MAX_BODY_BYTES if app_limit is None else min(app_limit, MAX_BODY_BYTES)
+    limit = cap if app_limit is None else min(app_limit, cap)
     request.max_content_length = limit  # also bounds a body sent without Content-Length
     if request.content_length is not None and request.content_length > limit:
         raise ApiError(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 from flask import Blueprint, request
 from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field
+from werkzeug.datastructures import FileStorage
 
 from api.auth import current_user, require_user
 from api.bodies import json_object, validated
@@ -21,7 +23,14 @@ from live.turns import TurnLease
 from pipeline.turn import EventSink, run_turn
 from storage.connection import DbConnection
 from storage.messages import Message, recent_messages
-from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, inspect_image, save_image
+from storage.uploads import (
+    MAX_IMAGE_BYTES,
+    MAX_IMAGES_PER_TURN,
+    ImageRejected,
+    decode_data_url,
+    inspect_image,
+    save_image,
+)
 
 bp = Blueprint("chat", __name__)
 bp.before_request(require_user)
@@ -44,8 +53,27 @@ class ChatRequest(BaseModel):
     retry_of: int | None = Field(default=None, ge=1)  # answer this stored user message again
 
 
-def parse_chat_request() -> tuple[ChatRequest, list[bytes]]:
+ImageSource = bytes | FileStorage  # a data URL's image, decoded; a multipart file, where Werkzeug spooled it
+
+
+def image_bytes(source: ImageSource) -> bytes:
+    """One image's bytes. A multipart file stays where Werkzeug's form parser put it (a
+    temporary file past 500 KB) and is read only when needed, one at a time: a 48 MiB upload
+    never sits in memory whole (JSON bodies, whose images are read and decoded whole, have a
+    lower limit: `api/bodies.py`)."""
+    if isinstance(source, bytes):
+        return source
+    stream = source.stream
+    size = stream.seek(0, io.SEEK_END)
+    if size > MAX_IMAGE_BYTES:  # refused unread
+        raise ImageRejected(f"image is larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MiB")
+    stream.seek(0)
+    return stream.read()
+
+
+def parse_chat_request() -> tuple[ChatRequest, list[ImageSource]]:
     """JSON body (images as data URLs) or multipart (`images[]` files)."""
+    sources: list[ImageSource] = []
     if request.mimetype == "multipart/form-data":
         files = request.files.getlist("images[]") + request.files.getlist("images")
         if len(files) > MAX_IMAGES_PER_TURN:
@@ -54,25 +82,25 @@ def parse_chat_request() -> tuple[ChatRequest, list[bytes]]:
         for name in ("session_id", "retry_of"):
             if request.form.get(name):
                 raw[name] = request.form[name]
-        blobs = [file.read() for file in files]
+        sources += files
     else:
-        raw, blobs = json_object(), []
+        raw = json_object()
     chat = validated(ChatRequest, raw)
     if not chat.message.strip():
         raise ApiError(400, "empty_message", "message must not be empty")
     if chat.retry_of is not None and chat.session_id is None:
         raise ApiError(400, "invalid_request", "retry_of needs the session_id of the chat it belongs to")
     try:
-        blobs += [decode_data_url(url) for url in chat.images]
-        for blob in blobs:  # reject before anything (a session, a file) is written
-            inspect_image(blob)
+        sources += [decode_data_url(url) for url in chat.images]
+        for source in sources:  # reject before anything (a session, a file) is written
+            inspect_image(image_bytes(source))
     except ImageRejected as error:
         raise ApiError(400, "invalid_image", str(error)) from error
-    return chat, blobs
+    return chat, sources
 
 
 def retried_message(
-    conn: DbConnection, session_id: str, chat: ChatRequest, blobs: list[bytes], lease: TurnLease
+    conn: DbConnection, session_id: str, chat: ChatRequest, blobs: list[ImageSource], lease: TurnLease
 ) -> Message | None:
     """The stored message a Retry answers again, so a retried message is stored once.
 
@@ -118,7 +146,7 @@ def chat() -> ResponseReturnValue:
     lease = runner().claim(session.id)  # 409 turn_in_progress before anything is written
     retried = retried_message(conn, session.id, chat_request, blobs, lease)
     try:
-        images = [save_image(services.settings.data_dir, user.id, blob) for blob in blobs]
+        images = [save_image(services.settings.data_dir, user.id, image_bytes(blob)) for blob in blobs]
     except ImageRejected as error:
         runner().live.turns.abandon(lease)
         raise ApiError(400, "invalid_image", str(error)) from error
