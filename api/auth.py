@@ -2,10 +2,10 @@
 
 `require_user` is installed as `before_request` on every protected blueprint: a missing or
 wrong token answers 401 before any handler runs. The web UI may instead hold a signed,
-HttpOnly, SameSite=Strict (and, per `COOKIE_SECURE`, Secure) session cookie obtained by `POST /api/login` with a token. The
-cookie carries only the random id of a server-side session (`storage/web_sessions.py`):
-logging out, revoking the token that logged in, or rotating the user's tokens ends it at
-once, whatever copy of the cookie exists. A cookie-authenticated request that changes
+HttpOnly, SameSite=Strict session cookie (Secure as `COOKIE_SECURE` says) obtained by
+`POST /api/login` with a token. The cookie carries only the random id of a server-side
+session (`storage/web_sessions.py`): logging out, revoking the token that logged in, or
+rotating the user's tokens ends it at once, whatever copy of the cookie exists. A cookie-authenticated request that changes
 anything must also carry the `X-Requested-With` header, which a cross-site form cannot
 send (CSRF).
 

@@ -64,8 +64,8 @@ def image_bytes(source: ImageSource) -> bytes:
     if isinstance(source, bytes):
         return source
     stream = source.stream
-    size = stream.seek(0, io.SEEK_END)
-    if size > MAX_IMAGE_BYTES:  # refused unread
+    stream.seek(0, io.SEEK_END)
+    if stream.tell() > MAX_IMAGE_BYTES:  # refused unread
         raise ImageRejected(f"image is larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MiB")
     stream.seek(0)
     return stream.read()

@@ -110,8 +110,10 @@ UNREAD: ASGIMessage = {"type": "http.request", "body": b"", "more_body": True}  
 
 
 def expects_continue(scope: dict[str, Any]) -> bool:
-    """The client sent `Expect: 100-continue`: it sends its body only once told to."""
-    return any(name == b"expect" and value.lower() == b"100-continue" for name, value in scope.get("headers", ()))
+    """The client sent `Expect: 100-continue` with a body: it sends the body only once told to."""
+    headers = {name: value.lower() for name, value in scope.get("headers", ())}
+    announced = headers.get(b"content-length", b"0").strip() != b"0" or b"transfer-encoding" in headers
+    return headers.get(b"expect") == b"100-continue" and announced
 
 
 def _settle(future: Future[ASGIMessage], task: asyncio.Task[ASGIMessage]) -> None:

@@ -82,12 +82,14 @@ def test_the_cookie_is_secure_when_a_trusted_proxy_says_https(direct: ServerUnde
     assert not is_secure(login(direct, direct.admin_token, https))  # anyone can send the header
 
 
-def expect_continue(server: ServerUnderTest, token: str, body: bytes) -> tuple[bytes, socket.socket]:
+def expect_continue(
+    server: ServerUnderTest, token: str, body: bytes, length: int | None = None
+) -> tuple[bytes, socket.socket]:
     """Send the head of a `POST /sessions` with `Expect: 100-continue` and read the first answer."""
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
     head = (
         "POST /sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        f"Authorization: Bearer {token}\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Length: {length or len(body)}\r\nExpect: 100-continue\r\n\r\n"
     )
     sock.sendall(head.encode("ascii"))
     return sock.recv(65536), sock
@@ -117,3 +119,11 @@ def test_100_continue_only_after_the_token_is_checked(direct: ServerUnderTest):
         answer = read_answer(sock, b"")
         assert answer.startswith(b"HTTP/1.1 201 "), answer
         assert b'"uploaded"' in answer
+
+
+@pytest.mark.slow
+def test_a_body_over_the_limit_is_refused_before_100_continue(direct: ServerUnderTest):
+    first, sock = expect_continue(direct, direct.admin_token, b"", length=64 * 1024 * 1024)
+    with sock:
+        assert first.startswith(b"HTTP/1.1 413 "), first
+        assert b'"payload_too_large"' in read_answer(sock, first)
