@@ -12,7 +12,9 @@ and a read timeout longer than any silence (heartbeats come every 15 s, but a JS
 `POST /chat` waits silently for its whole turn). Requests go round robin: with `REDIS_URL`
 any process can serve any request, so there is no stickiness to configure. A POST that could
 not be sent to a dead process goes to the next one (nginx retries only requests it has not
-sent, so a turn is never started twice).
+sent, so a turn is never started twice). nginx passes the client's address and scheme in
+`X-Forwarded-For` and `X-Forwarded-Proto`; the processes believe them only with nginx's
+address in `TRUSTED_PROXIES` (tests/cluster_support.py sets it, as the README tells operators).
 
 Usage: python -m serving.nginx_conf [--listen 80] HOST:PORT [HOST:PORT ...]
 """
