@@ -216,7 +216,9 @@ def main() -> None:
             tmp,
             database.path,
             f"http://127.0.0.1:{relay.port}/v1",
-            {"LLM_MODEL": llama.model, "LLM_TIMEOUT_S": "600"},
+            # plain answers: a command's answer comes from a second pass, not comparable with one
+            # direct call (the demonstrations make this small model reach for commands)
+            {"LLM_MODEL": llama.model, "LLM_TIMEOUT_S": "600", "PROMPT_DEMOS": "0"},
         )
         try:
             turns, model_times, shares, ttft_server, ttft_direct = [], [], [], [], []
