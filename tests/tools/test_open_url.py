@@ -294,6 +294,7 @@ HIDDEN_FORMS = [  # markup hiding its text from a reader of the page; {} is a se
     '<p style="clip-path: inset(50%)">{}</p>',
     '<p style="transform: scale(0)">{}</p>',
     "<template><p>{}</p></template>",
+    "<noscript><p>{}</p></noscript>",
     '<div style="display:none"><section><p>Nested: <b>{}</b></p></section></div>',
 ]
 VISIBLE_FORMS = [  # look alike, but show their text
