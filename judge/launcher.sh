@@ -2,8 +2,9 @@
 # (dash, in every judge image) as `sh -c "$LAUNCHER" judge-launcher`. It replaces one
 # `docker exec` per step (~55 ms of runc each) with a fork inside the container (~1 ms).
 #
-# Protocol (judge/sandbox.py is the other side), one step at a time on the attached stdin:
-#   request:  one line of shell words `NONCE SIZE INPUT_SIZE ARGV...` (quoted by the backend),
+# Its argument is IDLE_S (below). Protocol (judge/sandbox.py is the other side), one step at a
+# time on the attached stdin:
+#   request:  one line of shell words `NONCE SIZE INPUT_SIZE LIFETIME ARGV...` (quoted by the backend),
 #             then SIZE bytes of tar to unpack into /work first (0: no files), then
 #             INPUT_SIZE bytes: the program's stdin (0: /dev/null).
 #   answer:   the program writes straight to the container's stdout and stderr; the
@@ -22,9 +23,18 @@
 # spares the launcher itself and docker-init), so nothing a step left behind sees the next
 # step's request. Variables are not exported, so the nonce is not in the program's
 # environment. Nothing but builtins runs between steps apart from `head | tar` for the
-# files, `head` and `cat` around the input, and the program itself.
+# files, `head` and `cat` around the input, the program itself, and the watchdog.
+#
+# The container's own wall-clock limit, which holds when the server that should kill it is
+# gone (killed with -9, its host lost): a watchdog (`sleep`, then kill the launcher; docker-init
+# then exits and the container stops) is armed for LIFETIME seconds while a step runs (the
+# step's deadline plus a margin, so the server's own kill comes first) and for IDLE_S seconds
+# while the launcher waits for a request (a pooled container, or between tests). Re-arming
+# kills the previous watchdog with `kill -KILL -1`, at points where nothing else of the sandbox
+# user runs (before a step starts, after its leftovers were killed).
 
 cd /work || exit 1
+idle_s=$1
 exec 3<&0  # the requests, for `head` in a background list (whose stdin the shell sets to /dev/null)
 
 read_oom_kills() {
@@ -38,12 +48,19 @@ read_oom_kills() {
   done
 }
 
+arm() {
+  kill -KILL -1 2>/dev/null
+  { sleep "$1" && kill -KILL $$; } </dev/null >/dev/null 2>&1 3<&- &
+}
+
+arm "$idle_s"
 while IFS= read -r request; do
   set -f
   eval "set -- $request"
   set +f
   nonce=$1 size=$2 input_size=$3
-  shift 3
+  arm "$4"
+  shift 4
   if [ "$size" -gt 0 ]; then
     if head -c "$size" | tar -x -f - --no-same-owner -C /work; then
       printf '\036%s files\036' "$nonce"
@@ -64,4 +81,5 @@ while IFS= read -r request; do
   read_oom_kills
   printf '\036%s exit %s %s\036' "$nonce" "$status" "$oom_kills"
   printf '\036%s\036' "$nonce" >&2
+  arm "$idle_s"
 done

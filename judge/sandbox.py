@@ -42,6 +42,15 @@ Decisions:
 - The container has no working directory of its own (the launcher `cd`s to `/work`): with
   one, the engine creates `/work` in the root first and the tmpfs inherits its 0755
   root-owned mode.
+- Every container also has its own wall-clock limit, enforced inside it by the launcher's
+  watchdog, so it stops even when the server that should kill it died (kill -9, a lost
+  host) before its `finally` ran: a step's lifetime is its deadline plus `LIFETIME_MARGIN_S`
+  (the server's kill comes first while the server lives), and a launcher waiting for a
+  request (pooled, or between tests) ends after `IDLE_S`. A stopped container holds no
+  process or memory; its record is removed by the reaper at the next start-up. A pooled
+  sandbox that ended itself is replaced when taken (judge/service.py). A program that kills
+  the watchdog during its own step (same uid) escapes only this limit, and only while the
+  server is gone too.
 - No `nproc` ulimit: RLIMIT_NPROC counts every process of uid 65534 on the host, across
   containers, so it would make parallel runs fail each other; the cgroup pids limit is the
   fork-bomb bound.
@@ -49,6 +58,7 @@ Decisions:
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import shlex
@@ -79,6 +89,8 @@ WORKDIR = "/work"
 LAUNCHER = Path(__file__).with_name("launcher.sh").read_text(encoding="utf-8")
 _ATTACH = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
 _JOIN_S = 5.0  # how long a stopped step's reader may take to notice its stream closed
+IDLE_S = 600  # a launcher waiting this long for a request ends its container (a pool idles this long)
+LIFETIME_MARGIN_S = 10  # a step's own limit beyond its deadline: the server's kill, slow engine included, comes first
 
 
 class SandboxError(Exception):
@@ -107,12 +119,14 @@ class StepResult:
     killed: bool = False
 
 
-def container_options(image: str, limits: Limits, pooled: bool = False, owner: str = "") -> dict[str, Any]:
+def container_options(
+    image: str, limits: Limits, pooled: bool = False, owner: str = "", idle_s: int = IDLE_S
+) -> dict[str, Any]:
     """Keyword arguments of `containers.create` for one sandbox (all isolation lives here)."""
     file_size = limits.file_size_mb * 1024 * 1024
     return {
         "image": image,
-        "command": ["sh", "-c", LAUNCHER, "judge-launcher"],
+        "command": ["sh", "-c", LAUNCHER, "judge-launcher", str(idle_s)],
         "user": USER,
         "environment": {"HOME": WORKDIR, "LANG": "C.UTF-8", "TMPDIR": "/tmp"},
         "hostname": "judge",
@@ -187,10 +201,11 @@ class Sandbox:
         pooled: bool = False,
         owner: str = "",
         cleanup: Cleanup | None = None,
+        idle_s: int = IDLE_S,
     ) -> Sandbox:
         container = None
         try:
-            container = client.containers.create(**container_options(image, limits, pooled, owner))
+            container = client.containers.create(**container_options(image, limits, pooled, owner, idle_s))
             attached = client.api.attach_socket(container.id, params=_ATTACH)  # before start: nothing missed
             container.start()
         except ENGINE_ERRORS as error:
@@ -222,7 +237,8 @@ class Sandbox:
         reader = StepReader(self._frames, nonce, cap)
         started = time.monotonic()
         reader.start()
-        sender = _Sender(self._socket, _request(nonce, argv, stdin, files or b""))
+        lifetime_s = math.ceil(timeout_s) + LIFETIME_MARGIN_S
+        sender = _Sender(self._socket, _request(nonce, argv, stdin, files or b"", lifetime_s))
         finished = reader.done.wait(timeout_s)
         duration_ms = int((time.monotonic() - started) * 1000)
         if not finished or reader.overflow:
@@ -301,10 +317,10 @@ class _Sender:
             self.error = error
 
 
-def _request(nonce: str, argv: list[str] | tuple[str, ...], stdin: bytes, files: bytes) -> bytes:
+def _request(nonce: str, argv: list[str] | tuple[str, ...], stdin: bytes, files: bytes, lifetime_s: int) -> bytes:
     """The launcher's request: a line of shell words, then the tar of `files` (if any), then
-    the program's input."""
-    words = [nonce, str(len(files)), str(len(stdin)), *argv]
+    the program's input; the container ends itself `lifetime_s` after it arrives."""
+    words = [nonce, str(len(files)), str(len(stdin)), str(lifetime_s), *argv]
     if any("\n" in word for word in words):  # the request is one line
         raise SandboxError("a step's command cannot contain a newline")
     return (" ".join(shlex.quote(word) for word in words) + "\n").encode("utf-8") + files + stdin

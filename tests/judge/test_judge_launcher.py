@@ -154,7 +154,7 @@ def test_a_background_process_does_not_outlive_its_step(judge: Judge) -> None:
         "    subprocess.Popen(['sleep', '30'], start_new_session=True)\n"
         "    print('started')\n"
         "else:\n"
-        "    alive = [p for p in os.listdir('/proc') if p.isdigit() and b'sleep' in open(f'/proc/{p}/cmdline', 'rb').read()]\n"
+        "    alive = [p for p in os.listdir('/proc') if p.isdigit() and open(f'/proc/{p}/cmdline', 'rb').read() == b'sleep\\x0030\\x00']\n"
         "    print(len(alive))\n"
     )
     cases = [
