@@ -359,3 +359,28 @@ def test_a_flood_on_the_real_server_write_probes_the_database_once_per_period(
     probes = {answer.json()["database"]["checked_at"] for path, answer in answers if path == "/health"}
     probes |= {answer.json()["checks"]["database"]["checked_at"] for path, answer in answers if path == "/health/ready"}
     assert 1 <= len(probes) <= periods
+
+
+def test_a_configured_redis_is_required_for_readiness(make_app, fake_llm, redis_server, redis_url):
+    app = make_app(llm_base_url=fake_llm.openai_base_url, redis_url=redis_url, health_cache_s=0)
+    client = app.test_client()
+    ready = client.get("/health/ready")
+    assert ready.status_code == 200
+    assert ready.get_json()["checks"]["redis"] | {"checked_at": None} == {
+        "ok": True,
+        "required": True,
+        "detail": "Redis answers a ping",
+        "checked_at": None,
+    }
+    redis_server.stop()
+    try:
+        down = client.get("/health/ready")
+        live = client.get("/health/live")
+    finally:
+        redis_server.start()
+    assert down.status_code == 503
+    error = down.get_json()["error"]
+    assert error["code"] == "not_ready" and error["message"].startswith("redis: Redis does not answer")
+    assert error["details"]["checks"]["redis"]["ok"] is False and error["details"]["checks"]["database"]["ok"] is True
+    assert live.status_code == 200
+    assert client.get("/health/ready").status_code == 200
