@@ -23,6 +23,7 @@ environment (no API keys reach it); SPEC is the JSON of its kind (`jobs.Kind.spe
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
 import resource
@@ -74,6 +75,27 @@ class Inputs:
         if not self.finished:
             skip_frames(self._stdin)
             self.finished = True
+
+
+class ExactReader(io.FileIO):
+    """The job pipe without read-ahead: `read(n)` takes exactly `n` bytes off the descriptor
+    (fewer only at end of file), so the bytes after a job's `END` stay in the pipe, where the
+    idle `poll` sees them. A buffered reader (`sys.stdin.buffer`) fills 8 KiB at once: when the
+    server had already sent the next job (it does as soon as the answer arrives, while this
+    worker may still be skipping the last job's input), the read that found `END` took the next
+    header too, and `poll` on the empty pipe then waited for a header already read: the next job
+    on this worker timed out at its deadline (issue 24 item 11)."""
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        if size is None or size < 0:
+            return super().read() or b""
+        parts = bytearray()
+        while len(parts) < size:
+            chunk = super().read(size - len(parts))
+            if not chunk:
+                break
+            parts += chunk
+        return bytes(parts)
 
 
 def _statm() -> tuple[int, int]:
@@ -181,7 +203,7 @@ def serve(spec: dict[str, Any], stdin: IO[bytes], stdout: IO[bytes]) -> None:
 
 def main(argv: list[str]) -> None:
     spec = json.loads(argv[0])
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    stdin, stdout = ExactReader(sys.stdin.fileno(), "rb", closefd=False), sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but frames may reach the server's pipe
     load(list(spec["modules"]), spec.get("warm_up"))
     limit_memory(int(spec["memory_mb"]) * 1024 * 1024)

@@ -407,6 +407,16 @@ class Settings(BaseModel):
         "the claim (renewed every third of it); a process killed mid-turn leaves the session usable after this.",
     )
 
+    health_cache_s: float = Field(
+        default=2.0,
+        ge=0,
+        le=60,
+        description="How long `GET /health` and `GET /health/ready` reuse one probe of each dependency (the "
+        "database's write probe, the providers, the judge, Redis), shared by every caller: a probe runs at most "
+        "once per this many seconds and never twice at once; `0`: every call probes (still one at a time). "
+        "`GET /health/live` probes nothing.",
+    )
+
     def database_target(self) -> DatabaseTarget:
         """`DATABASE_URL` parsed; unset: the SQLite file `DATABASE_PATH` (storage/database_url.py)."""
         if self.database_url:

@@ -4,6 +4,7 @@ end is a value. Real worker processes throughout (the jobs are in `tests/bounded
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -15,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from bounded.child import ExactReader
 from bounded.jobs import Done, Failure, Job, JobFailed, Kind, Limits
 from bounded.pool import WorkerPool, pool_or_own
-from bounded.worker import ROOT
+from bounded.protocol import END_FRAME, decode, encode, frame, read_frame
+from bounded.worker import ROOT, Worker
 from foundation.cancellation import CancelToken
 from testing.waiting import ReapedCpu, wait_until
 from tests.process_support import alive, wait_gone
@@ -71,6 +74,42 @@ def test_a_job_that_stops_reading_early_does_not_block_the_caller_nor_the_next_j
     assert run(pool, Job("tests.bounded_jobs:first_frame_only", {}, frames())) == Done("first")
     assert len(produced) < 1000  # the rest was never read from the caller's iterator
     assert run(pool, job("echo", (b"next",))) == Done({"args": {}, "frames": ["next"]})  # same worker, clean input
+
+
+def test_the_next_job_sent_while_the_worker_still_skips_the_last_ones_input_is_answered() -> None:
+    """Issue 24 item 11, made certain: the server sends the next job as soon as an answer arrives,
+    while the worker may still be skipping the rest of the last job's input. Here both jobs are in
+    the pipe before the worker reads a byte, the order the race produced under load: the worker
+    must read no further than the first job's `END`, or the second header sits in its read-ahead
+    while it polls an empty pipe (and the job times out)."""
+
+    def header(function: str) -> bytes:
+        fields = {"function": function, "args": {}, "cpu_s": 5.0, "output_bytes": 65536, "seconds_left": 30.0}
+        return frame(encode(fields))
+
+    worker = Worker.start(KIND)
+    try:
+        assert worker.process.stdin is not None and worker.process.stdout is not None
+        first = header("tests.bounded_jobs:first_frame_only") + frame(b"first") + frame(b"unread") + END_FRAME
+        worker.process.stdin.write(first + header("tests.bounded_jobs:echo") + frame(b"next") + END_FRAME)
+        worker.process.stdin.flush()
+        answers = ExactReader(
+            worker.process.stdout.fileno(), "rb", closefd=False
+        )  # read-ahead would fool poll here too
+        waiting = select.poll()
+        waiting.register(answers.fileno(), select.POLLIN)
+        received = []
+        for _ in range(2):
+            assert waiting.poll(60_000), f"no answer after {received}"  # a guard against a hang, not a timing
+            body = read_frame(answers)
+            assert body is not None
+            received.append(decode(body))
+    finally:
+        worker.reap()
+    assert [(answer["ok"], answer["value"]) for answer in received] == [
+        (True, "first"),
+        (True, {"args": {}, "frames": ["next"]}),
+    ]
 
 
 def test_memory_past_the_budget_is_a_memory_failure(pool: WorkerPool) -> None:
