@@ -122,7 +122,8 @@ def run() -> ResponseReturnValue:
     body: RunBody = json_body(RunBody)
     judge = ready_judge()
     try:
-        verdict = judge.run(RunRequest(language=body.language, files=checked_size(body.files), stdin=body.stdin))
+        request = RunRequest(language=body.language, files=checked_size(body.files), stdin=body.stdin)
+        verdict = judge.run(request, user=current_user().id)  # no place in time: `Busy`, 503 (api.errors)
     except SubmissionError as error:
         raise ApiError(400, "invalid_files", str(error)) from error
     return jsonify(verdict.to_dict())
@@ -151,7 +152,8 @@ def submit() -> ResponseReturnValue:
     judge = ready_judge()
     adapter = TypeAdapter(list[SqlCase] if problem.language == "sql" else list[TestCase])
     try:
-        verdict = judge.run_tests(problem.language, checked_size(body.files), adapter.validate_python(problem.tests))
+        cases = adapter.validate_python(problem.tests)
+        verdict = judge.run_tests(problem.language, checked_size(body.files), cases, user=user.id)
     except SubmissionError as error:
         raise ApiError(400, "invalid_files", str(error)) from error
     result = verdict.to_dict()
