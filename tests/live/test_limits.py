@@ -209,7 +209,8 @@ def test_runs_and_submits_share_one_budget_and_direct_run_code_spends_it(limited
     assert_refused(  # tool names are case-insensitive: another spelling is the same tool at the same price
         client.post("/tools/RUN_CODE", json={"language": "python", "code": "print(1)"}, headers=auth(alice)), "runs"
     )
-    assert client.post("/tools/remember", json={"fact": "I like tea"}, headers=auth(alice)).status_code != 429  # the `tools` budget, not `runs`
+    remembered = client.post("/tools/remember", json={"fact": "I like tea"}, headers=auth(alice))
+    assert remembered.status_code != 429  # it spends the `tools` budget, not `runs`
 
 
 def test_generation_is_limited(limited: Flask):
