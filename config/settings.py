@@ -362,8 +362,9 @@ class Settings(BaseModel):
         le=256,
         description="Worker processes for untrusted work (`/memory_sql`, task SQL checks, `/search_files`, "
         "`/open_url` parsing) over every kind and user, idle ones included, so the server's extra memory "
-        "stays under this many times one worker's limit (its imports plus 64 MB); a job that finds every "
-        "worker busy waits at most its own deadline, then its tool answers that the server is busy.",
+        "stays under this many times one worker's limit (its imports plus 64 MB); a worker that comes free goes to "
+        "the waiting user holding the fewest, and a job that finds every worker busy waits at most its own "
+        "deadline, then its tool answers BUSY (503 `busy` with `Retry-After` over `POST /tools/<name>`).",
     )
     redis_url: str | None = Field(
         default=None,
