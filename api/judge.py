@@ -44,7 +44,11 @@ bp = Blueprint("judge", __name__)
 bp.before_request(require_user)
 
 MAX_FILES_BYTES = 1024 * 1024
-JUDGE_OFF = Reply("the Docker judge cannot run here or is switched off (`judge_unavailable`, with the reason)")
+JUDGE_OFF = Reply(
+    "the Docker judge cannot run here or is switched off (`judge_unavailable`, with the reason), or every run "
+    "place stayed held by other users' runs (`busy`, with `Retry-After`)",
+    headers=("Retry-After",),
+)
 
 
 class RunBody(BaseModel):
