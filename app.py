@@ -97,7 +97,7 @@ def build_judge(settings: Settings) -> tuple[Judge | None, dict[str, object]]:
     if settings.judge_enabled is False:
         return None, {"available": False, "reason": "disabled by JUDGE_ENABLED=0"}
     address = EngineAddress(settings.docker_host, settings.docker_tls_verify, settings.docker_cert_path)
-    judge = Judge.from_env(address=address, pool_size=settings.judge_pool_size)
+    judge = Judge.from_env(address=address, pool_size=settings.judge_pool_size, runs=settings.judge_runs)
     if judge.client is None and not address.remote:
         return None, {"available": False, "reason": judge.available()[1]}
     if judge.client is None:  # a judge host down at start: the judge connects once it answers

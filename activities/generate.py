@@ -79,7 +79,7 @@ class GenerationJob:
             self.publish("problem.started", {"index": index, "attempt": attempt})
             try:
                 title, statement, starter, reference, cases = self._draft(activity, index, taken, feedback, cancel)
-                self._verify(activity.language, starter, reference, cases, cancel)
+                self._verify(activity.language, starter, reference, cases, cancel, user_id)
             except DraftRejected as rejected:
                 self.publish("problem.rejected", {"index": index, "attempt": attempt, "code": rejected.code})
                 feedback = f"Your previous draft was rejected: {rejected.message}. Fix it and answer again."
@@ -135,10 +135,11 @@ class GenerationJob:
         reference: str,
         cases: list[TestCase] | list[SqlCase],
         cancel: CancelToken = NEVER,
+        user_id: int | None = None,
     ) -> None:
         entry = LANGUAGES[language].entry
         try:
-            verdict = self.judge.run_tests(language, {entry: reference}, cases, cancel=cancel)
+            verdict = self.judge.run_tests(language, {entry: reference}, cases, cancel=cancel, user=user_id)
         except SubmissionError as error:
             raise DraftRejected("invalid_tests", str(error)) from error
         if verdict.status != "ok":
@@ -147,5 +148,5 @@ class GenerationJob:
             raise DraftRejected(
                 "reference_failed", f"the reference solution fails its own tests ({verdict.status}; {detail})"
             )
-        if self.judge.run_tests(language, {entry: starter}, cases, cancel=cancel).status == "ok":
+        if self.judge.run_tests(language, {entry: starter}, cases, cancel=cancel, user=user_id).status == "ok":
             raise DraftRejected("starter_passes", "the starter code already passes every test; make it a skeleton")

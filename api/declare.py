@@ -39,7 +39,7 @@ HTML = "text/html"
 IMAGE = "image/*"
 
 HEADERS = {
-    "Retry-After": "seconds until the limit lets one more request through",
+    "Retry-After": "seconds until the limit lets one more request through, or to wait for a busy shared pool",
     "X-Session-Id": "the session this turn was stored in (new unless the request named one)",
 }
 

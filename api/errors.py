@@ -10,6 +10,7 @@ from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
+from foundation.fair_share import RETRY_AFTER_S, Busy
 from storage.errors import StorageError, storage_fault
 
 
@@ -17,7 +18,13 @@ class ApiError(Exception):
     """An HTTP error answer with a stable machine-readable code."""
 
     def __init__(
-        self, status_code: int, code: str, message: str, details: Any = None, extra: dict[str, Any] | None = None
+        self,
+        status_code: int,
+        code: str,
+        message: str,
+        details: Any = None,
+        extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status_code = status_code
@@ -25,6 +32,7 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         self.extra = extra or {}
+        self.headers = headers or {}
 
     def to_dict(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -35,6 +43,12 @@ class ApiError(Exception):
 
 def not_found(what: str) -> ApiError:
     return ApiError(404, "not_found", f"{what} not found")
+
+
+def busy(message: str, retry_after_s: int = RETRY_AFTER_S) -> ApiError:
+    """503 `busy` with `Retry-After`: a shared pool (sandbox workers, the judge) had no place for
+    this user's job in time (SPEC 12: never a 500)."""
+    return ApiError(503, "busy", message, headers={"Retry-After": str(retry_after_s)})
 
 
 def validation_error(error: ValidationError, code: str = "invalid_request") -> ApiError:
@@ -59,7 +73,12 @@ _HTTP_CODES = {
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def handle_api_error(error: ApiError) -> ResponseReturnValue:
-        return jsonify(error.to_dict()), error.status_code
+        return jsonify(error.to_dict()), error.status_code, error.headers
+
+    @app.errorhandler(Busy)
+    def handle_busy(error: Busy) -> ResponseReturnValue:
+        """A shared pool refused a place in time (the judge's run admission for `/run`, `/submit`)."""
+        return handle_api_error(busy(error.message, error.retry_after_s))
 
     @app.errorhandler(HTTPException)
     def handle_http_exception(error: HTTPException) -> ResponseReturnValue:

@@ -44,7 +44,11 @@ bp = Blueprint("judge", __name__)
 bp.before_request(require_user)
 
 MAX_FILES_BYTES = 1024 * 1024
-JUDGE_OFF = Reply("the Docker judge cannot run here or is switched off (`judge_unavailable`, with the reason)")
+JUDGE_OFF = Reply(
+    "the Docker judge cannot run here or is switched off (`judge_unavailable`, with the reason), or every run "
+    "place stayed held by other users' runs (`busy`, with `Retry-After`)",
+    headers=("Retry-After",),
+)
 
 
 class RunBody(BaseModel):
@@ -122,7 +126,8 @@ def run() -> ResponseReturnValue:
     body: RunBody = json_body(RunBody)
     judge = ready_judge()
     try:
-        verdict = judge.run(RunRequest(language=body.language, files=checked_size(body.files), stdin=body.stdin))
+        request = RunRequest(language=body.language, files=checked_size(body.files), stdin=body.stdin)
+        verdict = judge.run(request, user=current_user().id)  # no place in time: `Busy`, 503 (api.errors)
     except SubmissionError as error:
         raise ApiError(400, "invalid_files", str(error)) from error
     return jsonify(verdict.to_dict())
@@ -151,7 +156,8 @@ def submit() -> ResponseReturnValue:
     judge = ready_judge()
     adapter = TypeAdapter(list[SqlCase] if problem.language == "sql" else list[TestCase])
     try:
-        verdict = judge.run_tests(problem.language, checked_size(body.files), adapter.validate_python(problem.tests))
+        cases = adapter.validate_python(problem.tests)
+        verdict = judge.run_tests(problem.language, checked_size(body.files), cases, user=user.id)
     except SubmissionError as error:
         raise ApiError(400, "invalid_files", str(error)) from error
     result = verdict.to_dict()

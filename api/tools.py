@@ -16,7 +16,7 @@ from api.auth import current_user, require_user
 from api.bodies import json_object
 from api.database import get_db
 from api.declare import Reply, budget, one_operation_per_tool, operation
-from api.errors import ApiError
+from api.errors import ApiError, busy
 from api.openapi.models import FunctionList
 from api.services import services
 from pipeline.turn import TurnServices, tool_context
@@ -38,6 +38,7 @@ STATUS_BY_CODE: dict[str, int] = {
     ErrorCode.INVALID_STATE: 409,
     ErrorCode.BLOCKED: 409,
     ErrorCode.UNKNOWN_TOOL: 404,
+    ErrorCode.BUSY: 503,  # with Retry-After (`api.errors.busy`)
 }
 
 
@@ -70,7 +71,10 @@ def call(name: str) -> ResponseReturnValue:
         code = result.error_code or ErrorCode.INTERNAL_ERROR
         status = STATUS_BY_CODE.get(code, 500)
         if tool.error_style == "task":  # SPEC section 10's error shape
-            return jsonify({"success": False, "error_code": code, "message": result.message}), status
+            answer = jsonify({"success": False, "error_code": code, "message": result.message})
+            return answer, status, busy(result.message).headers if code == ErrorCode.BUSY else {}
+        if code == ErrorCode.BUSY:
+            raise busy(result.message)  # SPEC 12: 503 with Retry-After, never 500
         details = None if result.details is None else [problem.model_dump() for problem in result.details]
         raise ApiError(status, code, result.message, details)  # the person's message; the model's hint stays in chat
     return jsonify(result.output)

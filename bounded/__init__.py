@@ -11,7 +11,7 @@ Server side:
   `JobFailed` with a `Failure` kind (timeout, memory, too_large, cancelled, crashed, busy...).
 - `kinds`: the product's kinds: `SQL`, `SEARCH`, `PAGES`.
 - `pool`: `WorkerPool`, one per app: the global cap (`SANDBOX_WORKERS`), warm workers per
-  kind, waiting for a slot within the job's deadline.
+  kind, waiting for a slot within the job's deadline, a fair share per user.
 - `worker`: one worker process: start, stream a job's input, deadline and cancel, kill.
 - `sql`: the SQL kind's jobs run through the pool, their failures in the SQL tools' words.
 
@@ -20,6 +20,6 @@ Worker side (imported only in the worker, stdlib only except the job modules):
 - `sql_jobs` (with `sql_memory`, `sql_select`, `sql_limits`, `sql_fetch`, `sql_values`),
   `regex_search`, `html_text`: the jobs, each kind importing only what it needs.
 
-This package imports nothing from the rest of the product except `cancellation` (server
-side), so a worker starts light.
+This package imports nothing from the rest of the product except `foundation`'s
+`cancellation` and `fair_share` (server side), so a worker starts light.
 """

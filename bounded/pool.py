@@ -11,6 +11,12 @@ worker that would pass it first ends the longest-idle worker (of any kind). A jo
 gets no slot waits at most its own deadline (`Limits.wall_s`), then fails `busy`, so
 nobody's job waits for ever.
 
+Fair share (SPEC 12): a job carries its user (`run(..., user=)`) and the slots are a
+`foundation.fair_share.FairGate`: a slot that comes free goes to the waiting job whose user
+holds the fewest slots (then the oldest), so one user looping slow jobs keeps at most the
+slots it already holds, and another user's job starts at the next free slot, ahead of the
+first user's queue. Running jobs are never pre-empted.
+
 A worker is kept warm (at most its kind's `keep_warm`, for at most `IDLE_REUSE_S`) unless
 it was killed (deadline, cancel, an answer too large), died, retired itself (memory,
 growth, `max_jobs`), or the pool is closed. `close()` (also run when the pool is garbage
@@ -31,12 +37,12 @@ from dataclasses import replace
 from bounded.jobs import Done, Failure, Job, JobFailed, Kind, Limits
 from bounded.worker import Worker
 from foundation.cancellation import NEVER, CancelToken
+from foundation.fair_share import FairGate
 
 log = logging.getLogger("bounded")
 
 DEFAULT_WORKERS = 4  # SANDBOX_WORKERS: a 2-core machine
 IDLE_REUSE_S = 600  # an idle worker older than this is replaced (it exits by itself at twice that)
-CANCEL_POLL_S = 0.1  # how often a job waiting for a slot looks at its cancel token
 
 
 def _kill_all(lock: threading.Lock, workers: set[Worker], idle: list[Worker]) -> None:
@@ -58,7 +64,7 @@ class WorkerPool:
             raise ValueError("a worker pool needs at least one worker")
         self.workers = workers
         self.keep_warm = keep_warm
-        self._slots = threading.BoundedSemaphore(workers)
+        self._slots = FairGate(workers)
         self._lock = threading.Lock()
         self._idle: list[Worker] = []  # oldest first
         self._live: set[Worker] = set()  # every worker process, busy or idle
@@ -68,10 +74,12 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ public
 
-    def run(self, kind: Kind, job: Job, limits: Limits, cancel: CancelToken = NEVER) -> Done | JobFailed:
-        """Run `job` in a worker of `kind`; every outcome is a value (see `jobs.Failure`)."""
+    def run(
+        self, kind: Kind, job: Job, limits: Limits, cancel: CancelToken = NEVER, *, user: int | None = None
+    ) -> Done | JobFailed:
+        """Run `job` for `user` in a worker of `kind`; every outcome is a value (see `jobs.Failure`)."""
         since = time.monotonic()
-        if not self._acquire(since + limits.wall_s, cancel):
+        if not self._slots.acquire(user, since + limits.wall_s, cancel):
             waited = time.monotonic() - since
             if cancel.cancelled:
                 return JobFailed(Failure.CANCELLED, "stopped", waited)
@@ -87,12 +95,16 @@ class WorkerPool:
                 self._give_back(worker)
             return replace(outcome, waited_s=waited) if isinstance(outcome, JobFailed) else outcome
         finally:
-            self._slots.release()
+            self._slots.release(user)
 
     def worker_pids(self, kind: Kind | None = None) -> list[int]:
         """Live workers, busy or idle (for tests and the operator)."""
         with self._lock:
             return [worker.pid for worker in self._live if worker.alive and kind in (None, worker.kind)]
+
+    def waiting(self) -> int:
+        """Jobs waiting for a free slot (for tests and the operator)."""
+        return self._slots.waiting()
 
     def close(self) -> None:
         with self._lock:
@@ -106,17 +118,6 @@ class WorkerPool:
         self.close()
 
     # ------------------------------------------------------------------ slots and workers
-
-    def _acquire(self, until: float, cancel: CancelToken) -> bool:
-        if self._slots.acquire(blocking=False):
-            return True
-        while not cancel.cancelled:
-            left = until - time.monotonic()
-            if left <= 0:
-                return False
-            if self._slots.acquire(timeout=min(left, CANCEL_POLL_S)):
-                return True
-        return False
 
     def _take(self, kind: Kind) -> Worker | JobFailed:
         """An idle worker of `kind`, or a new one within the cap (ending idle ones to make room)."""

@@ -36,21 +36,27 @@ STOPPED = SqlError(
 )
 
 
-def run_memory(pool: WorkerPool, job: MemoryJob, cancel: CancelToken = NEVER) -> MemoryAnswer | SqlError:
-    reply = _run(pool, job, cancel)
+def run_memory(
+    pool: WorkerPool, job: MemoryJob, cancel: CancelToken = NEVER, *, user: int | None = None
+) -> MemoryAnswer | SqlError:
+    reply = _run(pool, job, cancel, user)
     return reply if isinstance(reply, SqlError) else memory_answer_from_dict(reply)
 
 
-def run_select(pool: WorkerPool, job: SelectJob, cancel: CancelToken = NEVER) -> SelectAnswer | SqlError:
-    reply = _run(pool, job, cancel)
+def run_select(
+    pool: WorkerPool, job: SelectJob, cancel: CancelToken = NEVER, *, user: int | None = None
+) -> SelectAnswer | SqlError:
+    reply = _run(pool, job, cancel, user)
     return reply if isinstance(reply, SqlError) else select_answer_from_dict(reply)
 
 
-def _run(pool: WorkerPool, job: MemoryJob | SelectJob, cancel: CancelToken) -> dict[str, Any] | SqlError:
-    """The answer's dict, or why there is none; raises Cancelled when `cancel` fired."""
+def _run(
+    pool: WorkerPool, job: MemoryJob | SelectJob, cancel: CancelToken, user: int | None
+) -> dict[str, Any] | SqlError:
+    """The answer's dict, or why there is none (run in `user`'s fair share); raises Cancelled when `cancel` fired."""
     cancel.raise_if_cancelled()
     limits = Limits(wall_s=job.deadline_s, output_bytes=MAX_REPLY_BYTES, setup_s=SETUP_TIMEOUT_S)
-    outcome = pool.run(SQL, Job("bounded.sql_jobs:run", job_to_dict(job)), limits, cancel)
+    outcome = pool.run(SQL, Job("bounded.sql_jobs:run", job_to_dict(job)), limits, cancel, user=user)
     if isinstance(outcome, JobFailed):
         if outcome.kind is Failure.CANCELLED:
             raise Cancelled(cancel.reason or "cancelled")
@@ -77,7 +83,7 @@ def _failure(failed: JobFailed, deadline_s: float) -> SqlError:
             "TOO_LARGE", "the query needs more memory than allowed; add a LIMIT or select fewer or shorter values."
         )
     if failed.kind is Failure.BUSY:
-        return SqlError("UNAVAILABLE", "every SQL worker is busy; try again in a moment.")
+        return SqlError("BUSY", "the server is busy with other users' SQL; try again in a moment.")
     if failed.kind is Failure.CLOSED:
         return SqlError("UNAVAILABLE", "the SQL engine is shut down.")
     if failed.kind is Failure.UNAVAILABLE:

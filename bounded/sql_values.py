@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 MAX_REPLY_BYTES = 4 * 1024 * 1024  # answers are budgeted far below this; more means a broken worker
 
-ErrorCode = Literal["VALIDATION_FAILED", "PERMISSION_DENIED", "TIMEOUT", "TOO_LARGE", "UNAVAILABLE"]
+ErrorCode = Literal["VALIDATION_FAILED", "PERMISSION_DENIED", "TIMEOUT", "TOO_LARGE", "UNAVAILABLE", "BUSY"]
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,9 @@ class Rate(BaseModel):
 class RateLimits(BaseModel):
     """`RATE_LIMITS`, parsed: the per-user budget of each limited action (None = unlimited).
 
-    `sessions` (chat sessions created) is not in SPEC's example; it has a built-in default
-    like the others, so a RATE_LIMITS that names only some keys keeps the rest."""
+    `sessions` (chat sessions created) and `tools` (direct `POST /tools/<name>` calls of tools
+    that reach no paid service) are not in SPEC's example; they have built-in defaults like the
+    others, so a RATE_LIMITS that names only some keys keeps the rest."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -53,11 +54,12 @@ class RateLimits(BaseModel):
     generate: Rate | None = None
     login: Rate | None = None
     sessions: Rate | None = None
+    tools: Rate | None = None
 
 
 _RATE = re.compile(r"^\s*(\d+)\s*(?:/|per)\s*(\d+)?\s*(second|minute|hour|day)s?\s*$", re.IGNORECASE)
 _UNIT_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
-DEFAULT_RATE_LIMITS = "turns=30/minute,runs=60/minute,generate=5/hour,login=10/minute,sessions=60/hour"
+DEFAULT_RATE_LIMITS = "turns=30/minute,runs=60/minute,generate=5/hour,login=10/minute,sessions=60/hour,tools=60/minute"
 
 
 def parse_rate(key: str, text: str) -> Rate | None:
@@ -328,6 +330,14 @@ class Settings(BaseModel):
         description="`1` lets `/open_url` reach loopback and private addresses (tests, private deployments; cloud "
         "metadata addresses stay refused).",
     )
+    judge_runs: int = Field(
+        default=4,
+        ge=1,
+        le=256,
+        description="Judge runs (`/run`, `/submit`, `/run_code`, `code_test` checks) holding a sandbox at once, "
+        "over every user; a place that comes free goes to the waiting user holding the fewest, and a run that "
+        "finds none within 10 s answers 503 `busy` with `Retry-After` (a BUSY tool error in chat).",
+    )
     judge_pool_size: int = Field(
         default=2, ge=0, le=16, description="Pre-started single-use judge containers per image (0-16)."
     )
@@ -358,7 +368,7 @@ class Settings(BaseModel):
     )
     rate_limits: Annotated[RateLimits, BeforeValidator(parse_rate_limits)] = Field(
         default_factory=default_rate_limits,
-        description="Per-user budgets, 429 beyond: SPEC's keys plus `sessions` (chat sessions created); "
+        description="Per-user budgets, 429 beyond: SPEC's keys plus `sessions` (chat sessions created) and `tools` (direct tool calls); "
         "`COUNT/UNIT` with unit second, minute, hour or day (`100/10 minutes`, `5 per hour` also work) "
         "or `off`; keys left out keep their defaults; an unknown key or a bad rate stops the start with "
         "an error naming it (see Per-user limits).",
@@ -390,8 +400,9 @@ class Settings(BaseModel):
         le=256,
         description="Worker processes for untrusted work (`/memory_sql`, task SQL checks, `/search_files`, "
         "`/open_url` parsing) over every kind and user, idle ones included, so the server's extra memory "
-        "stays under this many times one worker's limit (its imports plus 64 MB); a job that finds every "
-        "worker busy waits at most its own deadline, then its tool answers that the server is busy.",
+        "stays under this many times one worker's limit (its imports plus 64 MB); a worker that comes free goes to "
+        "the waiting user holding the fewest, and a job that finds every worker busy waits at most its own "
+        "deadline, then its tool answers BUSY (503 `busy` with `Retry-After` over `POST /tools/<name>`).",
     )
     redis_url: str | None = Field(
         default=None,

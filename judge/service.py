@@ -20,6 +20,13 @@ is swapped for a fresh one; nothing of the user's ran in it. Verdicts:
   After such a failure the engine is asked again before the next run, and once it answers,
   the removals the outage prevented are done (`judge/cleanup.py`).
 A timeout or output overflow kills the sandbox, so later tests are reported as not run.
+
+Run admission (SPEC 12): at most `runs` runs hold a sandbox at once, over every user, and a
+run carries its user (`run(..., user=)`). The places are a `foundation.fair_share.FairGate`:
+a place that comes free goes to the waiting run whose user holds the fewest (then the
+oldest), so one user's burst of runs never queues ahead of another user's run; a run that
+gets no place within `QUEUE_WAIT_S` raises `Busy` (503 `busy` with `Retry-After` over HTTP,
+a BUSY tool error in chat), before any container starts.
 In `run_tests` the overall status is `ok` only when every test passed, else the status of
 the first failing test, whose stdout/stderr/exit code the verdict carries; `duration_ms` is
 the sum of the run steps (compilation excluded). For SQL, `run` treats `stdin` as the setup
@@ -40,6 +47,7 @@ from dataclasses import dataclass, field
 import docker
 
 from foundation.cancellation import NEVER, Callback, CancelToken
+from foundation.fair_share import Busy, FairGate
 from judge.cleanup import Cleanup
 from judge.compare import compare_sql, compare_stdout
 from judge.engine import ENGINE_ERRORS, EngineAddress, EngineUnavailable, connect, short_error
@@ -55,6 +63,8 @@ AVAILABLE_TTL_S = 5.0  # the default of `Judge(available_ttl_s=…)`
 POOL_WAIT_S = 1.0  # longest wait for a pooled sandbox being started (a fresh start takes ~0.2 s)
 CONTROL_TIMEOUT_S = 10.0  # kill, inspect and remove: longer only when the engine is in trouble
 RECONNECT_EVERY_S = 5.0  # a judge whose engine was down at start tries again at most this often
+DEFAULT_RUNS = 4  # JUDGE_RUNS: runs holding a sandbox at once (a 2-core machine)
+QUEUE_WAIT_S = 10.0  # longest wait for a place among `runs` before the run is refused as busy
 
 
 class Judge:
@@ -71,8 +81,12 @@ class Judge:
         available_ttl_s: float = AVAILABLE_TTL_S,
         control: docker.DockerClient | None = None,
         address: EngineAddress | None = None,
+        runs: int = DEFAULT_RUNS,
+        queue_wait_s: float = QUEUE_WAIT_S,
     ) -> None:
         self.client = client
+        self.runs = FairGate(runs)  # run admission, a fair share per user
+        self.queue_wait_s = queue_wait_s
         control = control or client  # kills and removals: a short timeout, see CONTROL_TIMEOUT_S
         self.cleanup = Cleanup(control) if control is not None else None
         self.address = address or EngineAddress()
@@ -103,6 +117,7 @@ class Judge:
         limits: Limits | None = None,
         pool_size: int = 0,
         timeout_s: float = 30,
+        runs: int = DEFAULT_RUNS,
     ) -> Judge:
         """A judge on the engine at `address` (default: this process's DOCKER_HOST, DOCKER_TLS_VERIFY,
         DOCKER_CERT_PATH; none: the local socket); never raises."""
@@ -115,10 +130,10 @@ class Judge:
         try:
             client, control = clients()
         except EngineUnavailable as error:
-            judge = cls(None, reason=str(error), address=engine, limits=limits, pool_size=pool_size)
+            judge = cls(None, reason=str(error), address=engine, limits=limits, pool_size=pool_size, runs=runs)
             judge._reconnect = clients  # the engine may come up later (a judge host booting)
             return judge
-        return cls(client, limits=limits, pool_size=pool_size, control=control, address=engine)
+        return cls(client, limits=limits, pool_size=pool_size, control=control, address=engine, runs=runs)
 
     @property
     def pool(self) -> ContainerPool | None:
@@ -199,8 +214,9 @@ class Judge:
         if self.cleanup is not None:
             self.cleanup.retry()  # removals an outage left owed, if the engine answers now
 
-    def run(self, request: RunRequest, cancel: CancelToken = NEVER) -> Verdict:
-        """Run the files once with `request.stdin`; a cancel kills the container and raises `Cancelled`."""
+    def run(self, request: RunRequest, cancel: CancelToken = NEVER, *, user: int | None = None) -> Verdict:
+        """Run the files once with `request.stdin` in `user`'s share; a cancel kills the container
+        and raises `Cancelled`; no place within `queue_wait_s` raises `Busy`."""
         language = _language(request.language)
         user_files = _checked(language, request.files)
         stdin = request.stdin.encode("utf-8", "replace")
@@ -209,7 +225,7 @@ class Judge:
         archive = build_archive(user_files, _with_runner(language, {}))
         argv = _run_argv(language)
         try:
-            with self._sandbox(language, limits, archive, (argv, stdin), cancel) as (box, step):
+            with self._sandbox(language, limits, archive, (argv, stdin), cancel, user) as (box, step):
                 if language.compile is not None:
                     failed = _compile_failure(step)
                     if failed is not None:
@@ -229,14 +245,17 @@ class Judge:
         cases: Sequence[TestCase] | Sequence[SqlCase],
         limits: Limits | None = None,
         cancel: CancelToken = NEVER,
+        *,
+        user: int | None = None,
     ) -> Verdict:
-        """Compile once, run every case in the same sandbox, report each test (a cancel kills it)."""
+        """Compile once, run every case in the same sandbox, report each test (a cancel kills it;
+        no place for `user` within `queue_wait_s` raises `Busy`)."""
         language = _language(language_name)
         archive, inputs = _test_submission(language, files, cases)
         tally = _Tally(limits or self.limits)
         argv = _run_argv(language)
         try:
-            with self._sandbox(language, tally.limits, archive, (argv, inputs[0]), cancel) as (box, first):
+            with self._sandbox(language, tally.limits, archive, (argv, inputs[0]), cancel, user) as (box, first):
                 failed = _compile_failure(first) if language.compile is not None else None
                 if failed is not None:
                     return _none_run(failed, cases)
@@ -257,6 +276,7 @@ class Judge:
         archive: bytes,
         run_step: tuple[list[str], bytes],
         cancel: CancelToken = NEVER,
+        user: int | None = None,
     ) -> Iterator[tuple[Sandbox, StepResult]]:
         """A sandbox and its first step, which unpacked `archive` into /work and then ran.
 
@@ -270,6 +290,23 @@ class Judge:
         else:
             first = _FirstStep(run_step[0], limits.wall_s, run_step[1])
         cancel.raise_if_cancelled()
+        if not self.runs.acquire(user, time.monotonic() + self.queue_wait_s, cancel):
+            cancel.raise_if_cancelled()
+            raise Busy(
+                f"the code judge is busy with other users' runs ({self.runs.capacity} at once); try again shortly."
+            )
+        try:
+            with self._admitted(language, limits, archive, first, cancel) as started:
+                yield started
+        finally:
+            self.runs.release(user)
+
+    @contextmanager
+    def _admitted(
+        self, language: Language, limits: Limits, archive: bytes, first: _FirstStep, cancel: CancelToken
+    ) -> Iterator[tuple[Sandbox, StepResult]]:
+        """`_sandbox` once the run has its place."""
+        assert self.client is not None  # `_sandbox` checked
         started = None
         pooled = self._pool.take(language.image, limits, POOL_WAIT_S) if self._pool else None
         if pooled is not None:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, TypeAdapter
 from bounded.pool import WorkerPool, pool_or_own
 from bounded.sql import run_select as run_select_job
 from bounded.sql_values import SelectJob, SqlError
+from foundation.fair_share import Busy
 from judge.compare import compare_sql
 from judge.files import SubmissionError
 from judge.languages import LANGUAGES
@@ -73,17 +74,18 @@ def run_checks(
     judge: Any,
     remaining: Callable[[float], float],
     pool: WorkerPool | None = None,
+    user: int | None = None,
 ) -> list[CheckResult]:
     """One result per criterion, in order; `remaining(cap)` bounds each step by the call's deadline.
 
     `pool` runs the `sql_result` checks (the app's warm workers); without one, a one-off
-    worker runs each."""
+    worker runs each. `user`'s fair share of the pool and of the judge is used."""
     results = []
     for criterion in criteria:
         if isinstance(criterion, CodeTestCriterion):
-            passed, message = check_code(criterion, answer, judge)
+            passed, message = check_code(criterion, answer, judge, user)
         elif isinstance(criterion, SqlResultCriterion):
-            passed, message = check_sql(criterion, answer, remaining(SQL_TIMEOUT_S), pool)
+            passed, message = check_sql(criterion, answer, remaining(SQL_TIMEOUT_S), pool, user)
         elif isinstance(criterion, TextMatchCriterion):
             passed, message = check_text(criterion, answer, remaining(REGEX_TIMEOUT_S))
         else:
@@ -93,7 +95,7 @@ def run_checks(
     return results
 
 
-def check_code(criterion: CodeTestCriterion, answer: str, judge: Any) -> tuple[bool, str]:
+def check_code(criterion: CodeTestCriterion, answer: str, judge: Any, user: int | None = None) -> tuple[bool, str]:
     if judge is None:
         raise JudgeUnavailable("code execution is not available on this server")
     available, reason = judge.available()
@@ -101,7 +103,7 @@ def check_code(criterion: CodeTestCriterion, answer: str, judge: Any) -> tuple[b
         raise JudgeUnavailable(f"the code judge is unavailable ({reason})")
     entry = LANGUAGES[criterion.language].entry
     try:
-        verdict = judge.run_tests(criterion.language, {entry: answer}, criterion.cases)
+        verdict = judge.run_tests(criterion.language, {entry: answer}, criterion.cases, user=user)
     except SubmissionError as error:
         raise AnswerRejected(str(error)) from error
     if verdict.status == "internal_error":
@@ -118,7 +120,11 @@ def check_code(criterion: CodeTestCriterion, answer: str, judge: Any) -> tuple[b
 
 
 def check_sql(
-    criterion: SqlResultCriterion, answer: str, timeout_s: float, pool: WorkerPool | None = None
+    criterion: SqlResultCriterion,
+    answer: str,
+    timeout_s: float,
+    pool: WorkerPool | None = None,
+    user: int | None = None,
 ) -> tuple[bool, str]:
     case = SqlCase(
         name=criterion.id,
@@ -127,18 +133,22 @@ def check_sql(
         expected_rows=criterion.expected_rows,
         ordered=criterion.ordered,
     )
-    return compare_sql(case, json.dumps(run_select(criterion.setup_sql, answer, timeout_s, pool)))
+    return compare_sql(case, json.dumps(run_select(criterion.setup_sql, answer, timeout_s, pool, user)))
 
 
-def run_select(setup_sql: str, query: str, timeout_s: float, pool: WorkerPool | None = None) -> dict[str, Any]:
+def run_select(
+    setup_sql: str, query: str, timeout_s: float, pool: WorkerPool | None = None, user: int | None = None
+) -> dict[str, Any]:
     """`{"columns", "rows"}` of one read-only statement on a fresh database, or `{"error"}`.
 
     Raises JudgeUnavailable when the statement could not be run at all (the setup script
     failed, no worker could start): that is not the learner's answer failing."""
     job = SelectJob(setup_sql=setup_sql, sql=query, deadline_s=timeout_s, max_rows=SQL_MAX_ROWS)
     with pool_or_own(pool) as used:
-        answer = run_select_job(used, job)
+        answer = run_select_job(used, job, user=user)
     if isinstance(answer, SqlError):
+        if answer.code == "BUSY":
+            raise Busy(answer.message)  # not the learner's answer failing: no attempt is counted
         if answer.code == "UNAVAILABLE":
             raise JudgeUnavailable(f"the SQL checker is unavailable ({answer.message})")
         return {"error": answer.message}

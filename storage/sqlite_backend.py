@@ -84,7 +84,7 @@ class SqliteBackend:
             max_update_rows=max_update_rows,
         )
         with pool_or_own(pool) as used:
-            return run_memory(used, job, cancel)
+            return run_memory(used, job, cancel, user=user_id)
 
     def limit_lock_wait(self, conn: DbConnection, ms: int) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(ms)}")

@@ -75,3 +75,16 @@ def set_up_then_sleep(args: dict[str, Any], frames: Any) -> str:
     frames.started()
     time.sleep(float(args["seconds"]))
     return "done"
+
+
+def mark_then_wait(args: dict[str, Any], frames: Iterator[bytes]) -> str:
+    """Append `tag` to the file `log` (the order jobs started in), then wait until the file
+    `log.tag.go` exists (the test lets each job end when it chooses)."""
+    with open(args["log"], "a") as log:
+        log.write(args["tag"] + "\n")
+    go = f"{args['log']}.{args['tag']}.go"
+    for _ in range(3000):
+        if os.path.exists(go):
+            return str(args["tag"])
+        time.sleep(0.01)
+    return "never released"

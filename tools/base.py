@@ -41,6 +41,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_COMMAND = "UNKNOWN_COMMAND"
     INTERNAL_ERROR = "INTERNAL_ERROR"
     CANCELLED = "CANCELLED"  # the user stopped the turn while the tool ran
+    BUSY = "BUSY"  # a shared pool (sandbox workers, the judge) had no place in time: retry later (SPEC 12)
     # learner task tools (SPEC section 10)
     INVALID_STATE = "INVALID_STATE"
     BLOCKED = "BLOCKED"

@@ -174,6 +174,7 @@ def _tool(
         needs=frozenset({Need.COURSE}),
         interactive=True,
         command=CommandBinding(name=name, usage=usage, example=example, parse=parse),
+        budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
     )
 
 

@@ -79,6 +79,7 @@ MEMORY_SEARCH_TOOL = Tool(
         request="Which programming language did I say I like best?",
         args_field="query",
     ),
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )
 
 REMEMBER_TOOL = Tool(
@@ -95,4 +96,5 @@ REMEMBER_TOOL = Tool(
         args_field="fact",
         request="Please remember that I prefer metric units.",
     ),
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )

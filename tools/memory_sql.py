@@ -42,6 +42,7 @@ _CODES: dict[str, ErrorCode] = {
     "TIMEOUT": ErrorCode.TIMEOUT,
     "TOO_LARGE": ErrorCode.VALIDATION_FAILED,  # the model can fix it: fewer or shorter values, a LIMIT
     "UNAVAILABLE": ErrorCode.INTERNAL_ERROR,
+    "BUSY": ErrorCode.BUSY,  # the shared SQL workers had no place in time (SPEC 12: 503 over HTTP)
 }
 
 
@@ -199,6 +200,7 @@ MEMORY_SQL_TOOL = Tool(
         body_field="sql",
         body_fallback_to_args=True,
     ),
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )
 
 

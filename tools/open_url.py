@@ -85,7 +85,9 @@ def html_text(page: FetchResult, ctx: ToolContext) -> tuple[str | None, str, int
         (page.body,),
     )
     with pool_or_own(ctx.bounded) as pool:
-        outcome = pool.run(PAGES, job, Limits(wall_s=wall_s, output_bytes=PARSE_ANSWER_BYTES), ctx.cancel)
+        outcome = pool.run(
+            PAGES, job, Limits(wall_s=wall_s, output_bytes=PARSE_ANSWER_BYTES), ctx.cancel, user=ctx.user_id
+        )
     if isinstance(outcome, Done):
         value = outcome.value
         title = value.get("title")
@@ -98,7 +100,7 @@ def html_text(page: FetchResult, ctx: ToolContext) -> tuple[str | None, str, int
         raise Cancelled()
     if outcome.busy:
         raise ToolFailure(
-            ErrorCode.TIMEOUT,
+            ErrorCode.BUSY,
             f"the server is busy with other work: {outcome.waited_s:.0f} of the "
             f"{wall_s:.0f} s for parsing went waiting for a free worker; "
             "try again in a moment.",

@@ -59,7 +59,9 @@ def run_code(data: RunCodeInput, ctx: ToolContext) -> RunCodeOutput:
         )
     entry = LANGUAGES[data.language].entry
     try:
-        verdict = judge.run(RunRequest(language=data.language, files={entry: data.code}, stdin=data.stdin), ctx.cancel)
+        verdict = judge.run(
+            RunRequest(language=data.language, files={entry: data.code}, stdin=data.stdin), ctx.cancel, user=ctx.user_id
+        )
     except SubmissionError as error:
         raise ToolFailure(ErrorCode.VALIDATION_FAILED, f"{error}.", hint=FIX_HINT) from error
     return RunCodeOutput(language=data.language, **verdict.model_dump(exclude={"tests"}))

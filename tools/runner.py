@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from foundation.cancellation import Cancelled
+from foundation.fair_share import Busy
 from tools.base import FIX_HINT, ErrorCode, FieldProblem, Tool, ToolContext, ToolFailure, ToolResult
 from tools.result_caps import bounded
 
@@ -80,6 +81,8 @@ def _run(tool: Tool[Any, Any], raw_input: dict[str, Any], ctx: ToolContext) -> T
         return ToolResult.failure(tool.name, failure.code, failure.message, elapsed(), hint=failure.hint)
     except Cancelled:
         return ToolResult.failure(tool.name, ErrorCode.CANCELLED, f"{tool.name} was stopped by the user.", elapsed())
+    except Busy as busy:
+        return ToolResult.failure(tool.name, ErrorCode.BUSY, busy.message, elapsed())
     except Exception:
         log.exception("tool %s failed unexpectedly (user %s)", tool.name, ctx.user_id)
         return ToolResult.failure(

@@ -70,7 +70,7 @@ def hostile_target(tmp: Path, extra_env: Mapping[str, str] | None = None) -> Ite
             "LLM_BASE_URL": llm.openai_base_url,
             "LLM_MODEL": "m",
             "ALLOW_PRIVATE_FETCH": "1",
-            "RATE_LIMITS": "turns=off,sessions=off",
+            "RATE_LIMITS": "turns=off,sessions=off,tools=off",
             **dict(extra_env or {}),
         }
         with running_server(tmp, env) as server:

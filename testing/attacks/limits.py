@@ -18,7 +18,7 @@ import requests
 
 from testing.attacks import Attack, Outcome, Target
 
-RATE_LIMITS = "turns=30/minute,runs=60/minute,generate=5/hour,login=10/minute,sessions=60/hour"
+RATE_LIMITS = "turns=30/minute,runs=60/minute,generate=5/hour,login=10/minute,sessions=60/hour,tools=60/minute"
 MAX_STREAMS = 8
 ENV = {"RATE_LIMITS": RATE_LIMITS, "MAX_STREAMS_PER_USER": str(MAX_STREAMS), "TRACE_ENABLED": "1"}
 
@@ -50,6 +50,12 @@ def burst_of_runs(target: Target) -> Outcome:
     """200 judge runs (with the judge off each costs little, but the count is what is limited)."""
     body = {"language": "python", "files": {"main.py": "print(1)"}}
     return _tally(_burst(200, lambda _: target.post("/run", json=body)), "200 runs")
+
+
+def burst_of_direct_tool_calls(target: Target) -> Outcome:
+    """200 direct `/memory_sql` calls: every direct tool call spends a budget (`tools`), even a cheap one."""
+    body = {"sql": "SELECT count(*) FROM memories"}
+    return _tally(_burst(200, lambda _: target.post("/tools/memory_sql", json=body)), "200 direct tool calls")
 
 
 def burst_of_generations(target: Target) -> Outcome:
@@ -104,6 +110,7 @@ ATTACKS: list[Attack] = [
     Attack("limits: 100 event streams from one user", hundred_streams, deadline_s=5, env=ENV),
     Attack("limits: a burst of 100 turns", burst_of_turns, deadline_s=10, env=ENV),
     Attack("limits: a burst of 200 judge runs", burst_of_runs, deadline_s=5, env=ENV),
+    Attack("limits: a burst of 200 direct tool calls", burst_of_direct_tool_calls, deadline_s=10, env=ENV),
     Attack("limits: 30 problem generations", burst_of_generations, deadline_s=5, env=ENV),
     Attack("limits: 200 failed logins from one address", burst_of_failed_logins, deadline_s=5, env=ENV),
     Attack("limits: 500 new sessions", many_sessions, deadline_s=5, env=ENV),

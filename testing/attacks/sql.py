@@ -26,7 +26,7 @@ from testing.hostile import ROOT
 
 SQL_DEADLINE_S = 1.0  # SPEC 6a: a query is stopped after 1 second of work (tasks: SQL_TIMEOUT_S)
 # the bystander of the UPDATE attack chats as fast as it can: keep it under its turn budget
-ENV = {"RATE_LIMITS": "turns=1000/minute,sessions=off"}  # each bystander chat opens a session
+ENV = {"RATE_LIMITS": "turns=1000/minute,sessions=off,tools=off"}  # each bystander chat opens a session
 TASK_ID = "sql_hostile"
 TASK_SETUP = "CREATE TABLE pets (name TEXT, kind TEXT); INSERT INTO pets VALUES ('Rex', 'dog'), ('Tom', 'cat');"
 

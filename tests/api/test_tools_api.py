@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
 from api.services import services_of
+from bounded.jobs import Job, Kind, Limits
+from testing.waiting import wait_until
 from tests.conftest import new_token
+
+TEST_KIND = Kind("test", ("tests.bounded_jobs",), memory_mb=64, site_packages=False)
 
 
 def test_tools_lists_openai_function_schemas_for_every_tool(app, client, auth):
@@ -84,3 +90,40 @@ def test_the_chat_contract_keeps_the_models_hint(client, auth, fake_llm):
         "Usage: /remember &lt;fact&gt;" in stored["content"] and "Fix the command and try again." in stored["content"]
     )
     assert "Usage" not in stored["meta"]["message"]
+
+
+def test_every_direct_call_spends_a_budget(make_app, fake_llm):
+    """SPEC 12: `memory_sql` and `search_files` too (the `tools` budget), 429 with Retry-After beyond it."""
+    app = make_app(llm_base_url=fake_llm.openai_base_url, rate_limits="tools=2/minute")
+    client, alice = app.test_client(), {"Authorization": f"Bearer {new_token(app, 'alice')}"}
+    calls = [("/tools/memory_sql", {"sql": "SELECT 1"}), ("/tools/search_files", {"pattern": "x"})]
+    for path, body in calls:
+        assert client.post(path, json=body, headers=alice).status_code == 200
+    for path, body in calls:
+        refused = client.post(path, json=body, headers=alice)
+        assert refused.status_code == 429, path
+        assert refused.get_json()["error"]["details"]["limit"] == "tools" and int(refused.headers["Retry-After"]) >= 1
+    bob = {"Authorization": f"Bearer {new_token(app, 'bob')}"}
+    assert client.post("/tools/memory_sql", json={"sql": "SELECT 1"}, headers=bob).status_code == 200  # bob's own
+
+
+def test_a_busy_worker_pool_answers_503_with_retry_after(make_app, fake_llm, tmp_path):
+    """Every sandbox worker is held by another user's job: a direct call gives up at its deadline
+    as 503 `busy` with Retry-After (never a 500), and runs once the worker is free."""
+    app = make_app(llm_base_url=fake_llm.openai_base_url, sandbox_workers=1)
+    client, alice = app.test_client(), {"Authorization": f"Bearer {new_token(app, 'alice')}"}
+    pool, log = services_of(app).bounded, tmp_path / "starts"
+    held = Job("tests.bounded_jobs:mark_then_wait", {"log": str(log), "tag": "held"})
+    holder = threading.Thread(target=pool.run, args=(TEST_KIND, held, Limits(wall_s=30.0)), kwargs={"user": 999})
+    holder.start()
+    try:
+        wait_until(lambda: log.exists() and log.read_text() == "held\n", "the holding job never started")
+        for path, body in [("/tools/memory_sql", {"sql": "SELECT 1"}), ("/tools/search_files", {"pattern": "x"})]:
+            response = client.post(path, json=body, headers=alice)
+            assert response.status_code == 503, response.get_data(as_text=True)
+            assert response.get_json()["error"]["code"] == "busy" and "busy" in response.get_json()["error"]["message"]
+            assert int(response.headers["Retry-After"]) >= 1
+    finally:
+        (tmp_path / "starts.held.go").touch()
+        holder.join(30)
+    assert client.post("/tools/memory_sql", json={"sql": "SELECT 1"}, headers=alice).status_code == 200

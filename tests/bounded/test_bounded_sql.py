@@ -112,7 +112,7 @@ def test_jobs_wait_for_a_free_worker_within_their_deadline() -> None:
         slow.start()
         wait_until(lambda: own.worker_pids(), "the slow query never got its worker")
         answer = select(own, "SELECT 1", deadline_s=0.2)
-        assert isinstance(answer, SqlError) and answer.code == "UNAVAILABLE" and "busy" in answer.message
+        assert isinstance(answer, SqlError) and answer.code == "BUSY" and "busy" in answer.message
         assert slow.is_alive()
         hold.cancel()
         slow.join()

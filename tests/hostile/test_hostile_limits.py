@@ -25,6 +25,7 @@ SERVED = {
     "limits: 100 event streams from one user": MAX_STREAMS,
     "limits: a burst of 100 turns": 30,
     "limits: a burst of 200 judge runs": 60,
+    "limits: a burst of 200 direct tool calls": 60,
     "limits: 30 problem generations": 5,
     "limits: 200 failed logins from one address": 10,
     "limits: 500 new sessions": 60,

@@ -152,7 +152,7 @@ def test_every_declared_budget_is_a_rate_limits_key(app: Flask):
         ("POST", "/tools/RUN_CODE", "runs"),  # the registry's names are case-insensitive, so is the price
         *(("POST", f"/tools/{name}", "turns") for name in ("imagine", "image_analyze", "web_search", "open_url")),
         ("POST", "/tools/weather", "turns"),
-        ("POST", "/tools/remember", None),
+        ("POST", "/tools/remember", "tools"),  # every direct tool call spends a budget (SPEC 12)
         ("POST", "/tools/no_such_tool", None),  # a 404, free
         ("POST", "/sessions", None),  # `sessions` is spent by the view, only when it creates one
         ("POST", "/api/login", None),  # `login` too, under its own keys
@@ -209,7 +209,8 @@ def test_runs_and_submits_share_one_budget_and_direct_run_code_spends_it(limited
     assert_refused(  # tool names are case-insensitive: another spelling is the same tool at the same price
         client.post("/tools/RUN_CODE", json={"language": "python", "code": "print(1)"}, headers=auth(alice)), "runs"
     )
-    assert client.post("/tools/remember", json={"fact": "I like tea"}, headers=auth(alice)).status_code != 429
+    remembered = client.post("/tools/remember", json={"fact": "I like tea"}, headers=auth(alice))
+    assert remembered.status_code != 429  # it spends the `tools` budget, not `runs`
 
 
 def test_generation_is_limited(limited: Flask):

@@ -210,7 +210,7 @@ def test_pages_are_parsed_by_the_apps_warm_worker_and_a_full_pool_is_a_clear_bus
         holder.start()
         wait_until(lambda: pool.worker_pids(hold), "the holder never got the worker")
         busy = open_url(web.url("/curiosity"), timeout_s=1.0, bounded=pool)
-        assert busy.error_code == "TIMEOUT" and "busy" in busy.message and "try again" in busy.message
+        assert busy.error_code == "BUSY" and "busy" in busy.message and "try again" in busy.message
         assert holder.is_alive()
         release.cancel()
         holder.join()

@@ -427,7 +427,7 @@ def test_searches_reuse_the_apps_warm_worker_and_a_full_pool_is_a_clear_busy_err
         wait_until(lambda: pool.worker_pids(HOLD), "the holder never got the worker")
         quick = dataclasses.replace(TOOLS["search_files"], timeout_s=0.5)
         result = run_tool(quick, {"pattern": "needle"}, ctx)
-        assert result.error_code == "TIMEOUT" and "busy" in result.message and "try again" in result.message
+        assert result.error_code == "BUSY" and "busy" in result.message and "try again" in result.message
         assert holder.is_alive()  # it gave up at its own deadline, not when the worker came free
         release.cancel()
         holder.join()

@@ -208,6 +208,7 @@ ADD_COMMENT_TOOL = Tool(
         body_field="text",
     ),
     error_style="task",
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )
 
 GET_COMMENTS_TOOL = Tool(
@@ -222,6 +223,7 @@ GET_COMMENTS_TOOL = Tool(
         name="get_comments", usage="/get_comments <task_id>", example="/get_comments loops", args_field="task_id"
     ),
     error_style="task",
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )
 
 GO_BACK_TOOL = Tool(
@@ -240,6 +242,7 @@ GO_BACK_TOOL = Tool(
         body_field="reason",
     ),
     error_style="task",
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )
 
 REQUEST_HELP_TOOL = Tool(
@@ -258,4 +261,5 @@ REQUEST_HELP_TOOL = Tool(
         body_field="message",
     ),
     error_style="task",
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )

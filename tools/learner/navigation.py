@@ -250,6 +250,7 @@ GET_READY_TOOL = Tool(
         name="get_ready", usage="/get_ready [project_id]", example="/get_ready intro_python", args_field="project_id"
     ),
     error_style="task",
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )
 
 SHOW_TASK_TOOL = Tool(
@@ -264,6 +265,7 @@ SHOW_TASK_TOOL = Tool(
         name="show_task", usage="/show_task <task_id>", example="/show_task hello_world", args_field="task_id"
     ),
     error_style="task",
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )
 
 GET_CONTEXT_TOOL = Tool(
@@ -278,4 +280,5 @@ GET_CONTEXT_TOOL = Tool(
         name="get_context", usage="/get_context <task_id>", example="/get_context loops", args_field="task_id"
     ),
     error_style="task",
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )

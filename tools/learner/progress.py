@@ -156,7 +156,9 @@ def _grade(task: TaskRow, answer: str, ctx: ToolContext) -> list[CheckResult]:
     """Every acceptance criterion checked; an answer that could not be graded counts no attempt."""
     criteria = parse_criteria(task.acceptance_criteria)
     try:
-        return run_checks(criteria, answer, ctx.judge, ctx.remaining, pool=ctx.bounded)  # the app's warm SQL workers
+        return run_checks(
+            criteria, answer, ctx.judge, ctx.remaining, pool=ctx.bounded, user=ctx.user_id
+        )  # the app's warm SQL workers
     except JudgeUnavailable as error:
         raise ToolFailure(
             ErrorCode.INTERNAL_ERROR,

@@ -222,6 +222,7 @@ READ_FILE_TOOL = Tool(
         request="Show me my notes/todo.txt file.",
     ),
     timeout_s=10.0,
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )
 
 WRITE_FILE_TOOL = Tool(
@@ -239,6 +240,7 @@ WRITE_FILE_TOOL = Tool(
         body_field="content",
     ),
     timeout_s=10.0,
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )
 
 EDIT_FILE_TOOL = Tool(
@@ -256,4 +258,5 @@ EDIT_FILE_TOOL = Tool(
         body_field="edits",
     ),
     timeout_s=10.0,
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )

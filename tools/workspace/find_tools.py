@@ -208,7 +208,7 @@ def _failure(pattern: str, failed: JobFailed, wall_s: float) -> Exception:
     kind = failed.kind
     if failed.busy:
         return ToolFailure(
-            ErrorCode.TIMEOUT,
+            ErrorCode.BUSY,
             f"the server is busy with other work: {failed.waited_s:.0f} of the {wall_s:.0f} s for this search went waiting "
             "for a free worker; try again in a moment.",
         )
@@ -246,7 +246,9 @@ def search_files(data: SearchFilesInput, ctx: ToolContext) -> SearchFilesOutput:
         _text_frames(root, paths, tally, ctx.remaining),
     )
     with pool_or_own(ctx.bounded) as pool:
-        outcome = pool.run(SEARCH, job, Limits(wall_s=wall_s, output_bytes=SEARCH_ANSWER_BYTES), ctx.cancel)
+        outcome = pool.run(
+            SEARCH, job, Limits(wall_s=wall_s, output_bytes=SEARCH_ANSWER_BYTES), ctx.cancel, user=ctx.user_id
+        )
     if not isinstance(outcome, Done):
         raise _failure(data.pattern, outcome, wall_s)
     answer: dict[str, Any] = outcome.value
@@ -285,6 +287,7 @@ LIST_FILES_TOOL = Tool(
         request="Which Python files are in my workspace?",
     ),
     timeout_s=10.0,
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )
 
 SEARCH_FILES_TOOL = Tool(
@@ -301,4 +304,5 @@ SEARCH_FILES_TOOL = Tool(
         args_field="pattern",
     ),
     timeout_s=15.0,
+    budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )
