@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -94,9 +95,21 @@ def turns_at_once(target: Target, count: int, label: str) -> list[Turn]:
         return list(pool.map(lambda n: chat_turn(target, f"{label} {n}"), range(count)))
 
 
+HEALTH_FRESH_S = 15.0  # far past HEALTH_CACHE_S: a probe made after the fault began must show by then
+
+
 def health(target: Target) -> tuple[int, dict[str, Any]]:
-    response = requests.get(f"{target.server.base}/health", timeout=30)
-    return response.status_code, response.json()
+    """`/health` as it stands once its database probe ran after this call began: it answers from
+    probes cached for `HEALTH_CACHE_S`, so an answer probed before a fault may still be served."""
+    since = datetime.now(UTC).isoformat(timespec="milliseconds")
+    deadline = time.monotonic() + HEALTH_FRESH_S
+    while True:
+        response = requests.get(f"{target.server.base}/health", timeout=30)
+        body = response.json()
+        checked_at = str(body.get("database", {}).get("checked_at", since))
+        if checked_at >= since or time.monotonic() > deadline:
+            return response.status_code, body
+        time.sleep(0.1)
 
 
 def database_read_only_for_a_moment(target: Target) -> DatabaseWindow:
