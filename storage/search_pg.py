@@ -63,26 +63,4 @@ def pg_hits(
         """,
         (*terms, HEADLINE_OPTIONS, user_id, limit),
     ).fetchall()
-    return [
-        SearchHit(
-            source="message",
-            id=r["id"],
-            session_id=r["session_id"],
-            role=r["role"],
-            created_at=r["created_at"],
-            snippet=r["snippet"],
-            score=float(r["score"]),
-        )
-        for r in messages
-    ] + [
-        SearchHit(
-            source="memory",
-            id=r["id"],
-            session_id=None,
-            role=None,
-            created_at=r["created_at"],
-            snippet=r["snippet"],
-            score=float(r["score"]),
-        )
-        for r in memories
-    ]
+    return [SearchHit.of_message(r) for r in messages] + [SearchHit.of_memory(r) for r in memories]

@@ -38,18 +38,7 @@ def _message_hits(
         """,
         (HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, query, user_id, limit),
     ).fetchall()
-    return [
-        SearchHit(
-            source="message",
-            id=r["id"],
-            session_id=r["session_id"],
-            role=r["role"],
-            created_at=r["created_at"],
-            snippet=r["snippet"],
-            score=r["score"],
-        )
-        for r in rows
-    ]
+    return [SearchHit.of_message(r) for r in rows]
 
 
 def _memory_hits(conn: DbConnection, user_id: int, query: str, limit: int) -> list[SearchHit]:
@@ -64,15 +53,4 @@ def _memory_hits(conn: DbConnection, user_id: int, query: str, limit: int) -> li
         """,
         (HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, query, user_id, limit),
     ).fetchall()
-    return [
-        SearchHit(
-            source="memory",
-            id=r["id"],
-            session_id=None,
-            role=None,
-            created_at=r["created_at"],
-            snippet=r["snippet"],
-            score=r["score"],
-        )
-        for r in rows
-    ]
+    return [SearchHit.of_memory(r) for r in rows]

@@ -9,7 +9,7 @@ better on both engines; ties go to the most recent row (`best`).
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -27,6 +27,32 @@ class SearchHit(BaseModel):
     created_at: str
     snippet: str
     score: float
+
+    @classmethod
+    def of_message(cls, row: Any) -> SearchHit:
+        """A message hit from a row of `id, session_id, role, created_at, snippet, score`."""
+        return cls(
+            source="message",
+            id=row["id"],
+            session_id=row["session_id"],
+            role=row["role"],
+            created_at=row["created_at"],
+            snippet=row["snippet"],
+            score=float(row["score"]),
+        )
+
+    @classmethod
+    def of_memory(cls, row: Any) -> SearchHit:
+        """A memory hit from a row of `id, created_at, snippet, score`."""
+        return cls(
+            source="memory",
+            id=row["id"],
+            session_id=None,
+            role=None,
+            created_at=row["created_at"],
+            snippet=row["snippet"],
+            score=float(row["score"]),
+        )
 
 
 def search_terms(text: str) -> list[str]:
