@@ -26,6 +26,7 @@ from api import (
     files,
     health,
     instructor,
+    observe,
     profile,
     rate_limits,
     sessions,
@@ -51,6 +52,8 @@ from judge.service import Judge
 from live.backends import build_live
 from live.limits import RateLimiter, StreamSlots
 from live.runner import TurnRunner
+from observe.telemetry import Telemetry
+from observe.tracing import build_telemetry
 from pipeline.prompt import PromptBook, load_persona
 from pipeline.turn import TurnServices
 from providers import FallbackChain, ProviderProbe, build_chain
@@ -64,18 +67,19 @@ MAX_REQUEST_BYTES = 48 * 1024 * 1024
 MAX_ADMIN_NAME_TRIES = 100
 
 
-def build_chains(settings: Settings) -> tuple[FallbackChain, FallbackChain]:
+def build_chains(settings: Settings, telemetry: Telemetry | None = None) -> tuple[FallbackChain, FallbackChain]:
     """The text chain and the vision chain (the same object unless VISION_* differ)."""
     chat_chain = build_chain(
         settings.llm_config(),
         settings.llm_fallbacks,
         api_keys=settings.fallback_api_keys,
         breaker=settings.breaker_policy(),
+        telemetry=telemetry,
     )
     vision_config = settings.vision_config()
     if vision_config == settings.llm_config():
         return chat_chain, chat_chain
-    return chat_chain, build_chain(vision_config, breaker=settings.breaker_policy())
+    return chat_chain, build_chain(vision_config, breaker=settings.breaker_policy(), telemetry=telemetry)
 
 
 def image_loader(data_dir: str) -> Callable[[Message], tuple[str, ...]]:
@@ -89,7 +93,7 @@ def image_loader(data_dir: str) -> Callable[[Message], tuple[str, ...]]:
     return load
 
 
-def build_judge(settings: Settings) -> tuple[Judge | None, dict[str, object]]:
+def build_judge(settings: Settings, telemetry: Telemetry | None = None) -> tuple[Judge | None, dict[str, object]]:
     """The Docker judge when it can run here, else None and the reason (the app still starts).
 
     At start-up the reaper removes containers a crashed earlier run left behind.
@@ -97,7 +101,9 @@ def build_judge(settings: Settings) -> tuple[Judge | None, dict[str, object]]:
     if settings.judge_enabled is False:
         return None, {"available": False, "reason": "disabled by JUDGE_ENABLED=0"}
     address = EngineAddress(settings.docker_host, settings.docker_tls_verify, settings.docker_cert_path)
-    judge = Judge.from_env(address=address, pool_size=settings.judge_pool_size, runs=settings.judge_runs)
+    judge = Judge.from_env(
+        address=address, pool_size=settings.judge_pool_size, runs=settings.judge_runs, telemetry=telemetry
+    )
     if judge.client is None and not address.remote:
         return None, {"available": False, "reason": judge.available()[1]}
     if judge.client is None:  # a judge host down at start: the judge connects once it answers
@@ -148,7 +154,8 @@ def ensure_admin(database: Store, token_file: str) -> str | None:
     return token
 
 
-def create_app(settings: Settings | None = None) -> Flask:
+def create_app(settings: Settings | None = None, telemetry: Telemetry | None = None) -> Flask:
+    """The app; `telemetry` is built from the settings unless a test hands its own (an in-memory exporter)."""
     settings = settings or load_settings()
     app = Flask(__name__, static_folder="static", static_url_path="/static")
     app.config.update(
@@ -162,7 +169,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     bodies.install(app)  # every body read within size, depth and Unicode limits (api/bodies.py)
     assert isinstance(app.json, DefaultJSONProvider)  # bodies.install set the bounded one
     app.json.sort_keys = False
-    install_services(app, build_services(settings))
+    install_services(app, build_services(settings, telemetry or build_telemetry(settings.tracing_config())))
+    observe.init_app(app)  # each request a span under the caller's traceparent, when tracing is on
     init_database(app)
     register_error_handlers(app)
     turn_answers.init_app(app)  # a claim on a busy session answers 409 turn_in_progress (api/turns.py)
@@ -170,6 +178,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     security_headers.init_app(app)
     blueprints: tuple[ModuleType, ...] = (
         *(auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui, instructor),
+        observe,  # GET /metrics (SPEC 16)
         openai_api,  # /v1: the OpenAI-compatible API (SPEC 11)
         openapi,  # GET /openapi.json and GET /docs (api/openapi/document.py)
     )
@@ -178,15 +187,26 @@ def create_app(settings: Settings | None = None) -> Flask:
     return app
 
 
-def build_services(settings: Settings) -> Services:
+def watch(
+    telemetry: Telemetry, chat: FallbackChain, vision: FallbackChain, pool: WorkerPool, judge: Judge | None
+) -> None:
+    """What `/metrics` reads when scraped: the circuits of both chains, the sandbox and judge queues."""
+    watched = telemetry.metrics.watched
+    watched.chains.update(chat=chat, vision=vision)
+    watched.gates["sandbox"] = lambda: pool.slots
+    if judge is not None:
+        watched.gates["judge"] = lambda: judge.runs
+
+
+def build_services(settings: Settings, telemetry: Telemetry) -> Services:
     """Every service of one app, built once: the database (migrated, with an admin), the
     providers, the judge, the worker pool, the event bus and the turn machinery."""
     database = settings.open_store()
     database.migrate()
     ensure_admin(database, settings.auth_token_file)
     registry = build_registry(database.dialect)
-    chat_chain, vision_chain = build_chains(settings)
-    judge, judge_status = build_judge(settings)
+    chat_chain, vision_chain = build_chains(settings, telemetry)
+    judge, judge_status = build_judge(settings, telemetry)
     # worker processes for untrusted work (SQL, regexes, pages), at most SANDBOX_WORKERS, started on first use
     bounded_pool = WorkerPool(settings.sandbox_workers)
     # events and active turns: in this process, or shared through Redis with REDIS_URL (live/backends.py)
@@ -206,7 +226,9 @@ def build_services(settings: Settings) -> Services:
         load_images=image_loader(settings.data_dir),
         judge=judge,
         bounded=bounded_pool,
+        telemetry=telemetry,
     )
+    watch(telemetry, chat_chain, vision_chain, bounded_pool, judge)
     return Services(
         settings=settings,
         database=database,
@@ -216,9 +238,12 @@ def build_services(settings: Settings) -> Services:
         bounded=bounded_pool,
         provider_probe=ProviderProbe(chat_chain),
         live=live,
-        turn_runner=TurnRunner(database, live, workers=settings.turn_workers, failure_event=turn_answers.error_event),
+        turn_runner=TurnRunner(
+            database, live, workers=settings.turn_workers, failure_event=turn_answers.error_event, telemetry=telemetry
+        ),
         rate_limiter=RateLimiter(settings.rate_limits, settings.redis_url or "memory://"),
         stream_slots=StreamSlots(settings.max_streams_per_user),
+        telemetry=telemetry,
     )
 
 

@@ -46,6 +46,7 @@ from llm.http import HttpProvider
 from llm.ollama_wire import OllamaProvider
 from llm.openai_wire import CerebrasProvider, ChutesProvider, OpenAICompatibleProvider, OpenRouterProvider
 from llm.scripted import ScriptedProvider, load_script, quoted_result
+from observe.telemetry import Telemetry
 
 __all__ = [
     "BreakerPolicy",
@@ -115,13 +116,16 @@ class FallbackChain:
     until its cool-down ends, and a chain whose every circuit is open fails at once.
     """
 
-    def __init__(self, providers: Sequence[Provider], breaker: BreakerPolicy | None = None) -> None:
+    def __init__(
+        self, providers: Sequence[Provider], breaker: BreakerPolicy | None = None, telemetry: Telemetry | None = None
+    ) -> None:
         if not providers:
             raise ProviderError("a fallback chain needs at least one provider")
         self.providers: tuple[Provider, ...] = tuple(providers)
         self.breakers: tuple[CircuitBreaker, ...] | None = (
             tuple(CircuitBreaker(breaker) for _ in self.providers) if breaker is not None else None
         )
+        self.telemetry = telemetry or Telemetry.off()  # a `chat {model}` span and the counts of each call
 
     @property
     def primary(self) -> Provider:
@@ -163,10 +167,15 @@ class FallbackChain:
                     elapsed_ms=0.0,
                 )
                 log.info("provider skipped: provider=%s model=%s %s", provider.name, provider.model, result.detail)
+                self.telemetry.provider_skipped(result)
             else:
                 if sink is not None:
                     sink.begin(provider.name, provider.model)
-                result = provider.stream(messages, sink, cancel=cancel, grammar=grammar)
+                with self.telemetry.chat(
+                    provider.name, provider.model, lambda: [(m.role, m.content) for m in messages]
+                ) as call:
+                    result = provider.stream(messages, sink, cancel=cancel, grammar=grammar)
+                    call.finish(result)
                 if breaker is not None:
                     breaker.record(result.failure)
             if result.text is not None or result.failure is FailureKind.CANCELLED:
@@ -269,6 +278,7 @@ def build_chain(
     http: requests.Session | None = None,
     sleep: Sleep | None = None,
     breaker: BreakerPolicy | None = None,
+    telemetry: Telemetry | None = None,
 ) -> FallbackChain:
     """Build the primary provider plus ``LLM_FALLBACKS``. A fallback of the same provider
     reuses the primary's base URL and key; another provider uses its default base URL and
@@ -290,4 +300,4 @@ def build_chain(
             }
         )
         providers.append(build_provider(config, http=http, sleep=sleep))
-    return FallbackChain(providers, breaker)
+    return FallbackChain(providers, breaker, telemetry)

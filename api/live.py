@@ -34,6 +34,7 @@ from live.bus import Event, Wakeup
 from live.follow import FollowPlan, StreamFollower
 from live.interfaces import EventLog
 from live.limits import StreamSlots, Verdict
+from observe.telemetry import Telemetry
 
 HANDOFF_KEY = "orchestrator.handoff"  # in the ASGI scope (the WSGI environ's "asgi.scope")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -103,12 +104,17 @@ class StreamSeat:
 
     slots: StreamSlots
     user_id: int
+    telemetry: Telemetry  # the open-streams gauge (SPEC 16)
 
     def take(self) -> Verdict:
-        return self.slots.take(self.user_id)
+        verdict = self.slots.take(self.user_id)
+        if verdict.allowed:
+            self.telemetry.stream_opened()
+        return verdict
 
     def give_back(self) -> None:
         self.slots.give_back(self.user_id)
+        self.telemetry.stream_closed()
 
 
 def stream_seat() -> StreamSeat | None:
@@ -118,7 +124,7 @@ def stream_seat() -> StreamSeat | None:
     if slots is None or user is None:
         return None
     refuse_unless(slots.room(user.id))
-    return StreamSeat(slots, user.id)
+    return StreamSeat(slots, user.id, services().telemetry)
 
 
 def live_response(body: LiveBody) -> Response:

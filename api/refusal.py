@@ -7,6 +7,7 @@ from typing import NoReturn
 
 from flask import abort, jsonify
 
+from api.services import services
 from live.limits import Verdict
 
 
@@ -30,6 +31,7 @@ def refuse_unless(verdict: Verdict) -> None:
 def refuse(verdict: Verdict) -> NoReturn:
     """Answer 429 now. Raised as a finished response (the JSON error handler cannot add the
     Retry-After header); it still passes every `after_request` hook like any other answer."""
+    services().telemetry.rate_limited(verdict.limit)
     response = jsonify(refusal_body(verdict))
     response.status_code = 429
     response.headers["Retry-After"] = str(verdict.retry_after_s)

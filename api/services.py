@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from live import Live
     from live.limits import RateLimiter, StreamSlots
     from live.runner import TurnRunner
+    from observe.telemetry import Telemetry
     from pipeline.turn import TurnServices
     from providers import ProviderProbe
     from storage.connection import Store
@@ -43,6 +44,7 @@ class Services:
     turn_runner: TurnRunner
     rate_limiter: RateLimiter  # RATE_LIMITS (SPEC 12)
     stream_slots: StreamSlots  # MAX_STREAMS_PER_USER
+    telemetry: Telemetry  # traces, metrics (SPEC 16, observe/)
 
     def close(self) -> None:
         """Release what lives outside this process: the judge's containers, the pool's workers,
@@ -54,6 +56,7 @@ class Services:
         self.bounded.close()
         self.live.close()  # a Redis backend's listener thread and connections
         self.database.close()  # a PostgreSQL store's connection pool
+        self.telemetry.close()  # the spans still buffered go to the collector
 
 
 def install(app: Flask, services: Services) -> None:

@@ -102,6 +102,11 @@ class WorkerPool:
         with self._lock:
             return [worker.pid for worker in self._live if worker.alive and kind in (None, worker.kind)]
 
+    @property
+    def slots(self) -> FairGate:
+        """The fair-share gate of the workers (read by `/metrics`: waiting jobs, places held)."""
+        return self._slots
+
     def waiting(self) -> int:
         """Jobs waiting for a free slot (for tests and the operator)."""
         return self._slots.waiting()

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from observe.tracing import TracingConfig
 from providers import BreakerPolicy, ProviderConfig
 from storage.connection import Store
 from storage.database_url import DatabaseTarget, checked_database_url, parse_database_url
@@ -428,6 +429,59 @@ class Settings(BaseModel):
         "`GET /health/live` probes nothing.",
     )
 
+    metrics_token: str | None = Field(
+        default=None,
+        description="Bearer token `GET /metrics` (Prometheus text) asks for: `Authorization: Bearer <token>`. "
+        "Unset: `/metrics` answers 404 unless `METRICS_OPEN=1`. Each server process answers for itself.",
+    )
+    metrics_open: bool = Field(
+        default=False,
+        description="`1`: `GET /metrics` answers without a token (only where the port is reachable by the "
+        "monitoring network alone).",
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="`json`: log lines are JSON objects (`time`, `level`, `logger`, `message`, and `trace_id` / "
+        "`span_id` inside a traced request or turn); `text`: plain lines.",
+    )
+    otel_exporter_otlp_endpoint: str | None = Field(
+        default=None,
+        description="Base URL of an OTLP/HTTP collector (e.g. `http://collector:4318`): traces are posted to "
+        "its `/v1/traces`. Unset (and no `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`): tracing is off.",
+    )
+    otel_exporter_otlp_traces_endpoint: str | None = Field(
+        default=None, description="Full URL traces are posted to (wins over `OTEL_EXPORTER_OTLP_ENDPOINT`)."
+    )
+    otel_exporter_otlp_headers: str | None = Field(
+        default=None,
+        description="Headers sent with each export, `key=value` pairs separated by commas (values URL-encoded), "
+        "e.g. `authorization=Bearer%20abc`.",
+    )
+    otel_exporter_otlp_protocol: Literal["http/protobuf"] = Field(
+        default="http/protobuf", description="OTLP transport; only `http/protobuf` is built in."
+    )
+    otel_exporter_otlp_timeout: int = Field(
+        default=10000, ge=1, le=300000, description="Milliseconds one export may take before it is dropped."
+    )
+    otel_service_name: str = Field(default="orchestrator", description="`service.name` of the exported spans.")
+    otel_instrumentation_genai_capture_message_content: bool = Field(
+        default=False,
+        description="`true` (or `SPAN_ONLY`): spans carry message text, tool arguments and tool output "
+        "(`gen_ai.input.messages`, `gen_ai.output.messages`, `gen_ai.tool.call.arguments`, "
+        "`gen_ai.tool.call.result`). Off: never any text of a user, a model or a tool.",
+    )
+
+    def tracing_config(self) -> TracingConfig:
+        """What observe/tracing.py needs of these settings."""
+        return TracingConfig(
+            endpoint=self.otel_exporter_otlp_endpoint,
+            traces_endpoint=self.otel_exporter_otlp_traces_endpoint,
+            headers=self.otel_exporter_otlp_headers,
+            timeout_s=self.otel_exporter_otlp_timeout / 1000,
+            service_name=self.otel_service_name,
+            capture_content=self.otel_instrumentation_genai_capture_message_content,
+        )
+
     def database_target(self) -> DatabaseTarget:
         """`DATABASE_URL` parsed; unset: the SQLite file `DATABASE_PATH` (storage/database_url.py)."""
         if self.database_url:
@@ -507,9 +561,14 @@ def load_settings(environ: Mapping[str, str] | None = None, dotenv_path: Path | 
     }
     if "judge_enabled" in raw:
         raw["judge_enabled"] = raw["judge_enabled"].strip().lower() in {"1", "true", "yes", "on"}
-    for flag in ("trace_enabled", "access_log", "allow_private_fetch"):
+    for flag in ("trace_enabled", "access_log", "allow_private_fetch", "metrics_open"):
         if flag in raw:
             raw[flag] = raw[flag].strip().lower() in {"1", "true", "yes", "on"}
+    capture = "otel_instrumentation_genai_capture_message_content"
+    if capture in raw:
+        raw[capture] = raw[capture].strip().lower() in {"1", "true", "yes", "on", "span_only", "span_and_event"}
+    if "otel_exporter_otlp_headers" not in raw and merged.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS"):
+        raw["otel_exporter_otlp_headers"] = merged["OTEL_EXPORTER_OTLP_TRACES_HEADERS"]
     try:
         return Settings(**raw)
     except ValidationError as error:

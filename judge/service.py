@@ -57,6 +57,7 @@ from judge.models import Limits, RunRequest, SqlCase, Status, TestCase, TestResu
 from judge.pool import ContainerPool
 from judge.reaper import reap
 from judge.sandbox import Sandbox, SandboxError, StepResult, UnpackError
+from observe.telemetry import Telemetry
 
 MAX_TESTS = 100
 AVAILABLE_TTL_S = 5.0  # the default of `Judge(available_ttl_s=…)`
@@ -83,8 +84,10 @@ class Judge:
         address: EngineAddress | None = None,
         runs: int = DEFAULT_RUNS,
         queue_wait_s: float = QUEUE_WAIT_S,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.client = client
+        self.telemetry = telemetry or Telemetry.off()  # a span per run (SPEC 16)
         self.runs = FairGate(runs)  # run admission, a fair share per user
         self.queue_wait_s = queue_wait_s
         control = control or client  # kills and removals: a short timeout, see CONTROL_TIMEOUT_S
@@ -118,6 +121,7 @@ class Judge:
         pool_size: int = 0,
         timeout_s: float = 30,
         runs: int = DEFAULT_RUNS,
+        telemetry: Telemetry | None = None,
     ) -> Judge:
         """A judge on the engine at `address` (default: this process's DOCKER_HOST, DOCKER_TLS_VERIFY,
         DOCKER_CERT_PATH; none: the local socket); never raises."""
@@ -130,10 +134,20 @@ class Judge:
         try:
             client, control = clients()
         except EngineUnavailable as error:
-            judge = cls(None, reason=str(error), address=engine, limits=limits, pool_size=pool_size, runs=runs)
+            judge = cls(
+                None,
+                reason=str(error),
+                address=engine,
+                limits=limits,
+                pool_size=pool_size,
+                runs=runs,
+                telemetry=telemetry,
+            )
             judge._reconnect = clients  # the engine may come up later (a judge host booting)
             return judge
-        return cls(client, limits=limits, pool_size=pool_size, control=control, address=engine, runs=runs)
+        return cls(
+            client, limits=limits, pool_size=pool_size, control=control, address=engine, runs=runs, telemetry=telemetry
+        )
 
     @property
     def pool(self) -> ContainerPool | None:
@@ -290,6 +304,23 @@ class Judge:
         else:
             first = _FirstStep(run_step[0], limits.wall_s, run_step[1])
         cancel.raise_if_cancelled()
+        with (
+            self.telemetry.judge_run(language.name),
+            self._placed(language, limits, archive, first, cancel, user) as started,
+        ):
+            yield started
+
+    @contextmanager
+    def _placed(
+        self,
+        language: Language,
+        limits: Limits,
+        archive: bytes,
+        first: _FirstStep,
+        cancel: CancelToken,
+        user: int | None,
+    ) -> Iterator[tuple[Sandbox, StepResult]]:
+        """`_sandbox` once it is traced: wait for a place in `user`'s share, then start."""
         if not self.runs.acquire(user, time.monotonic() + self.queue_wait_s, cancel):
             cancel.raise_if_cancelled()
             raise Busy(

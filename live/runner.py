@@ -28,6 +28,7 @@ from typing import Any
 from foundation.cancellation import CancelToken
 from live import Live
 from live.turns import FailureCode, TurnDone, TurnFailure, TurnLease, TurnOutcome
+from observe.telemetry import Telemetry
 from pipeline.turn import EventSink, ProviderUnavailable, StorageUnavailable, TurnFailed
 from storage.connection import DbConnection, Store
 
@@ -64,8 +65,16 @@ def failure_of(error: Exception, lease: TurnLease) -> TurnFailure:
 class TurnRunner:
     """Starts turns on a bounded pool of worker threads; one instance per app."""
 
-    def __init__(self, database: Store, live: Live, workers: int, failure_event: FailureEvent) -> None:
+    def __init__(
+        self,
+        database: Store,
+        live: Live,
+        workers: int,
+        failure_event: FailureEvent,
+        telemetry: Telemetry | None = None,
+    ) -> None:
         self.database = database
+        self.telemetry = telemetry or Telemetry.off()
         self.live = live
         self.failure_event = failure_event
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="turn")
@@ -76,10 +85,15 @@ class TurnRunner:
 
     def start(self, lease: TurnLease, work: TurnWork) -> TurnLease:
         lease.started = True
-        self._executor.submit(self._run, lease, work)
+        self._executor.submit(self.telemetry.carry(self._run), lease, work)  # in the request's trace
         return lease
 
     def _run(self, lease: TurnLease, work: TurnWork) -> None:
+        with self.telemetry.turn(lease.kind, lease.session_id, lease.turn_id) as observed:
+            observed.outcome = self._run_observed(lease, work)
+
+    def _run_observed(self, lease: TurnLease, work: TurnWork) -> str:
+        """Run the turn; its outcome for the metrics: `done`, `stopped` or the failure's code."""
         bus, session_id = self.live.bus, lease.session_id
 
         def emit(name: str, data: dict[str, Any]) -> None:  # the terminal event, below, is published after these
@@ -98,3 +112,6 @@ class TurnRunner:
         else:
             name, data = "error", self.failure_event(outcome)
         self.live.turns.finish(lease, lambda: bus.publish(session_id, name, data), outcome)
+        if isinstance(outcome, TurnFailure):
+            return outcome.code
+        return "stopped" if outcome.answer.get("stopped") else "done"

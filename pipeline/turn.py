@@ -30,6 +30,7 @@ from commands.router import Routed, refuse, route
 from config.settings import Settings
 from foundation.cancellation import NEVER, CancelToken
 from llm.hints import fix_hint, what_failed
+from observe.telemetry import Telemetry
 from pipeline.catalog import Reach, offered
 from pipeline.context import ImageLoader, build_context, image_in_window, is_tool_role, needs_vision
 from pipeline.demos import demonstrations
@@ -138,6 +139,7 @@ class TurnServices:
     load_images: ImageLoader
     judge: Judge | None = None  # /run_code and task checks (None: no Docker judge here)
     bounded: WorkerPool | None = None  # /memory_sql, /search_files, /open_url and task checks run in its workers
+    telemetry: Telemetry = field(default_factory=Telemetry.off)  # spans and counts of tools (SPEC 16)
 
 
 @dataclass
@@ -219,6 +221,7 @@ def tool_context(
         vision=services.vision,
         bounded=services.bounded,
         cancel=cancel,
+        telemetry=services.telemetry,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from bounded.pool import WorkerPool
     from config.settings import Settings
     from judge.service import Judge
+    from observe.telemetry import Telemetry
     from providers import FallbackChain
     from storage.connection import DbConnection, Store
 
@@ -107,6 +109,13 @@ class ToolContext:
     bounded: WorkerPool | None = None  # the app's warm workers for untrusted SQL, regexes and pages
     deadline: float | None = None  # time.monotonic() value; set by the runner from Tool.timeout_s
     cancel: CancelToken = NEVER  # the turn's token: a blocking step registers how to interrupt itself
+    telemetry: Telemetry | None = None  # the app's spans and counts (None: a test's or the CLI's context)
+
+    def storage_span(self, operation: str) -> AbstractContextManager[object]:
+        """A span around a storage call that matters (a model's SQL, a search), when traced."""
+        if self.telemetry is None:
+            return nullcontext()
+        return self.telemetry.storage(operation, self.database.dialect)
 
     def remaining(self, cap: float | None = None) -> float:
         """Seconds left before this call's deadline (at most `cap`); raises TIMEOUT at 0.

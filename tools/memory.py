@@ -33,9 +33,10 @@ class MemorySearchOutput(ToolOutput):
 def memory_search(data: MemorySearchInput, ctx: ToolContext) -> MemorySearchOutput:
     """Search the user's own messages and memories; the current turn's message is left out."""
     excluded = [ctx.turn_message_id] if ctx.turn_message_id is not None else []
-    hits = search_user_history(
-        ctx.database, ctx.conn, ctx.user_id, data.query, limit=MAX_HITS, exclude_message_ids=excluded
-    )
+    with ctx.storage_span("search"):
+        hits = search_user_history(
+            ctx.database, ctx.conn, ctx.user_id, data.query, limit=MAX_HITS, exclude_message_ids=excluded
+        )
     return MemorySearchOutput(query=data.query, hits=hits)
 
 

@@ -176,7 +176,8 @@ def _output(answer: MemoryAnswer) -> MemorySqlOutput:
 
 
 def memory_sql_handler(data: MemorySqlInput, ctx: ToolContext) -> MemorySqlOutput:
-    return run_memory_sql(ctx.database, ctx.user_id, data.sql, pool=ctx.bounded, conn=ctx.conn, cancel=ctx.cancel)
+    with ctx.storage_span("memory_sql"):
+        return run_memory_sql(ctx.database, ctx.user_id, data.sql, pool=ctx.bounded, conn=ctx.conn, cancel=ctx.cancel)
 
 
 MEMORY_SQL_TOOL = Tool(

@@ -52,8 +52,13 @@ def usage_hint(tool: Tool[Any, Any]) -> str:
 
 def run_tool(tool: Tool[Any, Any], raw_input: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Validate `raw_input` with the tool's input model and run it; never raises, and the
-    result is within the caps of SPEC 12."""
-    return bounded(_run(tool, raw_input, ctx))
+    result is within the caps of SPEC 12; an `execute_tool` span and a count by outcome (SPEC 16)."""
+    if ctx.telemetry is None:
+        return bounded(_run(tool, raw_input, ctx))
+    with ctx.telemetry.tool(tool.name, lambda: raw_input) as observed:
+        result = bounded(_run(tool, raw_input, ctx))
+        observed.finish(result)
+    return result
 
 
 def _run(tool: Tool[Any, Any], raw_input: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -19,6 +19,7 @@ NOT_PRODUCT = {"tests", "bench", "scripts", "testing", "web", "static", "data", 
 #: Each wing's floor: a module may import its own wing and wings on lower floors only.
 FLOORS: dict[str, int] = {
     "foundation": 0,  # cancellation, deadlines, safe text: imports nothing of the product
+    "observe": 0,  # traces, metrics and JSON logs (SPEC 16): imports nothing of the product
     "llm": 1,  # the providers' internals
     "providers": 2,  # the provider face
     "bounded": 2,  # untrusted work in limited worker processes (the SQL sandboxes among it)
