@@ -11,7 +11,6 @@ The app factory is passed in by `app.py`, so this wing sits above the app withou
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -23,6 +22,7 @@ from cli import tokens
 from config.settings import ConfigError, Settings, load_settings
 from learner.importer import TaskFileError, import_task_file
 from live.redis_conn import RedisUnavailable
+from observe.logs import configure_logging
 from providers import ProviderError
 from serving.startup import log_startup_report
 from storage.file_modes import owner_only_from_now, restrict, server_paths
@@ -106,7 +106,7 @@ def serve(create_app: AppFactory) -> None:
     except ConfigError as error:
         start_failed(error)
     restrict(server_paths(settings.data_dir, settings.database_target().sqlite_file, settings.auth_token_file))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_format)  # LOG_FORMAT=json: JSON lines with trace ids (observe/logs.py)
     from serving.server import serve as serve_with_uvicorn  # uvicorn is imported only by a serving process
 
     try:

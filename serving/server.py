@@ -65,6 +65,8 @@ def uvicorn_config(app: Flask, settings: Settings) -> uvicorn.Config:
         backlog=BACKLOG,
         access_log=settings.access_log,
         log_level="info",
+        # JSON lines: uvicorn's loggers go through the root logger's formatter (observe/logs.py)
+        log_config=None if settings.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         server_header=False,
         # X-Forwarded-For and -Proto only from the configured proxies: uvicorn's default trusts any
         # loopback peer, so a local client could claim a fresh address (a fresh login budget) per request

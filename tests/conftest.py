@@ -30,6 +30,7 @@ pytest_plugins = [
     "tests.llama_support",  # `llama_server`: llama.cpp serving SmolLM2-135M, session-scoped
     "tests.pg_support",  # `pg_cluster`: a private PostgreSQL server, session-scoped
     "tests.redis_support",  # `redis_server` (session) and `redis_url` (emptied per test): a private redis-server
+    "tests.otlp_support",  # `receiver`: a loopback OTLP/HTTP receiver of spans
 ]
 
 
