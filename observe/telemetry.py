@@ -91,7 +91,7 @@ class ToolObservation:
 
     def finish(self, result: ToolResultView) -> None:
         code = _code_text(result.error_code)
-        self.telemetry.metrics.tool_runs.labels(self.name, "ok" if result.ok else code).inc()
+        self.telemetry.metrics.child(self.telemetry.metrics.tool_runs, self.name, "ok" if result.ok else code).inc()
         if self.span.is_recording():
             self.span.set_attribute("tool.ok", result.ok)
             if not result.ok:
@@ -177,8 +177,8 @@ class Telemetry:
             try:
                 yield observed
             finally:
-                self.metrics.turns.labels(kind, observed.outcome).inc()
-                self.metrics.turn_seconds.labels(kind).observe(time.perf_counter() - started)
+                self.metrics.child(self.metrics.turns, kind, observed.outcome).inc()
+                self.metrics.child(self.metrics.turn_seconds, kind).observe(time.perf_counter() - started)
                 if span.is_recording():
                     span.set_attribute("turn.outcome", observed.outcome)
                     if observed.outcome not in ("done", "stopped"):
@@ -208,17 +208,17 @@ class Telemetry:
         """Count a provider call (a skipped one too: an open circuit) and describe it on its span."""
         metrics, provider = self.metrics, completion.provider
         failure = None if completion.failure is None else str(completion.failure.value)
-        metrics.provider_calls.labels(provider, "ok" if completion.text is not None else "failed").inc()
+        metrics.child(metrics.provider_calls, provider, "ok" if completion.text is not None else "failed").inc()
         if completion.text is None and failure is not None and failure != "cancelled":
-            metrics.provider_failures.labels(provider, failure).inc()
+            metrics.child(metrics.provider_failures, provider, failure).inc()
         if completion.first_text_ms is not None:
-            metrics.first_token_seconds.labels(provider).observe(completion.first_text_ms / 1000)
+            metrics.child(metrics.first_token_seconds, provider).observe(completion.first_text_ms / 1000)
         usage = completion.usage or {}
         input_tokens, output_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
         if input_tokens is not None:
-            metrics.tokens.labels(provider, "input").inc(input_tokens)
+            metrics.child(metrics.tokens, provider, "input").inc(input_tokens)
         if output_tokens is not None:
-            metrics.tokens.labels(provider, "output").inc(output_tokens)
+            metrics.child(metrics.tokens, provider, "output").inc(output_tokens)
         if not span.is_recording():
             return
         span.set_attribute("gen_ai.response.model", completion.model)
@@ -266,7 +266,7 @@ class Telemetry:
     # counts -------------------------------------------------------------------------------
 
     def rate_limited(self, budget: str) -> None:
-        self.metrics.rate_limited.labels(budget).inc()
+        self.metrics.child(self.metrics.rate_limited, budget).inc()
 
     def stream_opened(self) -> None:
         self.metrics.open_streams.inc()
