@@ -7,7 +7,8 @@ metrics only (`observe/metrics.py`).
 
 With tracing on, each request is a server span whose parent is the caller's W3C
 `traceparent` (and `tracestate`), current while its view runs, so the turn it starts on a
-worker (`live/runner.py`) belongs to the caller's trace. With tracing off no hook is installed.
+worker (`live/runner.py`) belongs to the caller's trace; `/metrics` and the health probes are
+not traced. With tracing off no hook is installed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from api.services import services, services_of
 
 bp = Blueprint("observe", __name__)
 PROMETHEUS_TEXT = "text/plain; version=0.0.4"
+#: Scrapes and probes, every few seconds from every monitor: spans of them would bury the turns.
+UNTRACED = frozenset({"/metrics", "/health", "/health/live", "/health/ready"})
 
 
 @bp.get("/metrics")
@@ -63,6 +66,8 @@ def init_app(app: Flask) -> None:
 
     @app.before_request
     def start_span() -> None:
+        if request.path in UNTRACED:
+            return
         rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
         span = tracer.start_span(
             f"{request.method} {rule}",

@@ -94,3 +94,19 @@ def test_each_app_counts_in_its_own_registry(make_app, fake_llm):
     from api.services import services_of
 
     assert services_of(first).telemetry.metrics.registry is not services_of(second).telemetry.metrics.registry
+
+
+def open_streams(app: Flask) -> float:
+    return samples(app)[("orchestrator_open_streams", ())]
+
+
+def test_open_streams_rise_while_a_stream_is_open_and_fall_when_it_ends(make_app, fake_llm):
+    app = make_app(llm_base_url=fake_llm.openai_base_url, metrics_token=TOKEN)
+    auth = {"Authorization": f"Bearer {new_token(app)}", "Accept": "text/event-stream"}
+    fake_llm.queue("Hello.")
+    response = app.test_client().post("/chat", json={"message": "hi"}, headers=auth)
+    assert response.status_code == 200 and response.mimetype == "text/event-stream"
+    assert open_streams(app) == 1
+    assert "event: done" in response.get_data(as_text=True)
+    response.close()
+    assert open_streams(app) == 0

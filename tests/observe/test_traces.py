@@ -121,3 +121,25 @@ def test_tracing_off_installs_no_request_hook_and_makes_no_span(make_app):
 
     assert services_of(app).telemetry.tracer is None
     assert not any("start_span" in getattr(hook, "__name__", "") for hook in app.before_request_funcs.get(None, []))
+
+
+@pytest.mark.docker
+def test_a_judge_run_is_a_span_of_its_language():
+    from judge.models import Limits
+    from tests.judge_support import open_judge, run_python
+
+    exporter = InMemorySpanExporter()
+    telemetry = build_telemetry(TracingConfig(), exporter=exporter)
+    for judge in open_judge(telemetry=telemetry):
+        assert run_python(judge, "print(6 * 7)", Limits()).stdout.strip() == "42"
+    (span,) = named(list(exporter.get_finished_spans()), "judge python")
+    assert (span.attributes or {})["judge.language"] == "python"
+
+
+def test_scrapes_and_health_probes_make_no_span(traced):
+    app, exporter = traced()
+    client = app.test_client()
+    for path in ("/health/live", "/health", "/metrics"):
+        client.get(path)
+    client.get("/api/me")
+    assert [span.name for span in exporter.get_finished_spans()] == ["GET /api/me"]
