@@ -212,6 +212,7 @@ class EventStreamBody:
             return
         verdict = self.seat.take()
         if not verdict.allowed:  # others of this user's streams started since the view checked
+            self.seat.telemetry.rate_limited(verdict.limit)  # a view's refusal counts in `refuse`
             await _refuse(start, send, verdict)
             return
         try:

@@ -134,6 +134,7 @@ class ChunkStreamBody:
         if self.seat is not None:
             verdict = self.seat.take()
             if not verdict.allowed:
+                self.seat.telemetry.rate_limited(verdict.limit)  # a view's refusal counts in `refuse`
                 await send_json(
                     start,
                     send,

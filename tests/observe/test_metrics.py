@@ -110,3 +110,16 @@ def test_open_streams_rise_while_a_stream_is_open_and_fall_when_it_ends(make_app
     assert "event: done" in response.get_data(as_text=True)
     response.close()
     assert open_streams(app) == 0
+
+
+def test_a_stream_over_the_users_limit_is_a_counted_refusal(make_app, fake_llm):
+    app = make_app(llm_base_url=fake_llm.openai_base_url, metrics_token=TOKEN, max_streams_per_user=1)
+    auth = {"Authorization": f"Bearer {new_token(app)}", "Accept": "text/event-stream"}
+    fake_llm.queue("Hello.")
+    client = app.test_client()
+    held = client.post("/chat", json={"message": "hi"}, headers=auth)
+    assert held.status_code == 200
+    assert client.post("/chat", json={"message": "again"}, headers=auth).status_code == 429
+    held.get_data()
+    held.close()
+    assert samples(app)[("orchestrator_rate_limit_refusals_total", (("budget", "streams"),))] == 1
