@@ -25,6 +25,14 @@ class Live:
     bus: EventLog
     turns: TurnBoard
     closers: tuple[Callable[[], None], ...] = ()  # what `close` releases (a Redis listener, its connections)
+    recover: Callable[[str], object] | None = None  # shared turns: end a previous run's claims (`serve`)
+
+    def serve_as(self, identity: str) -> None:
+        """This process now serves requests as `identity` (`hostname:port`): with shared turns,
+        the turns its previous run left claimed are ended at once instead of after their lease
+        (`live/redis_turns.py`). Nothing to do in-process: those turns died with their process."""
+        if self.recover is not None:
+            self.recover(identity)
 
     def close(self) -> None:
         """Stop the backend's threads and connections (nothing to do in-process)."""

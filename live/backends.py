@@ -13,7 +13,7 @@ from live.bus import EventBus
 from live.ids import IdClock
 from live.redis_bus import RedisEventLog
 from live.redis_conn import DEFAULT_PREFIX, RedisLink
-from live.redis_turns import RedisTurnBoard, lost_turn_error
+from live.redis_turns import RedisTurnBoard
 from live.turns import TurnRegistry
 
 
@@ -32,10 +32,6 @@ def build_live(
         return Live(bus=EventBus(IdClock(Path(data_dir) / "event-ids"), heartbeat_s=heartbeat_s), turns=TurnRegistry())
     link = RedisLink.connect(redis_url, prefix)
     bus = RedisEventLog(link, heartbeat_s=heartbeat_s)
-    turns = RedisTurnBoard(
-        link,
-        lambda session_id, turn_id: bus.publish(session_id, "error", lost_turn_error(session_id, turn_id)),
-        lease_s=lease_s,
-    )
+    turns = RedisTurnBoard(link, bus, lease_s=lease_s)
     link.start()
-    return Live(bus=bus, turns=turns, closers=(turns.close, link.close))
+    return Live(bus=bus, turns=turns, closers=(turns.close, link.close), recover=turns.recover)

@@ -42,7 +42,7 @@ IDLE_SESSION_TTL_S = 24 * 3600.0
 SEEN_SESSIONS = 100_000  # sessions whose newest id the listener remembers (about 10 MB at most)
 MAX_ID = 2**62  # a client's cursor beyond any real id is clamped (stream ids are 64-bit)
 
-_CLOCK = """
+CLOCK_LUA = """
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -63,35 +63,44 @@ local function next_id(counter, epoch)
 end
 """
 
+# One event appended to a session: the id, the trim to `keep` entries (the newest dropped id in
+# `floor`), the end of a run (`end`, `end_turn`), the expiry and the wake-up. A function, so
+# that the turn board's scripts end a lost turn in the same atomic step as their own work.
+PUBLISH_LUA = """
+local function publish(counter, epoch, stream, meta, name, data, at, keep, ttl, terminal, turn, session, channel)
+  local id = next_id(counter, epoch)
+  keep = tonumber(keep)
+  local length = redis.call('XLEN', stream)
+  if length >= keep then
+    local dropped = redis.call('XRANGE', stream, '-', '+', 'COUNT', length - keep + 1)
+    local newest = dropped[#dropped][1]
+    redis.call('HSET', meta, 'floor', string.sub(newest, 1, string.find(newest, '-', 1, true) - 1))
+    redis.call('XTRIM', stream, 'MAXLEN', keep - 1)
+  end
+  redis.call('XADD', stream, id .. '-0', 'n', name, 'd', data, 't', at)
+  redis.call('HSET', meta, 'last', id)
+  if terminal == '1' then
+    redis.call('HSET', meta, 'end', cjson.encode({id, name, data, at}), 'end_turn', turn)
+  end
+  redis.call('PEXPIRE', stream, ttl)
+  redis.call('PEXPIRE', meta, ttl)
+  redis.call('PUBLISH', channel, id .. ' ' .. session)
+  return id
+end
+"""
+
 # KEYS: counter, epoch, stream, meta. ARGV: name, data json, at, max events, ttl ms,
 # terminal (1/0), turn id, session id, wake channel
 _PUBLISH = (
-    _CLOCK
-    + """
-local id = next_id(KEYS[1], KEYS[2])
-local keep = tonumber(ARGV[4])
-local length = redis.call('XLEN', KEYS[3])
-if length >= keep then
-  local dropped = redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', length - keep + 1)
-  local newest = dropped[#dropped][1]
-  redis.call('HSET', KEYS[4], 'floor', string.sub(newest, 1, string.find(newest, '-', 1, true) - 1))
-  redis.call('XTRIM', KEYS[3], 'MAXLEN', keep - 1)
-end
-redis.call('XADD', KEYS[3], id .. '-0', 'n', ARGV[1], 'd', ARGV[2], 't', ARGV[3])
-redis.call('HSET', KEYS[4], 'last', id)
-if ARGV[6] == '1' then
-  redis.call('HSET', KEYS[4], 'end', cjson.encode({id, ARGV[1], ARGV[2], ARGV[3]}), 'end_turn', ARGV[7])
-end
-redis.call('PEXPIRE', KEYS[3], ARGV[5])
-redis.call('PEXPIRE', KEYS[4], ARGV[5])
-redis.call('PUBLISH', ARGV[9], id .. ' ' .. ARGV[8])
-return id
-"""
+    CLOCK_LUA
+    + PUBLISH_LUA
+    + "return publish(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], "
+    + "ARGV[6], ARGV[7], ARGV[8], ARGV[9])\n"
 )
 
 # KEYS: counter, epoch
-_NEXT_ID = _CLOCK + "return next_id(KEYS[1], KEYS[2])\n"
-_POSITION = _CLOCK + "return string.format('%.0f', current(KEYS[1], KEYS[2]))\n"
+_NEXT_ID = CLOCK_LUA + "return next_id(KEYS[1], KEYS[2])\n"
+_POSITION = CLOCK_LUA + "return string.format('%.0f', current(KEYS[1], KEYS[2]))\n"
 
 # KEYS: stream, meta, epoch. ARGV: first stream id to return
 _READ = """
@@ -221,6 +230,11 @@ class RedisEventLog:
             ],
         )
         return call, payload, data_json, at
+
+    def publish_settings(self) -> list[str | int]:
+        """What another script needs to publish on this log with `PUBLISH_LUA` (the turn
+        board ends a lost turn inside its own scripts): key prefix, entries kept, expiry."""
+        return [self.keys.prefix, self.max_events, self.ttl_ms]
 
     def heartbeat(self) -> Event:
         return make_event(int(self._next_id(keys=[self.keys.counter, self.keys.epoch])), "heartbeat", {})
