@@ -84,6 +84,13 @@ def _fire_all(wakeups: list[Wakeup]) -> None:
         wakeup.fire()
 
 
+class EventsUnavailable(Exception):
+    """The store of a shared event log does not answer (Redis away): a stream that meets it
+    ends with an `error` event (`live/follow.py`), a request answers 503."""
+
+    code = "live_state_unavailable"
+
+
 class PrivatePayloadError(ValueError):
     """An event payload tried to carry text that must never leave the server."""
 

@@ -31,10 +31,11 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from live.bus import DELTA, HEARTBEAT_S, TERMINAL_EVENTS, Event, Snapshot, Wakeup, checked_payload, make_event
-from live.redis_conn import RedisLink
+from live.redis_conn import RedisLink, answering
 from live.redis_outbox import Call
 
 MAX_EVENTS_PER_SESSION = 4096  # entries kept per session (one answer's deltas are one entry each)
@@ -153,6 +154,7 @@ class _Watch:
 
     condition: threading.Condition
     seen: int = 0  # the newest id this process knows was published on the session
+    alarms: int = 0  # times the listener lost Redis (a waiting thread then looks again)
     waiters: set[Wakeup] = field(default_factory=set)
     sync_waiting: int = 0
 
@@ -183,7 +185,7 @@ class RedisEventLog:
         self._lock = threading.Lock()
         self._watches: dict[str, _Watch] = {}
         self._seen: OrderedDict[str, int] = OrderedDict()  # newest id heard of, per session (least recent first)
-        link.subscribe(self.keys.wake_channel, self._on_wake, self._resync)
+        link.subscribe(self.keys.wake_channel, self._on_wake, self._resync, self._wake_all)
 
     # ------------------------------------------------------------------ publishing
 
@@ -237,27 +239,33 @@ class RedisEventLog:
         return [self.keys.prefix, self.max_events, self.ttl_ms]
 
     def heartbeat(self) -> Event:
-        return make_event(int(self._next_id(keys=[self.keys.counter, self.keys.epoch])), "heartbeat", {})
+        with answering():
+            return make_event(int(self._next_id(keys=[self.keys.counter, self.keys.epoch])), "heartbeat", {})
 
     # ------------------------------------------------------------------ reading
+    # (a Redis that does not answer raises `LiveStateUnavailable`: a stream ends with an `error`)
 
     def position(self) -> int:
-        return int(self._position(keys=[self.keys.counter, self.keys.epoch]))
+        with answering():
+            return int(self._position(keys=[self.keys.counter, self.keys.epoch]))
 
     def last_id(self, session_id: str) -> int:
-        raw = self.link.client.hget(self.keys.meta(session_id), "last")
+        with answering():
+            raw = self.link.client.hget(self.keys.meta(session_id), "last")
         return int(str(raw)) if raw else 0
 
     def last_terminal(self, session_id: str) -> Event | None:
-        raw = self.link.client.hget(self.keys.meta(session_id), "end")
+        with answering():
+            raw = self.link.client.hget(self.keys.meta(session_id), "end")
         return _end(str(raw) if raw else None)
 
     def read(self, session_id: str, after: int) -> Snapshot:
         after = min(max(after, 0), MAX_ID)
         keys = self.keys
-        entries, oldest_raw, floor_raw, end_raw, epoch_raw = self._read(
-            keys=[keys.stream(session_id), keys.meta(session_id), keys.epoch], args=[f"{after + 1}-0"]
-        )
+        with answering():
+            entries, oldest_raw, floor_raw, end_raw, epoch_raw = self._read(
+                keys=[keys.stream(session_id), keys.meta(session_id), keys.epoch], args=[f"{after + 1}-0"]
+            )
         found = merge_deltas(
             [_event(_event_id(stream_id), fields[1], fields[3], fields[5]) for stream_id, fields in entries]
         )
@@ -303,15 +311,32 @@ class RedisEventLog:
             watch.seen = max(watch.seen, self._remember(session_id, known))
             return watch.seen
 
+    def _remember_newest(self, session_id: str, watch: _Watch) -> int:
+        newest = self.last_id(session_id)
+        with self._lock:
+            watch.seen = max(watch.seen, self._remember(session_id, newest))
+            return watch.seen
+
     def wait(self, session_id: str, after: int, timeout: float) -> bool:
         with self._lock:
             watch = self._watch(session_id)
             watch.sync_waiting += 1
+            alarms = watch.alarms
+        deadline = time.monotonic() + timeout
         try:
             if self._see(session_id, watch) > after:
                 return True
-            with self._lock:
-                return watch.condition.wait_for(lambda: watch.seen > after, timeout)
+            while True:  # each turn ends an alarm or the timeout: bounded by `timeout`
+                with self._lock:
+                    woke = watch.condition.wait_for(
+                        partial(_news_or_alarm, watch, after, alarms), deadline - time.monotonic()
+                    )
+                    if watch.seen > after or not woke:
+                        return watch.seen > after
+                    alarms = watch.alarms
+                # the listener lost Redis: ask Redis itself (raises when it is away)
+                if self._remember_newest(session_id, watch) > after:
+                    return True
         finally:
             with self._lock:
                 watch.sync_waiting -= 1
@@ -356,6 +381,23 @@ class RedisEventLog:
         event_id, _, session_id = message.partition(" ")
         self._notify(session_id, int(event_id))
 
+    def _wake_all(self) -> None:
+        """The listener lost Redis: wake every local waiter, so each stream reads Redis now
+        and ends with an `error` if it is away (rather than at its next heartbeat)."""
+        with self._lock:
+            watches = list(self._watches.values())
+            by_loop: dict[asyncio.AbstractEventLoop, list[Wakeup]] = {}
+            for watch in watches:
+                watch.alarms += 1
+                watch.condition.notify_all()
+                for wakeup in watch.waiters:
+                    by_loop.setdefault(wakeup.loop, []).append(wakeup)
+        for loop, wakeups in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_fire_all, wakeups)
+            except RuntimeError:  # that loop is closed; its streams are gone
+                pass
+
     def _resync(self) -> None:
         """After the listener reconnected: messages may have been lost, so forget what it
         heard and ask Redis."""
@@ -364,6 +406,10 @@ class RedisEventLog:
             watched = list(self._watches)
         for session_id in watched:
             self._notify(session_id, self.last_id(session_id))
+
+
+def _news_or_alarm(watch: _Watch, after: int, alarms: int) -> bool:
+    return watch.seen > after or watch.alarms != alarms
 
 
 def _fire_all(wakeups: list[Wakeup]) -> None:
