@@ -49,7 +49,7 @@ from judge.engine import EngineAddress
 from judge.reaper import reap
 from judge.service import Judge
 from live.backends import build_live
-from live.limits import RateLimiter, StreamSlots
+from live.limits import RateLimiter
 from live.runner import TurnRunner
 from pipeline.prompt import PromptBook, load_persona
 from pipeline.turn import TurnServices
@@ -195,6 +195,7 @@ def build_services(settings: Settings) -> Services:
         heartbeat_s=settings.sse_heartbeat_s,
         redis_url=settings.redis_url,
         lease_s=settings.redis_turn_lease_s,
+        streams_per_user=settings.max_streams_per_user,
     )
     turns = TurnServices(
         settings=settings,
@@ -218,7 +219,7 @@ def build_services(settings: Settings) -> Services:
         live=live,
         turn_runner=TurnRunner(database, live, workers=settings.turn_workers, failure_event=turn_answers.error_event),
         rate_limiter=RateLimiter(settings.rate_limits, settings.redis_url or "memory://"),
-        stream_slots=StreamSlots(settings.max_streams_per_user),
+        stream_slots=live.seats,
     )
 
 

@@ -33,7 +33,7 @@ from api.services import services
 from live.bus import Event, Wakeup
 from live.follow import FollowPlan, StreamFollower
 from live.interfaces import EventLog
-from live.limits import StreamSlots, Verdict
+from live.limits import StreamSeats, Verdict
 
 HANDOFF_KEY = "orchestrator.handoff"  # in the ASGI scope (the WSGI environ's "asgi.scope")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -101,7 +101,7 @@ class HandoffSlot:
 class StreamSeat:
     """One user's claim on a stream slot: taken when the stream starts, given back at its end."""
 
-    slots: StreamSlots
+    slots: StreamSeats
     user_id: int
 
     def take(self) -> Verdict:

@@ -87,6 +87,9 @@ class RedisKeys:
     def claims(self) -> str:
         return f"{self.prefix}claims"  # sorted set: `<session> <turn>` by lease deadline (ms)
 
+    def seats(self, user_id: int) -> str:
+        return f"{self.prefix}seats:{{{user_id}}}"  # sorted set: a user's open streams by lease deadline (ms)
+
     def cancel_flag(self, turn_id: str) -> str:
         return f"{self.prefix}cancel:{turn_id}"
 

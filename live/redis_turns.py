@@ -261,7 +261,8 @@ class RedisTurnBoard:
     def claim(self, session_id: str, kind: str, start_cursor: int) -> TurnLease:
         lease = TurnLease(session_id=session_id, kind=kind, start_cursor=start_cursor)
         running = self._claim(
-            keys=[], args=self._args(session_id, _record(lease, self.owner), self.lease_ms, _member(lease), lease.turn_id)
+            keys=[],
+            args=self._args(session_id, _record(lease, self.owner), self.lease_ms, _member(lease), lease.turn_id),
         )
         if running:
             raise TurnInProgress(json.loads(running)["turn_id"])
