@@ -11,9 +11,18 @@ across every process and host. An id is `max(counter + 1, Redis clock in microse
 id it issued before (the clock moved on), and the `epoch` it records then tells a client
 holding an older `Last-Event-ID` that events may be missing (`replay.gap`).
 
-Bounded replay: each stream keeps at most `max_events` entries (the script trims the oldest
-and records them in `floor`), and a session untouched for `idle_ttl_s` expires. The latest
-terminal event stays in the hash even when its entry is trimmed, as in `EventBus`.
+Bounded replay, in entries and in bytes, as `EventBus` bounds it (the same budgets, per
+session and in total: `SESSION_BUDGET_BYTES`, `TOTAL_BUDGET_BYTES`): each stream keeps at
+most `max_events` entries and `session_budget_bytes` (an entry counts its three fields plus
+what Redis adds to them, `ENTRY_OVERHEAD_BYTES`; the latest end counts too); the script
+trims the oldest and records the newest id trimmed in `floor`, so a cursor before it gets
+`replay.gap`. Every session's count is kept in one hash (`sizes`) and their sum in one counter
+(`bytes`); one sorted set (`recent`) orders sessions by their last publish. When the sum
+passes `total_budget_bytes`, the least recently active sessions lose their events (and their
+kept end) until it fits, their `floor` set to their newest id, as `EventBus` drops its least
+recently used channels. A session untouched for `idle_ttl_s` expires; its count is dropped
+when it publishes again or when the total budget reaches it. The latest terminal event stays
+in the hash even when its entry is trimmed, as in `EventBus`.
 Consecutive `answer.delta` entries of one turn and pass are replayed as one delta, as
 `EventBus` does.
 
@@ -34,11 +43,23 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from live.bus import DELTA, HEARTBEAT_S, TERMINAL_EVENTS, Event, Snapshot, Wakeup, checked_payload, make_event
+from live.bus import (
+    DELTA,
+    HEARTBEAT_S,
+    SESSION_BUDGET_BYTES,
+    TERMINAL_EVENTS,
+    TOTAL_BUDGET_BYTES,
+    Event,
+    Snapshot,
+    Wakeup,
+    checked_payload,
+    make_event,
+)
 from live.redis_conn import RedisLink, answering
 from live.redis_outbox import Call
 
 MAX_EVENTS_PER_SESSION = 4096  # entries kept per session (one answer's deltas are one entry each)
+ENTRY_OVERHEAD_BYTES = 64  # what Redis adds to an entry's three fields in a stream, roughly (bench/README.md)
 IDLE_SESSION_TTL_S = 24 * 3600.0
 SEEN_SESSIONS = 100_000  # sessions whose newest id the listener remembers (about 10 MB at most)
 MAX_ID = 2**62  # a client's cursor beyond any real id is clamped (stream ids are 64-bit)
@@ -64,39 +85,106 @@ local function next_id(counter, epoch)
 end
 """
 
-# One event appended to a session: the id, the trim to `keep` entries (the newest dropped id in
-# `floor`), the end of a run (`end`, `end_turn`), the expiry and the wake-up. A function, so
-# that the turn board's scripts end a lost turn in the same atomic step as their own work.
-PUBLISH_LUA = """
-local function publish(counter, epoch, stream, meta, name, data, at, keep, ttl, terminal, turn, session, channel)
-  local id = next_id(counter, epoch)
-  keep = tonumber(keep)
-  local length = redis.call('XLEN', stream)
-  if length >= keep then
-    local dropped = redis.call('XRANGE', stream, '-', '+', 'COUNT', length - keep + 1)
-    local newest = dropped[#dropped][1]
-    redis.call('HSET', meta, 'floor', string.sub(newest, 1, string.find(newest, '-', 1, true) - 1))
-    redis.call('XTRIM', stream, 'MAXLEN', keep - 1)
+# One event appended to a session: its id, the end of a run (`end`, `end_turn`), the budgets
+# (entries and bytes per session, bytes in total: see the module doc), the expiry and the
+# wake-up. Functions, so that the turn board's scripts end a lost turn in the same atomic step
+# as their own work. `log` is the log's settings, read by `log_of` from five arguments
+# (`RedisEventLog.publish_settings`); key names are spelt as `RedisKeys` spells them.
+PUBLISH_LUA = (
+    f"local ENTRY_OVERHEAD = {ENTRY_OVERHEAD_BYTES}\n"
+    + """
+local function log_of(args, first)
+  local prefix = args[first]
+  return {prefix = prefix, keep = tonumber(args[first + 1]), ttl = args[first + 2],
+          budget = tonumber(args[first + 3]), total = tonumber(args[first + 4]),
+          counter = prefix .. 'ids', epoch = prefix .. 'ids:epoch', wake = prefix .. 'wake',
+          bytes = prefix .. 'bytes', sizes = prefix .. 'sizes', recent = prefix .. 'recent'}
+end
+local function stream_of(log, session) return log.prefix .. 'ev:{' .. session .. '}' end
+local function meta_of(log, session) return log.prefix .. 'meta:{' .. session .. '}' end
+local function number_of(stream_id) return string.sub(stream_id, 1, string.find(stream_id, '-', 1, true) - 1) end
+
+-- drop the oldest entries while `over(bytes, entries)`; the bytes dropped
+local function drop_oldest(stream, meta, bytes, length, over)
+  local dropped, newest = 0, nil
+  while length > 0 and over(bytes - dropped, length) do
+    for _, entry in ipairs(redis.call('XRANGE', stream, '-', '+', 'COUNT', 64)) do
+      if not over(bytes - dropped, length) then break end
+      local fields = entry[2]
+      dropped = dropped + #fields[2] + #fields[4] + #fields[6] + ENTRY_OVERHEAD
+      length = length - 1
+      newest = entry[1]
+    end
+    if newest == nil then break end
+    redis.call('XTRIM', stream, 'MINID', number_of(newest) .. '-1')
+  end
+  if newest then redis.call('HSET', meta, 'floor', number_of(newest)) end
+  return dropped
+end
+
+-- over the total budget: the least recently active sessions other than `current` lose their
+-- events (their ends too; `floor` records the hole) until the total fits again
+local function evict(log, current, total)
+  while total > log.total do
+    local freed = false
+    for _, other in ipairs(redis.call('ZRANGE', log.recent, 0, 15)) do
+      if total <= log.total then break end
+      if other ~= current then
+        local size = tonumber(redis.call('HGET', log.sizes, other) or '0')
+        local meta = meta_of(log, other)
+        if redis.call('EXISTS', meta) == 1 then
+          local last = redis.call('HGET', meta, 'last')
+          if last then redis.call('HSET', meta, 'floor', last) end
+          redis.call('HDEL', meta, 'end', 'end_bytes')
+        end
+        redis.call('DEL', stream_of(log, other))
+        redis.call('HDEL', log.sizes, other)
+        redis.call('ZREM', log.recent, other)
+        total = redis.call('DECRBY', log.bytes, size)
+        freed = true
+      end
+    end
+    if not freed then return end  -- only `current` is left
+  end
+end
+
+local function publish(log, session, name, data, at, terminal, turn)
+  local stream, meta = stream_of(log, session), meta_of(log, session)
+  local id = next_id(log.counter, log.epoch)
+  local before = tonumber(redis.call('HGET', log.sizes, session) or '0')
+  local bytes = before
+  if redis.call('EXISTS', stream) == 0 then  -- expired (idle): what was counted is gone
+    bytes = tonumber(redis.call('HGET', meta, 'end_bytes') or '0')
   end
   redis.call('XADD', stream, id .. '-0', 'n', name, 'd', data, 't', at)
+  bytes = bytes + #name + #data + #at + ENTRY_OVERHEAD
   redis.call('HSET', meta, 'last', id)
   if terminal == '1' then
-    redis.call('HSET', meta, 'end', cjson.encode({id, name, data, at}), 'end_turn', turn)
+    local ending = cjson.encode({id, name, data, at})
+    bytes = bytes + #ending - tonumber(redis.call('HGET', meta, 'end_bytes') or '0')
+    redis.call('HSET', meta, 'end', ending, 'end_turn', turn, 'end_bytes', #ending)
   end
-  redis.call('PEXPIRE', stream, ttl)
-  redis.call('PEXPIRE', meta, ttl)
-  redis.call('PUBLISH', channel, id .. ' ' .. session)
+  local keep, budget = log.keep, log.budget
+  bytes = bytes - drop_oldest(stream, meta, bytes, redis.call('XLEN', stream), function(b, n)
+    return n > keep or (n > 1 and b > budget)
+  end)
+  redis.call('HSET', log.sizes, session, bytes)
+  redis.call('ZADD', log.recent, now_us(), session)
+  local total = redis.call('INCRBY', log.bytes, bytes - before)
+  if total > log.total then evict(log, session, total) end
+  redis.call('PEXPIRE', stream, log.ttl)
+  redis.call('PEXPIRE', meta, log.ttl)
+  redis.call('PUBLISH', log.wake, id .. ' ' .. session)
   return id
 end
 """
+)
 
-# KEYS: counter, epoch, stream, meta. ARGV: name, data json, at, max events, ttl ms,
-# terminal (1/0), turn id, session id, wake channel
+# ARGV: the log's settings (5), then name, data json, at, terminal (1/0), turn id, session id
 _PUBLISH = (
     CLOCK_LUA
     + PUBLISH_LUA
-    + "return publish(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], "
-    + "ARGV[6], ARGV[7], ARGV[8], ARGV[9])\n"
+    + "return publish(log_of(ARGV, 1), ARGV[11], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])\n"
 )
 
 # KEYS: counter, epoch
@@ -169,9 +257,13 @@ class RedisEventLog:
         heartbeat_s: float = HEARTBEAT_S,
         max_events: int = MAX_EVENTS_PER_SESSION,
         idle_ttl_s: float = IDLE_SESSION_TTL_S,
+        session_budget_bytes: int = SESSION_BUDGET_BYTES,
+        total_budget_bytes: int = TOTAL_BUDGET_BYTES,
     ) -> None:
         if max_events < 2:
             raise ValueError("keep at least 2 events per session")
+        self.session_budget = session_budget_bytes
+        self.total_budget = total_budget_bytes
         self.link = link
         self.keys = link.keys
         self.heartbeat_s = heartbeat_s
@@ -215,28 +307,33 @@ class RedisEventLog:
         data_json = json.dumps(payload, ensure_ascii=False)
         at = time.time()
         turn_id = payload.get("turn_id")
-        keys = self.keys
         call = Call(
             self._publish,
-            keys=[keys.counter, keys.epoch, keys.stream(session_id), keys.meta(session_id)],
+            keys=[],
             args=[
+                *self.publish_settings(),
                 name,
                 data_json,
                 repr(at),
-                self.max_events,
-                self.ttl_ms,
                 "1" if name in TERMINAL_EVENTS else "0",
                 turn_id if isinstance(turn_id, str) else "",
                 session_id,
-                keys.wake_channel,
             ],
         )
         return call, payload, data_json, at
 
     def publish_settings(self) -> list[str | int]:
         """What another script needs to publish on this log with `PUBLISH_LUA` (the turn
-        board ends a lost turn inside its own scripts): key prefix, entries kept, expiry."""
-        return [self.keys.prefix, self.max_events, self.ttl_ms]
+        board ends a lost turn inside its own scripts): key prefix, entries kept, expiry,
+        bytes kept per session and in total (`log_of`)."""
+        return [self.keys.prefix, self.max_events, self.ttl_ms, self.session_budget, self.total_budget]
+
+    @property
+    def buffered_bytes(self) -> int:
+        """What the sessions' events count against the total budget (an estimate of Redis's memory)."""
+        with answering():
+            raw = self.link.client.get(self.keys.bytes)
+        return int(str(raw)) if raw else 0
 
     def heartbeat(self) -> Event:
         with answering():

@@ -74,6 +74,18 @@ class RedisKeys:
     def epoch(self) -> str:
         return f"{self.prefix}ids:epoch"  # ids up to this one came before this Redis's memory
 
+    @property
+    def bytes(self) -> str:
+        return f"{self.prefix}bytes"  # the sessions' events' bytes, counted against the total budget
+
+    @property
+    def sizes(self) -> str:
+        return f"{self.prefix}sizes"  # hash: session -> its bytes
+
+    @property
+    def recent(self) -> str:
+        return f"{self.prefix}recent"  # sorted set: sessions by last publish (µs), least recent first
+
     def stream(self, session_id: str) -> str:
         return f"{self.prefix}ev:{{{session_id}}}"
 

@@ -59,14 +59,15 @@ LOST_CLAIM_REASON = "its claim on the session expired"
 REAP_BATCH = 100  # lost turns ended per look, at most
 LOST_MESSAGE = "the server process running this turn stopped; what it stored before is kept, send the message again"
 
-# Every script below starts with the event log's functions and `settle`. ARGV[1..4]: key prefix,
-# entries kept, expiry (ms) of a session's events (`RedisEventLog.publish_settings`), and the lost
-# turn's message; a script's own arguments follow. Key names are spelt as `RedisKeys` spells them.
+# Every script below starts with the event log's functions and `settle`. ARGV[1..5]: the event
+# log's settings (`RedisEventLog.publish_settings`), ARGV[6]: the lost turn's message; a script's
+# own arguments follow. Key names are spelt as `RedisKeys` spells them.
 _SETTLE = (
     CLOCK_LUA
     + PUBLISH_LUA
     + """
-local prefix, keep, ttl, lost_message = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local log = log_of(ARGV, 1)
+local prefix, lost_message = log.prefix, ARGV[6]
 local claims = prefix .. 'claims'
 local function turn_key(session) return prefix .. 'turn:{' .. session .. '}' end
 local function meta_key(session) return prefix .. 'meta:{' .. session .. '}' end
@@ -77,8 +78,7 @@ local function end_lost(session, turn)
                              error = {code = 'turn_lost', message = lost_message}})
   local t = redis.call('TIME')
   local at = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
-  publish(prefix .. 'ids', prefix .. 'ids:epoch', prefix .. 'ev:{' .. session .. '}', meta_key(session),
-          'error', data, at, keep, ttl, '1', turn, session, prefix .. 'wake')
+  publish(log, session, 'error', data, at, '1', turn)
   redis.call('HDEL', meta_key(session), 'claimed')
   redis.call('ZREM', claims, session .. ' ' .. turn)
 end
@@ -100,31 +100,31 @@ end
 """
 )
 
-# ARGV[5..]: session, record json, lease ms, claims member, turn id
+# ARGV[7..]: session, record json, lease ms, claims member, turn id
 _CLAIM = (
     _SETTLE
     + """
-local session = ARGV[5]
+local session = ARGV[7]
 settle(session)
 local current = redis.call('GET', turn_key(session))
 if current then
   local running = cjson.decode(current)['turn_id']
   if redis.call('HGET', meta_key(session), 'end_turn') ~= running then return current end
 end
-redis.call('SET', turn_key(session), ARGV[6], 'PX', ARGV[7])
-redis.call('HSET', meta_key(session), 'claimed', ARGV[9])
-redis.call('ZADD', claims, now_us() / 1000 + tonumber(ARGV[7]), ARGV[8])
+redis.call('SET', turn_key(session), ARGV[8], 'PX', ARGV[9])
+redis.call('HSET', meta_key(session), 'claimed', ARGV[11])
+redis.call('ZADD', claims, now_us() / 1000 + tonumber(ARGV[9]), ARGV[10])
 return false
 """
 )
 
-# ARGV[5]: batch. Ends the claims past their time whose key is gone and whose end was never
+# ARGV[7]: batch. Ends the claims past their time whose key is gone and whose end was never
 # published; returns their members (`<session> <turn>`).
 _REAP = (
     _SETTLE
     + """
 local lost = {}
-local due = redis.call('ZRANGEBYSCORE', claims, '-inf', now_us() / 1000, 'LIMIT', 0, tonumber(ARGV[5]))
+local due = redis.call('ZRANGEBYSCORE', claims, '-inf', now_us() / 1000, 'LIMIT', 0, tonumber(ARGV[7]))
 for _, member in ipairs(due) do
   local session, turn = string.match(member, '^(.*) (%S+)$')  -- a turn id has no space
   local current = redis.call('GET', turn_key(session))
@@ -137,7 +137,7 @@ return lost
 """
 )
 
-# ARGV[5]: owner. Ends every claim this owner made (a previous incarnation of this server).
+# ARGV[7]: owner. Ends every claim this owner made (a previous incarnation of this server).
 _RECOVER = (
     _SETTLE
     + """
@@ -146,7 +146,7 @@ for _, member in ipairs(redis.call('ZRANGE', claims, 0, -1)) do
   local session, turn = string.match(member, '^(.*) (%S+)$')
   local current = redis.call('GET', turn_key(session))
   local record = current and cjson.decode(current)
-  if record and record['turn_id'] == turn and record['owner'] == ARGV[5] then
+  if record and record['turn_id'] == turn and record['owner'] == ARGV[7] then
     redis.call('DEL', turn_key(session))
     if settle(session) == turn then table.insert(ended, member) end
   end
@@ -155,11 +155,11 @@ return ended
 """
 )
 
-# ARGV[5]: session
+# ARGV[7]: session
 _ACTIVE = (
     _SETTLE
     + """
-local session = ARGV[5]
+local session = ARGV[7]
 settle(session)
 local current = redis.call('GET', turn_key(session))
 if current and redis.call('HGET', meta_key(session), 'end_turn') ~= cjson.decode(current)['turn_id'] then

@@ -26,12 +26,13 @@ from live import Live
 from live.bus import Wakeup
 from live.follow import FollowPlan, StreamFollower
 from live.limits import RateLimiter
+from live.redis_bus import RedisEventLog
 from live.redis_turns import RemoteTurn
 from live.turns import TurnDone, TurnInProgress, TurnLease
 from testing.waiting import HUNG_S, wait_until
 from tests.conftest import new_token
 from tests.process_support import clean_env, run_app
-from tests.redis_support import RedisServer, free_port_in_range, redis_live, redis_log
+from tests.redis_support import PREFIX, RedisServer, free_port_in_range, redis_live, redis_log
 
 
 @pytest.fixture
@@ -320,6 +321,56 @@ def test_a_finished_turn_is_never_ended_twice(process):
     end_turn(a, lease)
     time.sleep(1.5)  # past the lease: the keepers look for lost turns meanwhile
     assert [e.name for e in b.bus.read("s", lease.start_cursor).events] == ["done"]
+
+
+# byte budgets -------------------------------------------------------------------------------
+
+
+def post_turn(log: RedisEventLog, session: str, number: int, pieces: int = 40) -> None:
+    """The events of one plain chat turn, as the runner publishes them (an 800-character answer)."""
+    turn = f"turn_{number:032x}"
+    log.post(session, "turn.started", {"turn_id": turn, "kind": "chat"})
+    log.post(session, "message.stored", {"turn_id": turn, "id": 2 * number, "role": "user"})
+    log.post(session, "provider.request", {"turn_id": turn, "provider": "openai", "pass": 0})
+    for _ in range(pieces):
+        log.post(session, "answer.delta", {"turn_id": turn, "pass": 0, "text": "word " * 4})
+    log.post(session, "message.stored", {"turn_id": turn, "id": 2 * number + 1, "role": "assistant"})
+    reply = "word " * 4 * pieces
+    log.publish(
+        session, "done", {"turn_id": turn, "reply": reply, "messages": [{"role": "assistant", "content": reply}]}
+    )
+
+
+def redis_memory(url: str, pattern: str = f"{PREFIX}*") -> int:
+    """What Redis itself says the test's keys take (MEMORY USAGE of each, all samples)."""
+    admin = redis.Redis.from_url(url)
+    try:
+        return sum(admin.memory_usage(key, samples=0) or 0 for key in admin.scan_iter(pattern))
+    finally:
+        admin.close()
+
+
+def test_one_user_streaming_many_turns_keeps_redis_under_the_byte_budgets(redis_url):
+    session_budget, total_budget = 64 << 10, 256 << 10
+    slack = 32 << 10  # not counted: the id counters, the budgets' indexes, each session's small hash
+    log, close = redis_log(redis_url, session_budget_bytes=session_budget, total_budget_bytes=total_budget)
+    try:
+        first = log.publish("s0", "turn.started", {"turn_id": "t"}).id
+        for session in range(10):  # about 8 KB a turn: 1.6 MB without budgets
+            for number in range(20):
+                post_turn(log, f"s{session}", number)
+        assert log.buffered_bytes <= total_budget
+        assert redis_memory(redis_url) <= total_budget + slack
+        for number in range(20, 60):  # one session alone stays under its own budget
+            post_turn(log, "s9", number)
+        assert redis_memory(redis_url) <= total_budget + slack
+        assert 0 < redis_memory(redis_url, f"{PREFIX}ev:{{s9}}") <= session_budget
+        replay = log.read("s0", first)  # the oldest session's events went first
+        assert replay.gap is not None and replay.gap > first
+        follower = StreamFollower(log, FollowPlan("s0", first, None, from_client=True, replay_only=True))
+        assert [event.name for event in follower.step()[0]][:1] == ["replay.gap"]
+    finally:
+        close()
 
 
 # rate limits -------------------------------------------------------------------------------
