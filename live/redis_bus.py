@@ -24,7 +24,12 @@ recently used channels. A session untouched for `idle_ttl_s` expires; its count 
 when it publishes again or when the total budget reaches it. The latest terminal event stays
 in the hash even when its entry is trimmed, as in `EventBus`.
 Consecutive `answer.delta` entries of one turn and pass are replayed as one delta, as
-`EventBus` does.
+`EventBus` does. While a turn runs, each delta is an entry (a stream cannot change an entry);
+its terminal event compacts them (`compact`, in the same script): one entry per pass holding
+the text after the turn's last `answer.reset`, placed just before the end, with each piece's
+id and where its text ends, so a reader from any id still gets exactly the text after it. A
+stream keeps the room of deleted entries while others share their node, so that room stays
+counted until the session's stream is rewritten (once it is a third of the session).
 
 Waking: publishing also sends `<id> <session>` on one pub/sub channel. The process's single
 listener thread (`RedisLink`) receives it and wakes the local waiters of that session: a
@@ -104,14 +109,19 @@ local function stream_of(log, session) return log.prefix .. 'ev:{' .. session ..
 local function meta_of(log, session) return log.prefix .. 'meta:{' .. session .. '}' end
 local function number_of(stream_id) return string.sub(stream_id, 1, string.find(stream_id, '-', 1, true) - 1) end
 
+local function entry_bytes(fields)
+  local size = ENTRY_OVERHEAD
+  for index = 2, #fields, 2 do size = size + #fields[index] end
+  return size
+end
+
 -- drop the oldest entries while `over(bytes, entries)`; the bytes dropped
 local function drop_oldest(stream, meta, bytes, length, over)
   local dropped, newest = 0, nil
   while length > 0 and over(bytes - dropped, length) do
     for _, entry in ipairs(redis.call('XRANGE', stream, '-', '+', 'COUNT', 64)) do
       if not over(bytes - dropped, length) then break end
-      local fields = entry[2]
-      dropped = dropped + #fields[2] + #fields[4] + #fields[6] + ENTRY_OVERHEAD
+      dropped = dropped + entry_bytes(entry[2])
       length = length - 1
       newest = entry[1]
     end
@@ -148,13 +158,80 @@ local function evict(log, current, total)
   end
 end
 
+-- the stream written anew, entry by entry (a stream keeps the room of deleted entries while
+-- others share their node); its exact bytes, the kept end included
+local function rewrite(stream, meta)
+  local copy, bytes = stream .. ':copy', tonumber(redis.call('HGET', meta, 'end_bytes') or '0')
+  redis.call('DEL', copy)  -- the same hash tag as `stream`: the same slot
+  for _, entry in ipairs(redis.call('XRANGE', stream, '-', '+')) do
+    redis.call('XADD', copy, entry[1], unpack(entry[2]))
+    bytes = bytes + entry_bytes(entry[2])
+  end
+  if redis.call('EXISTS', copy) == 1 then redis.call('RENAME', copy, stream) end
+  redis.call('HDEL', meta, 'waste')
+  return bytes
+end
+
+-- a finished turn's `answer.delta` entries become one per pass (the text after the turn's last
+-- `answer.reset`), appended before its end, `p` listing each piece's id (as the difference
+-- from the previous one) and where its text ends (in bytes). The pieces' room stays counted
+-- (`waste`) until the stream is rewritten, once it is a third of the session's bytes, so
+-- each byte is copied a bounded number of times. The session's bytes after it.
+local function compact(log, stream, meta, turn, bytes)
+  if turn == '' or redis.call('HGET', meta, 'dturn') ~= turn then return bytes end
+  local first = redis.call('HGET', meta, 'dfirst')
+  redis.call('HDEL', meta, 'dturn', 'dfirst')
+  local freed, pieces, runs = 0, {}, {}
+  for _, entry in ipairs(redis.call('XRANGE', stream, first, '+')) do
+    local fields = entry[2]
+    if fields[2] == 'answer.delta' or fields[2] == 'answer.reset' then
+      local data = cjson.decode(fields[4])
+      if data['turn_id'] == turn and fields[2] == 'answer.reset' then
+        runs = {}
+      elseif data['turn_id'] == turn then
+        table.insert(pieces, entry[1])
+        freed = freed + entry_bytes(fields)
+        local run = runs[#runs]
+        if run == nil or run.pass ~= data['pass'] then
+          run = {pass = data['pass'], texts = {}, index = {}, length = 0, last = 0}
+          table.insert(runs, run)
+        end
+        local number = tonumber(number_of(entry[1]))
+        table.insert(run.texts, data['text'])
+        run.length = run.length + #data['text']
+        table.insert(run.index, string.format('%.0f', number - run.last) .. ':' .. run.length)
+        run.last, run.at = number, fields[6]
+      end
+    end
+  end
+  if #pieces < 2 then return bytes end
+  for start = 1, #pieces, 1000 do
+    redis.call('XDEL', stream, unpack(pieces, start, math.min(start + 999, #pieces)))
+  end
+  for _, run in ipairs(runs) do
+    local data = cjson.encode({turn_id = turn, pass = run.pass, text = table.concat(run.texts)})
+    local fields = {'n', 'answer.delta', 'd', data, 't', run.at, 'p', table.concat(run.index, ',')}
+    redis.call('XADD', stream, next_id(log.counter, log.epoch) .. '-0', unpack(fields))
+    bytes = bytes + entry_bytes(fields)
+  end
+  local waste = tonumber(redis.call('HGET', meta, 'waste') or '0') + freed
+  if waste * 3 > bytes then return rewrite(stream, meta) end
+  redis.call('HSET', meta, 'waste', waste)
+  return bytes
+end
+
 local function publish(log, session, name, data, at, terminal, turn)
   local stream, meta = stream_of(log, session), meta_of(log, session)
-  local id = next_id(log.counter, log.epoch)
   local before = tonumber(redis.call('HGET', log.sizes, session) or '0')
   local bytes = before
   if redis.call('EXISTS', stream) == 0 then  -- expired (idle): what was counted is gone
     bytes = tonumber(redis.call('HGET', meta, 'end_bytes') or '0')
+    redis.call('HDEL', meta, 'waste')
+  end
+  if terminal == '1' then bytes = compact(log, stream, meta, turn, bytes) end
+  local id = next_id(log.counter, log.epoch)
+  if name == 'answer.delta' and redis.call('HGET', meta, 'dturn') ~= turn then
+    redis.call('HSET', meta, 'dturn', turn, 'dfirst', id .. '-0')  -- where `compact` will look
   end
   redis.call('XADD', stream, id .. '-0', 'n', name, 'd', data, 't', at)
   bytes = bytes + #name + #data + #at + ENTRY_OVERHEAD
@@ -165,6 +242,7 @@ local function publish(log, session, name, data, at, terminal, turn)
     redis.call('HSET', meta, 'end', ending, 'end_turn', turn, 'end_bytes', #ending)
   end
   local keep, budget = log.keep, log.budget
+  if bytes > budget and redis.call('HEXISTS', meta, 'waste') == 1 then bytes = rewrite(stream, meta) end
   bytes = bytes - drop_oldest(stream, meta, bytes, redis.call('XLEN', stream), function(b, n)
     return n > keep or (n > 1 and b > budget)
   end)
@@ -208,6 +286,27 @@ def _event_id(stream_id: str) -> int:
 
 def _event(event_id: int, name: str, data_json: str, at: str) -> Event:
     return Event(event_id, name, json.loads(data_json), float(at), data_json)
+
+
+def _entry(stream_id: str, fields: list[str], after: int) -> Event | None:
+    """One stream entry as the event a reader after `after` gets: a finished turn's compacted
+    deltas (with `p`, see `compact`) hold only the text of the pieces after `after` (None: no
+    text left for this reader)."""
+    event_id = _event_id(stream_id)
+    if len(fields) < 8:
+        return _event(event_id, fields[1], fields[3], fields[5])
+    data = json.loads(fields[3])
+    piece, start = 0, 0
+    for step in fields[7].split(","):
+        gap, _, end = step.partition(":")
+        piece += int(gap)
+        if piece > after:
+            break
+        start = int(end)
+    else:
+        return None  # the reader has every piece already
+    text = data["text"].encode("utf-8", "surrogatepass")[start:].decode("utf-8", "surrogatepass")
+    return make_event(event_id, DELTA, {**data, "text": text}, float(fields[5]))
 
 
 def _end(raw: str | None) -> Event | None:
@@ -363,9 +462,7 @@ class RedisEventLog:
             entries, oldest_raw, floor_raw, end_raw, epoch_raw = self._read(
                 keys=[keys.stream(session_id), keys.meta(session_id), keys.epoch], args=[f"{after + 1}-0"]
             )
-        found = merge_deltas(
-            [_event(_event_id(stream_id), fields[1], fields[3], fields[5]) for stream_id, fields in entries]
-        )
+        found = merge_deltas([event for stream_id, fields in entries if (event := _entry(stream_id, fields, after))])
         oldest = _event_id(oldest_raw) if oldest_raw else None
         terminal = _end(end_raw)
         if terminal is not None and terminal.id > after and (oldest is None or terminal.id < oldest):
