@@ -20,6 +20,7 @@ from flask import Flask
 from api.services import services_of
 from testing.fake_llm import FakeLLMServer
 from testing.waiting import wait_until
+from tests.conftest import new_token
 from tests.live_client import READ_S, Frame, Stream, chat, new_session, streamed_chat, wait_active
 from tests.multiprocess_support import ServerProcess, server_env, start_server
 from tests.process_support import free_port, stop_process
@@ -116,3 +117,27 @@ def test_the_readiness_probe_leaves_no_connection_to_redis_open(
     finally:
         admin.close()
     assert others == []
+
+
+def test_a_stream_served_from_a_request_thread_ends_with_the_error_too(
+    make_app: Callable[..., Flask], fake_llm: FakeLLMServer, redis_url: str, redis_server: RedisServer
+) -> None:
+    """The blocking form (a plain WSGI server): the stream waits in `wait` when Redis goes; the
+    listener's loss wakes it, it finds Redis away and ends with the same `error`."""
+    app = make_app(llm_base_url=fake_llm.openai_base_url, redis_url=redis_url, sse_heartbeat_s=15)
+    auth = {"Authorization": f"Bearer {new_token(app)}", "Accept": "text/event-stream"}
+    client = app.test_client()
+    session_id = client.post("/sessions", json={}, headers=auth).get_json()["id"]
+    live = services_of(app).live
+    lease = live.turns.claim(session_id, "chat", live.bus.position())
+    live.bus.publish(session_id, "turn.started", {"turn_id": lease.turn_id})
+    response = client.get(f"/sessions/{session_id}/generate/stream", headers=auth, buffered=False)
+    chunks = iter(response.response)
+    assert "turn.started" in "".join(str(next(chunks)) for _ in range(2))
+    redis_server.stop()
+    try:
+        rest = "".join(chunk.decode() if isinstance(chunk, bytes) else chunk for chunk in chunks)
+    finally:
+        response.close()
+        redis_server.start()
+    assert "event: error" in rest and f'"code": "{CODE}"' in rest and f'"turn_id": "{lease.turn_id}"' in rest
