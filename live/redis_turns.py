@@ -32,6 +32,9 @@ carrying it, before the server accepts a request. Processes that never serve (th
 line, tests) claim with no owner and recover nothing. Other owners' claims still wait for
 their lease: only the owner itself knows it is dead without a clock.
 
+A turn whose own claim is gone when its process renews it (the process stalled past its lease,
+or Redis lost its data) is stopped there: its session may already run another turn.
+
 Cancel from any process: the owner is this process (its `TurnLease` is local: set the token)
 or another. Then a flag key (for the owner's next renewal, in case the message is lost) and
 a pub/sub message (`<session> <turn>`, at once) reach the owner's listener thread, which sets
