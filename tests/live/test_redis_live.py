@@ -315,6 +315,25 @@ def test_a_vanished_owner_frees_the_session_and_its_turn_ends_with_an_error(proc
     assert b.turns.claim(session, "chat", 0).turn_id != lease.turn_id
 
 
+def test_a_turn_whose_claim_is_gone_stops_and_was_ended_for_its_followers(process, redis_url):
+    """Its process stalled past its lease (here: the key deleted, as an expiry would) and another
+    turn may claim the session: the stalled turn is stopped at its next renewal, and was ended
+    with `turn_lost` as the next claim came, so it never writes over the next turn."""
+    a, b = process(lease_s=1.0), process()
+    lease = a.turns.claim("s", "chat", a.bus.position())
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        admin.delete(f"{PREFIX}turn:{{s}}")
+    finally:
+        admin.close()
+    following = StreamFollower(b.bus, FollowPlan("s", lease.start_cursor, lease.turn_id, only_turn=True))
+    nxt = b.turns.claim("s", "chat", b.bus.position())
+    events, finished = following.step()
+    assert finished and [(e.name, e.data["error"]["code"]) for e in events] == [("error", "turn_lost")]
+    wait_until(lambda: lease.token.cancelled, "the stalled turn was never stopped")
+    assert b.turns.active("s").turn_id == nxt.turn_id
+
+
 def test_a_finished_turn_is_never_ended_twice(process):
     a, b = process(lease_s=1.0), process(lease_s=1.0)
     lease = a.turns.claim("s", "chat", a.bus.position())
