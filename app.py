@@ -50,7 +50,7 @@ from judge.engine import EngineAddress
 from judge.reaper import reap
 from judge.service import Judge
 from live.backends import build_live
-from live.limits import RateLimiter, StreamSlots
+from live.limits import RateLimiter
 from live.runner import TurnRunner
 from observe.telemetry import Telemetry
 from observe.tracing import build_telemetry
@@ -215,6 +215,7 @@ def build_services(settings: Settings, telemetry: Telemetry) -> Services:
         heartbeat_s=settings.sse_heartbeat_s,
         redis_url=settings.redis_url,
         lease_s=settings.redis_turn_lease_s,
+        streams_per_user=settings.max_streams_per_user,
     )
     turns = TurnServices(
         settings=settings,
@@ -242,7 +243,7 @@ def build_services(settings: Settings, telemetry: Telemetry) -> Services:
             database, live, workers=settings.turn_workers, failure_event=turn_answers.error_event, telemetry=telemetry
         ),
         rate_limiter=RateLimiter(settings.rate_limits, settings.redis_url or "memory://"),
-        stream_slots=StreamSlots(settings.max_streams_per_user),
+        stream_slots=live.seats,
         telemetry=telemetry,
     )
 

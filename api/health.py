@@ -118,16 +118,20 @@ def judge_probe(app: Flask) -> Callable[[], dict[str, Any]]:
 
 
 def redis_probe(url: str) -> Callable[[], tuple[bool, str]]:
-    """A ping on a client of its own, with a short timeout (the live state's waits are longer)."""
-    client = redis.Redis.from_url(
-        url, socket_timeout=REDIS_PROBE_TIMEOUT_S, socket_connect_timeout=REDIS_PROBE_TIMEOUT_S
-    )
+    """A ping on a connection of its own, with a short timeout (the live state's waits are
+    longer), opened and closed by each probe: probes are cached (`HEALTH_CACHE_S`), so this is
+    one connection every few seconds at most, and nothing is left open when the app goes."""
 
     def probe() -> tuple[bool, str]:
+        client = redis.Redis.from_url(
+            url, socket_timeout=REDIS_PROBE_TIMEOUT_S, socket_connect_timeout=REDIS_PROBE_TIMEOUT_S
+        )
         try:
             client.ping()
         except redis.RedisError as error:
             return False, f"Redis does not answer: {error}"
+        finally:
+            client.close()
         return True, "Redis answers a ping"
 
     return probe

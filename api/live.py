@@ -33,7 +33,7 @@ from api.services import services
 from live.bus import Event, Wakeup
 from live.follow import FollowPlan, StreamFollower
 from live.interfaces import EventLog
-from live.limits import StreamSlots, Verdict
+from live.limits import StreamSeats, Verdict
 from observe.telemetry import Telemetry
 
 HANDOFF_KEY = "orchestrator.handoff"  # in the ASGI scope (the WSGI environ's "asgi.scope")
@@ -102,7 +102,7 @@ class HandoffSlot:
 class StreamSeat:
     """One user's claim on a stream slot: taken when the stream starts, given back at its end."""
 
-    slots: StreamSlots
+    slots: StreamSeats
     user_id: int
     telemetry: Telemetry  # the open-streams gauge (SPEC 16)
 
@@ -194,9 +194,9 @@ class EventStreamBody:
             if finished:
                 return
             left = self.bus.heartbeat_s - (time.monotonic() - quiet_since)
-            if left <= 0 or not self.bus.wait(self.plan.session_id, follower.cursor, left):
+            if left <= 0 or not follower.wait(left):
                 if time.monotonic() - quiet_since >= self.bus.heartbeat_s:
-                    yield frame(follower.heartbeat())
+                    yield frame(follower.heartbeat())  # or the stream's end: Redis did not answer
                     quiet_since = time.monotonic()
 
     def sync_response(self) -> Response:
@@ -245,10 +245,10 @@ class EventStreamBody:
             if finished:
                 return
             left = self.bus.heartbeat_s - (time.monotonic() - quiet_since)
-            if left > 0 and await self.bus.wait_async(self.plan.session_id, follower.cursor, left, client.wakeup):
+            if left > 0 and await follower.wait_async(left, client.wakeup):
                 continue
             if not client.gone and time.monotonic() - quiet_since >= self.bus.heartbeat_s:
-                data = frame(follower.heartbeat()).encode()
+                data = frame(follower.heartbeat()).encode()  # or the stream's end: Redis did not answer
                 await send({"type": "http.response.body", "body": data, "more_body": True})
                 quiet_since = time.monotonic()
 

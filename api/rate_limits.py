@@ -29,7 +29,7 @@ from api.declare import budget_of
 from api.live import stream_seat, wants_event_stream
 from api.refusal import refuse_unless
 from api.services import services
-from live.limits import RateLimiter, StreamSlots
+from live.limits import RateLimiter, StreamSeats
 
 
 def init_app(app: Flask) -> None:
@@ -63,5 +63,5 @@ def charge(limit: str) -> None:
     refuse_unless(limiter().hit(limit, str(current_user().id)))
 
 
-def stream_slots() -> StreamSlots:
+def stream_slots() -> StreamSeats:
     return services().stream_slots

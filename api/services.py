@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from config.settings import Settings
     from judge.service import Judge
     from live import Live
-    from live.limits import RateLimiter, StreamSlots
+    from live.limits import RateLimiter, StreamSeats
     from live.runner import TurnRunner
     from observe.telemetry import Telemetry
     from pipeline.turn import TurnServices
@@ -43,7 +43,7 @@ class Services:
     live: Live  # the event bus and the turn registry (SSE, SPEC 7)
     turn_runner: TurnRunner
     rate_limiter: RateLimiter  # RATE_LIMITS (SPEC 12)
-    stream_slots: StreamSlots  # MAX_STREAMS_PER_USER
+    stream_slots: StreamSeats  # MAX_STREAMS_PER_USER (counted across processes with Redis: `live.seats`)
     telemetry: Telemetry  # traces, metrics (SPEC 16, observe/)
 
     def close(self) -> None:

@@ -1,10 +1,11 @@
 """`GET /sessions/<id>/generate/stream` (progress, with replay) and `GET /sessions/<id>/trace`.
 
 Progress follows one run of the session (SPEC 7): the active turn or job, or with
-`?turn_id=` that one; it starts at the run's first event (or after the client's
-`Last-Event-ID`, replaying what it missed, with `replay.gap` where some is gone) and ends
-with the run's `done` or `error`. With no active run it replays the latest run's end and
-closes. Closing the stream never stops the run. Trace: every event of the session as one
+`?turn_id=` that one, and carries only that run's events (a lost turn's end is published
+as the next turn claims, so a log may hold two runs' events; a follower sees its own only).
+It starts at the run's first event (or after the client's `Last-Event-ID`, replaying what it
+missed, with `replay.gap` where some is gone) and ends with the run's `done` or `error`.
+With no active run it replays the latest run's end and closes. Closing the stream never stops the run. Trace: every event of the session as one
 feed that never closes on its own, only when `TRACE_ENABLED=1` (404 otherwise, like any
 unknown route).
 """
@@ -33,11 +34,12 @@ def follow_plan(live: Live, session_id: str, turn_id: str | None, after: int | N
     active = live.turns.active(session_id)
     if active is not None and turn_id in (None, active.turn_id):
         start = active.start_cursor if after is None else after
-        return FollowPlan(session_id, start, active.turn_id, from_client=from_client)
+        return FollowPlan(session_id, start, active.turn_id, only_turn=True, from_client=from_client)
     end = live.bus.last_terminal(session_id)
     if end is not None and turn_id in (None, end.turn_id):
         if after is None or after < end.id:
-            return FollowPlan(session_id, end.id - 1 if after is None else after, end.turn_id, from_client=from_client)
+            start = end.id - 1 if after is None else after
+            return FollowPlan(session_id, start, end.turn_id, only_turn=turn_id is not None, from_client=from_client)
     elif turn_id is not None:
         raise not_found("turn")
     return FollowPlan(

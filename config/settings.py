@@ -365,7 +365,7 @@ class Settings(BaseModel):
         ge=1,
         le=1_000_000,
         description="Open event streams one user may hold (streamed `POST /chat` and widget answers, "
-        "`/generate/stream`, `/trace`); the next answers 429.",
+        "`/generate/stream`, `/trace`), across every process with `REDIS_URL`; the next answers 429.",
     )
     rate_limits: Annotated[RateLimits, BeforeValidator(parse_rate_limits)] = Field(
         default_factory=default_rate_limits,
@@ -415,8 +415,9 @@ class Settings(BaseModel):
         default=30.0,
         ge=1,
         le=3600,
-        description="With `REDIS_URL`: how long a running turn holds its session without its process renewing "
-        "the claim (renewed every third of it); a process killed mid-turn leaves the session usable after this.",
+        description="With `REDIS_URL`: how long a running turn holds its session, and an open stream its seat "
+        "(`MAX_STREAMS_PER_USER`), without its process renewing the claim (renewed every third of it); a process "
+        "killed mid-turn leaves the session usable, and its streams' seats free, after this.",
     )
 
     health_cache_s: float = Field(

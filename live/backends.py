@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from live import Live
+from live import DEFAULT_STREAMS_PER_USER, Live
 from live.bus import EventBus
 from live.ids import IdClock
+from live.limits import RedisStreamSlots, StreamSlots
 from live.redis_bus import RedisEventLog
 from live.redis_conn import DEFAULT_PREFIX, RedisLink
-from live.redis_turns import RedisTurnBoard, lost_turn_error
+from live.redis_turns import RedisTurnBoard
 from live.turns import TurnRegistry
 
 
@@ -24,18 +25,18 @@ def build_live(
     redis_url: str | None = None,
     lease_s: float = 30.0,
     prefix: str = DEFAULT_PREFIX,
+    streams_per_user: int = DEFAULT_STREAMS_PER_USER,
 ) -> Live:
     """In-process (ids reserved in DATA_DIR/event-ids) without `redis_url`; else in Redis,
     with this process's one listener thread started (raises `RedisUnavailable` when Redis
     does not answer: a server configured to share state must not run alone)."""
     if not redis_url:
-        return Live(bus=EventBus(IdClock(Path(data_dir) / "event-ids"), heartbeat_s=heartbeat_s), turns=TurnRegistry())
+        here = EventBus(IdClock(Path(data_dir) / "event-ids"), heartbeat_s=heartbeat_s)
+        return Live(bus=here, turns=TurnRegistry(), seats=StreamSlots(streams_per_user))
     link = RedisLink.connect(redis_url, prefix)
     bus = RedisEventLog(link, heartbeat_s=heartbeat_s)
-    turns = RedisTurnBoard(
-        link,
-        lambda session_id, turn_id: bus.publish(session_id, "error", lost_turn_error(session_id, turn_id)),
-        lease_s=lease_s,
-    )
+    turns = RedisTurnBoard(link, bus, lease_s=lease_s)
+    seats = RedisStreamSlots(link, streams_per_user, lease_s=lease_s)
     link.start()
-    return Live(bus=bus, turns=turns, closers=(turns.close, link.close))
+    closers = (turns.close, seats.close, link.close)
+    return Live(bus=bus, turns=turns, seats=seats, closers=closers, recover=turns.recover)

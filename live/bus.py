@@ -84,6 +84,13 @@ def _fire_all(wakeups: list[Wakeup]) -> None:
         wakeup.fire()
 
 
+class EventsUnavailable(Exception):
+    """The store of a shared event log does not answer (Redis away): a stream that meets it
+    ends with an `error` event (`live/follow.py`), a request answers 503."""
+
+    code = "live_state_unavailable"
+
+
 class PrivatePayloadError(ValueError):
     """An event payload tried to carry text that must never leave the server."""
 
@@ -230,6 +237,7 @@ class EventBus:
         self._lock = threading.Lock()
         self._channels: OrderedDict[str, _Channel] = OrderedDict()  # least recently used first
         self._size = 0
+        self._dropped = 0  # the newest id of any channel dropped whole: a channel made again starts above it
 
     # ------------------------------------------------------------------ channels
 
@@ -238,7 +246,8 @@ class EventBus:
         channel = self._channels.get(session_id)
         if channel is None:
             self._forget_idle()
-            channel = _Channel(floor=self.ids.first - 1, condition=threading.Condition(self._lock))
+            floor = max(self.ids.first - 1, self._dropped)  # a cursor from a dropped channel sees its hole
+            channel = _Channel(floor=floor, condition=threading.Condition(self._lock))
             self._channels[session_id] = channel
         else:
             self._channels.move_to_end(session_id)
@@ -253,6 +262,7 @@ class EventBus:
     def _drop_channel(self, session_id: str) -> None:
         channel = self._channels.pop(session_id)
         self._size -= channel.size
+        self._dropped = max(self._dropped, channel.last_id)
 
     def _drop_oldest(self, channel: _Channel) -> bool:
         """Drop the oldest entry; the latest terminal stays (and stays counted) while pinned."""

@@ -8,14 +8,21 @@ blocking generator (WSGI fallback, tests) and an asyncio coroutine (the server).
 When the client's cursor is older than what the session still buffers, the first frame is
 `replay.gap` (`{"after", "oldest"}`) with the id of the newest event that may be missing,
 so the client reloads the messages and a reconnect with that id does not see the hole again.
+
+When the shared event log does not answer (Redis away: `EventsUnavailable`), the stream ends
+with an `error` event (code `live_state_unavailable`, status 503) instead of being cut: a
+client then knows its stream is over and why. That event is not stored; its id is the last
+one the stream sent, so a reconnect resumes right after what the client has.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from live.bus import Event, make_event
+from live.bus import Event, EventsUnavailable, Wakeup, make_event
 from live.interfaces import EventLog
+
+UNAVAILABLE_MESSAGE = "the live state of turns (Redis) does not answer; reload the messages in a moment"
 
 
 @dataclass(frozen=True)
@@ -35,11 +42,17 @@ class StreamFollower:
         self.plan = plan
         self.cursor = plan.after
         self._check_gap = plan.from_client
+        self.over = False  # the stream ended with an `error` of its own (the log did not answer)
 
     def step(self) -> tuple[list[Event], bool]:
         """Events to send now, and whether the stream is over after them."""
         plan = self.plan
-        snapshot = self.bus.read(plan.session_id, self.cursor)
+        if self.over:
+            return [], True
+        try:
+            snapshot = self.bus.read(plan.session_id, self.cursor)
+        except EventsUnavailable:
+            return [self._unavailable()], True
         out: list[Event] = []
         if self._check_gap and snapshot.gap is not None:
             data = {"turn_id": plan.turn_id, "after": self.cursor, "oldest": snapshot.oldest}
@@ -58,4 +71,33 @@ class StreamFollower:
         return out, plan.replay_only
 
     def heartbeat(self) -> Event:
-        return self.bus.heartbeat()
+        """A heartbeat, or the stream's end when the log does not answer (`step` then ends it)."""
+        try:
+            return self.bus.heartbeat()
+        except EventsUnavailable:
+            return self._unavailable()
+
+    def wait(self, timeout: float) -> bool:
+        """Block until there may be something to send (True) or `timeout`. A log that does not
+        answer says True: the next `step` finds out and ends the stream."""
+        try:
+            return self.bus.wait(self.plan.session_id, self.cursor, timeout)
+        except EventsUnavailable:
+            return True
+
+    async def wait_async(self, timeout: float, wakeup: Wakeup) -> bool:
+        """`wait` without a thread (see `EventLog.wait_async`)."""
+        try:
+            return await self.bus.wait_async(self.plan.session_id, self.cursor, timeout, wakeup)
+        except EventsUnavailable:
+            return True
+
+    def _unavailable(self) -> Event:
+        self.over = True
+        data = {
+            "turn_id": self.plan.turn_id,
+            "session_id": self.plan.session_id,
+            "error": {"code": EventsUnavailable.code, "message": UNAVAILABLE_MESSAGE},
+            "status": 503,
+        }
+        return make_event(self.cursor, "error", data)

@@ -7,21 +7,26 @@ pub/sub channels. The listener is what lets another process's publish wake this 
 streams and another process's cancel reach this process's turn: handlers are registered per
 channel and run on the listener thread (they must be quick: set a flag, schedule a wake-up).
 
-After a lost connection the listener reconnects (backing off up to `MAX_BACKOFF_S`) and calls
-each channel's `on_resync`, because messages sent while it was away are lost: the waiters then
-re-read Redis instead of waiting for a message that never comes.
+After a lost connection the listener tells each channel (`on_lost`: the event log wakes its
+streams, which then find Redis away and end with an `error` instead of hanging until their
+next heartbeat), reconnects (backing off up to `MAX_BACKOFF_S`) and calls each channel's
+`on_resync`, because messages sent while it was away are lost: the waiters then re-read Redis
+instead of waiting for a message that never comes. A Redis that stops answering while serving
+is reported as `LiveStateUnavailable` (`answering()`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import redis
 from redis.client import PubSub
 
+from live.bus import EventsUnavailable
 from live.redis_outbox import Outbox
 
 log = logging.getLogger("events.redis")
@@ -39,6 +44,22 @@ class RedisUnavailable(Exception):
     """Redis did not answer at start-up (REDIS_URL is set, so the app cannot run without it)."""
 
 
+class LiveStateUnavailable(EventsUnavailable, redis.ConnectionError):
+    """Redis stopped answering while serving: an event stream ends with an `error`
+    (`EventsUnavailable`), a request answers 503 as for any Redis error (`api/errors.py`)."""
+
+
+@contextmanager
+def answering() -> Iterator[None]:
+    """Report a Redis that does not answer as `LiveStateUnavailable`."""
+    try:
+        yield
+    except LiveStateUnavailable:
+        raise
+    except redis.RedisError as error:
+        raise LiveStateUnavailable(f"Redis does not answer: {error}") from error
+
+
 @dataclass(frozen=True)
 class RedisKeys:
     """Key and channel names, all under `prefix` (one Redis can serve tests or deployments apart)."""
@@ -53,6 +74,18 @@ class RedisKeys:
     def epoch(self) -> str:
         return f"{self.prefix}ids:epoch"  # ids up to this one came before this Redis's memory
 
+    @property
+    def bytes(self) -> str:
+        return f"{self.prefix}bytes"  # the sessions' events' bytes, counted against the total budget
+
+    @property
+    def sizes(self) -> str:
+        return f"{self.prefix}sizes"  # hash: session -> its bytes
+
+    @property
+    def recent(self) -> str:
+        return f"{self.prefix}recent"  # sorted set: sessions by last publish (µs), least recent first
+
     def stream(self, session_id: str) -> str:
         return f"{self.prefix}ev:{{{session_id}}}"
 
@@ -65,6 +98,9 @@ class RedisKeys:
     @property
     def claims(self) -> str:
         return f"{self.prefix}claims"  # sorted set: `<session> <turn>` by lease deadline (ms)
+
+    def seats(self, user_id: int) -> str:
+        return f"{self.prefix}seats:{{{user_id}}}"  # sorted set: a user's open streams by lease deadline (ms)
 
     def cancel_flag(self, turn_id: str) -> str:
         return f"{self.prefix}cancel:{turn_id}"
@@ -82,6 +118,7 @@ class RedisKeys:
 class Subscription:
     on_message: Handler
     on_resync: Callable[[], None]
+    on_lost: Callable[[], None] | None = None
 
 
 class RedisLink:
@@ -113,12 +150,20 @@ class RedisLink:
             raise RedisUnavailable(f"REDIS_URL does not answer: {error}") from error
         return cls(client, RedisKeys(prefix))
 
-    def subscribe(self, channel: str, on_message: Handler, on_resync: Callable[[], None]) -> None:
-        """Deliver `channel`'s messages to `on_message` (on the listener thread). Call before `start`."""
+    def subscribe(
+        self,
+        channel: str,
+        on_message: Handler,
+        on_resync: Callable[[], None],
+        on_lost: Callable[[], None] | None = None,
+    ) -> None:
+        """Deliver `channel`'s messages to `on_message` (on the listener thread); `on_lost` is
+        called each time the listener loses Redis (nothing will be heard until `on_resync`).
+        Call before `start`."""
         with self._lock:
             if self._thread is not None:
                 raise RuntimeError("subscribe before the listener starts")
-            self._handlers[channel] = Subscription(on_message, on_resync)
+            self._handlers[channel] = Subscription(on_message, on_resync, on_lost)
 
     def start(self) -> None:
         """Start the listener and wait until it is subscribed (a publish after this is seen)."""
@@ -150,6 +195,7 @@ class RedisLink:
                 if self._stop.is_set():
                     return
                 log.warning("Redis listener lost its connection (%s); reconnecting in %.1f s", error, backoff)
+                self._lost()
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
             finally:
@@ -183,6 +229,15 @@ class RedisLink:
             subscription.on_message(data)
         except Exception:  # one bad message must not stop the listener
             log.exception("Redis listener: handler of %s failed", channel)
+
+    def _lost(self) -> None:
+        for subscription in self._handlers.values():
+            if subscription.on_lost is None:
+                continue
+            try:
+                subscription.on_lost()
+            except Exception:
+                log.exception("Redis listener: on_lost failed")
 
     def _resync(self) -> None:
         for subscription in self._handlers.values():

@@ -1,28 +1,44 @@
 """The board of running turns in Redis (REDIS_URL): one turn per session across processes.
 
 A claim is a key per session set only when free (a Lua compare-and-set), holding the turn's
-id, kind, start cursor and start time, with an expiry (`lease_s`) that the owning process
-renews every third of it while the turn runs. A process killed mid-turn stops renewing, so
-its session is free again at most `lease_s` after its last renewal.
+id, kind, start cursor, start time and owner, with an expiry (`lease_s`) that the owning
+process renews every third of it while the turn runs. The session's hash of the event log
+also names the claimed turn (`claimed`), without expiry: a claim is known even once its key
+has expired.
 
-A session is also free as soon as its running turn's terminal event is published: the
-event log's publish script records the run of the latest `done`/`error` (`end_turn` in the
-session's hash) in the same atomic step as the event itself, and a claim treats a key whose
-turn has ended as free. So `finish` is atomic for `claim` as in-process: a client that
-received `done` (from any process) can start the next turn at once. The key itself is then
-deleted, if it is still this turn's.
+A session is free as soon as its running turn's terminal event is published: the event log's
+publish script records the run of the latest `done`/`error` (`end_turn` in the session's
+hash) in the same atomic step as the event itself, and a claim treats a key whose turn has
+ended as free. So `finish` is atomic for `claim` as in-process: a client that received
+`done` (from any process) can start the next turn at once. The key itself is then deleted,
+if it is still this turn's.
+
+A turn whose process died never publishes its end. Its claim is ended (an `error` event,
+`turn_lost`, status 503, published with the event log's own Lua function `PUBLISH_LUA`) by
+the first script that looks at the session after its key expired: `claim`, `active`, or the
+keepers' sweep. The end is published in the same atomic step as that script's own work, so
+no other turn can claim the session, nor any event of another turn reach its log, before the
+lost turn's end: a stream following the lost turn ends with its `error`, never with the next
+turn's events. Every claim is also listed in one sorted set, scored by when its lease runs
+out (renewals push it on); each process's keeper thread (the one that renews) looks there
+every third of a lease and ends the lost claims nobody looked at, so their streams end too.
+
+A restarted process need not wait for its dead turns' leases. When a process starts serving
+(`recover`), it takes an owner identity, its host name and port (`hostname:port`): two live
+servers can never hold one port of one host, so a claim with this identity and an older
+incarnation is a turn of this same server that died with its previous process. Every claim
+it makes carries the identity, and `recover` ends (atomically, as above) every claim already
+carrying it, before the server accepts a request. Processes that never serve (the command
+line, tests) claim with no owner and recover nothing. Other owners' claims still wait for
+their lease: only the owner itself knows it is dead without a clock.
+
+A turn whose own claim is gone when its process renews it (the process stalled past its lease,
+or Redis lost its data) is stopped there: its session may already run another turn.
 
 Cancel from any process: the owner is this process (its `TurnLease` is local: set the token)
 or another. Then a flag key (for the owner's next renewal, in case the message is lost) and
 a pub/sub message (`<session> <turn>`, at once) reach the owner's listener thread, which sets
 the local token; the turn ends as any stopped turn does (`done` with `stopped: true`).
-
-A turn whose process died never publishes its end, so streams following it from other
-processes would wait for ever. Every claim is also listed in one sorted set, scored by when
-its lease runs out (renewals push it on). Each process's keeper thread (the one that renews)
-looks there every third of a lease: a claim past its time whose key is gone and whose end
-was never published is taken out (atomically: one process only) and ended with an `error`
-event (`turn_lost`, status 503), so those streams end and their clients reload.
 """
 
 from __future__ import annotations
@@ -31,8 +47,9 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
+from live.redis_bus import CLOCK_LUA, PUBLISH_LUA, RedisEventLog
 from live.redis_conn import RedisLink
 from live.redis_outbox import Call
 from live.turns import TurnInProgress, TurnLease, TurnOutcome
@@ -41,66 +58,124 @@ log = logging.getLogger("events.redis")
 
 TURN_LEASE_S = 30.0
 STOP_REASON = "stopped by the user"
+LOST_CLAIM_REASON = "its claim on the session expired"
 REAP_BATCH = 100  # lost turns ended per look, at most
 LOST_MESSAGE = "the server process running this turn stopped; what it stored before is kept, send the message again"
 
-EndLostTurn = Callable[[str, str], object]  # (session id, turn id): publish its terminal event
+# Every script below starts with the event log's functions and `settle`. ARGV[1..5]: the event
+# log's settings (`RedisEventLog.publish_settings`), ARGV[6]: the lost turn's message; a script's
+# own arguments follow. Key names are spelt as `RedisKeys` spells them.
+_SETTLE = (
+    CLOCK_LUA
+    + PUBLISH_LUA
+    + """
+local log = log_of(ARGV, 1)
+local prefix, lost_message = log.prefix, ARGV[6]
+local claims = prefix .. 'claims'
+local function turn_key(session) return prefix .. 'turn:{' .. session .. '}' end
+local function meta_key(session) return prefix .. 'meta:{' .. session .. '}' end
 
-# Deadlines are on Redis's clock (one clock for every host).
-_NOW_MS = """
-local function now_ms()
+-- end a claimed turn with its `error` (turn_lost), as if its process had published it
+local function end_lost(session, turn)
+  local data = cjson.encode({turn_id = turn, session_id = session, status = 503,
+                             error = {code = 'turn_lost', message = lost_message}})
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local at = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+  publish(log, session, 'error', data, at, '1', turn)
+  redis.call('HDEL', meta_key(session), 'claimed')
+  redis.call('ZREM', claims, session .. ' ' .. turn)
+end
+
+-- the session's claimed turn, if its key expired without its end published, is ended now;
+-- returns the id of the turn so ended (false when none)
+local function settle(session)
+  local meta = meta_key(session)
+  local claimed = redis.call('HGET', meta, 'claimed')
+  if not claimed then return false end
+  if redis.call('HGET', meta, 'end_turn') == claimed then
+    redis.call('HDEL', meta, 'claimed')
+    return false
+  end
+  if redis.call('EXISTS', turn_key(session)) == 1 then return false end
+  end_lost(session, claimed)
+  return claimed
 end
 """
+)
 
-# KEYS: turn, meta, claims. ARGV: record json, lease ms, claims member
+# ARGV[7..]: session, record json, lease ms, claims member, turn id
 _CLAIM = (
-    _NOW_MS
+    _SETTLE
     + """
-local current = redis.call('GET', KEYS[1])
+local session = ARGV[7]
+settle(session)
+local current = redis.call('GET', turn_key(session))
 if current then
   local running = cjson.decode(current)['turn_id']
-  if redis.call('HGET', KEYS[2], 'end_turn') ~= running then return current end
+  if redis.call('HGET', meta_key(session), 'end_turn') ~= running then return current end
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZADD', KEYS[3], now_ms() + tonumber(ARGV[2]), ARGV[3])
+redis.call('SET', turn_key(session), ARGV[8], 'PX', ARGV[9])
+redis.call('HSET', meta_key(session), 'claimed', ARGV[11])
+redis.call('ZADD', claims, now_us() / 1000 + tonumber(ARGV[9]), ARGV[10])
 return false
 """
 )
 
-# KEYS: claims. ARGV: batch, key prefix. Returns the members (`<session> <turn>`) of claims
-# past their time whose key is gone and whose end was never published; removes them.
+# ARGV[7]: batch. Ends the claims past their time whose key is gone and whose end was never
+# published; returns their members (`<session> <turn>`).
 _REAP = (
-    _NOW_MS
+    _SETTLE
     + """
 local lost = {}
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms(), 'LIMIT', 0, tonumber(ARGV[1]))
+local due = redis.call('ZRANGEBYSCORE', claims, '-inf', now_us() / 1000, 'LIMIT', 0, tonumber(ARGV[7]))
 for _, member in ipairs(due) do
   local session, turn = string.match(member, '^(.*) (%S+)$')  -- a turn id has no space
-  local current = redis.call('GET', ARGV[2] .. 'turn:{' .. session .. '}')
-  local renewed = current and cjson.decode(current)['turn_id'] == turn
-  if not renewed then
-    redis.call('ZREM', KEYS[1], member)
-    if redis.call('HGET', ARGV[2] .. 'meta:{' .. session .. '}', 'end_turn') ~= turn then
-      table.insert(lost, member)
-    end
+  local current = redis.call('GET', turn_key(session))
+  if not (current and cjson.decode(current)['turn_id'] == turn) then
+    redis.call('ZREM', claims, member)
+    if settle(session) == turn then table.insert(lost, member) end
   end
 end
 return lost
 """
 )
 
-# KEYS: turn, meta
-_ACTIVE = """
-local current = redis.call('GET', KEYS[1])
-if current and redis.call('HGET', KEYS[2], 'end_turn') ~= cjson.decode(current)['turn_id'] then return current end
+# ARGV[7]: owner. Ends every claim this owner made (a previous incarnation of this server).
+_RECOVER = (
+    _SETTLE
+    + """
+local ended = {}
+for _, member in ipairs(redis.call('ZRANGE', claims, 0, -1)) do
+  local session, turn = string.match(member, '^(.*) (%S+)$')
+  local current = redis.call('GET', turn_key(session))
+  local record = current and cjson.decode(current)
+  if record and record['turn_id'] == turn and record['owner'] == ARGV[7] then
+    redis.call('DEL', turn_key(session))
+    if settle(session) == turn then table.insert(ended, member) end
+  end
+end
+return ended
+"""
+)
+
+# ARGV[7]: session
+_ACTIVE = (
+    _SETTLE
+    + """
+local session = ARGV[7]
+settle(session)
+local current = redis.call('GET', turn_key(session))
+if current and redis.call('HGET', meta_key(session), 'end_turn') ~= cjson.decode(current)['turn_id'] then
+  return current
+end
 return false
 """
+)
 
-# KEYS: turn, claims. ARGV: turn id, claims member
+# KEYS: turn, claims, meta. ARGV: turn id, claims member
 _RELEASE = """
 redis.call('ZREM', KEYS[2], ARGV[2])
+if redis.call('HGET', KEYS[3], 'claimed') == ARGV[1] then redis.call('HDEL', KEYS[3], 'claimed') end
 local current = redis.call('GET', KEYS[1])
 if current and cjson.decode(current)['turn_id'] == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end
 return 0
@@ -109,13 +184,13 @@ return 0
 # KEYS: turn, cancel flag, claims. ARGV: turn id, lease ms, claims member.
 # Returns {still ours, cancel asked}
 _RENEW = (
-    _NOW_MS
+    CLOCK_LUA
     + """
 local current = redis.call('GET', KEYS[1])
 local ours = 0
 if current and cjson.decode(current)['turn_id'] == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('ZADD', KEYS[3], 'XX', now_ms() + tonumber(ARGV[2]), ARGV[3])
+  redis.call('ZADD', KEYS[3], 'XX', now_us() / 1000 + tonumber(ARGV[2]), ARGV[3])
   ours = 1
 end
 return {ours, redis.call('EXISTS', KEYS[2])}
@@ -133,8 +208,13 @@ class RemoteTurn:
     start_cursor: int
     started_at: str
 
+    @classmethod
+    def of(cls, raw: str) -> RemoteTurn:
+        record = json.loads(raw)
+        return cls(**{field.name: record[field.name] for field in fields(cls)})
 
-def _record(lease: TurnLease) -> str:
+
+def _record(lease: TurnLease, owner: str) -> str:
     return json.dumps(
         {
             "session_id": lease.session_id,
@@ -142,6 +222,7 @@ def _record(lease: TurnLease) -> str:
             "kind": lease.kind,
             "start_cursor": lease.start_cursor,
             "started_at": lease.started_at,
+            "owner": owner,
         }
     )
 
@@ -151,20 +232,22 @@ class RedisTurnBoard:
 
     Leases claimed here are kept locally too (their cancel token and outcome future live
     here). One keeper thread per process renews their keys, picks up cancel flags, and ends
-    the turns of processes that died (`end_lost_turn`, e.g. publishing an `error` event)."""
+    the turns of processes that died (an `error` event on `events`, the shared log)."""
 
-    def __init__(self, link: RedisLink, end_lost_turn: EndLostTurn, *, lease_s: float = TURN_LEASE_S) -> None:
+    def __init__(self, link: RedisLink, events: RedisEventLog, *, lease_s: float = TURN_LEASE_S) -> None:
         self.link = link
         self.keys = link.keys
-        self.end_lost_turn = end_lost_turn
+        self.events = events
         self.lease_ms = int(lease_s * 1000)
         self.keep_every_s = lease_s / 3
+        self.owner = ""  # this server's identity once it serves (`recover`); none before
         client = link.client
         self._claim = client.register_script(_CLAIM)
         self._active = client.register_script(_ACTIVE)
         self._release = client.register_script(_RELEASE)
         self._renew = client.register_script(_RENEW)
         self._reap = client.register_script(_REAP)
+        self._recover = client.register_script(_RECOVER)
         self._lock = threading.Lock()
         self._local: dict[str, TurnLease] = {}
         self._stop = threading.Event()
@@ -172,14 +255,17 @@ class RedisTurnBoard:
         link.subscribe(self.keys.cancel_channel, self._on_cancel, self._renew_all)
         self._keeper.start()
 
+    def _args(self, *own: str | int) -> list[str | int]:
+        """The common arguments of the scripts that may end a lost turn (see `_SETTLE`), then `own`."""
+        return [*self.events.publish_settings(), LOST_MESSAGE, *own]
+
     # ------------------------------------------------------------------ the interface
 
     def claim(self, session_id: str, kind: str, start_cursor: int) -> TurnLease:
         lease = TurnLease(session_id=session_id, kind=kind, start_cursor=start_cursor)
-        keys = self.keys
         running = self._claim(
-            keys=[keys.turn(session_id), keys.meta(session_id), keys.claims],
-            args=[_record(lease), self.lease_ms, _member(lease)],
+            keys=[],
+            args=self._args(session_id, _record(lease, self.owner), self.lease_ms, _member(lease), lease.turn_id),
         )
         if running:
             raise TurnInProgress(json.loads(running)["turn_id"])
@@ -188,13 +274,23 @@ class RedisTurnBoard:
         return lease
 
     def active(self, session_id: str) -> TurnLease | RemoteTurn | None:
-        raw = self._active(keys=[self.keys.turn(session_id), self.keys.meta(session_id)])
+        raw = self._active(keys=[], args=self._args(session_id))
         if not raw:
             return None
-        turn = RemoteTurn(**json.loads(raw))
+        turn = RemoteTurn.of(raw)
         with self._lock:
             local = self._local.get(session_id)
         return local if local is not None and local.turn_id == turn.turn_id else turn
+
+    def recover(self, owner: str) -> list[str]:
+        """Serve as `owner` (this server's `hostname:port`) from now on, and end the turns a
+        previous incarnation of it left claimed (it died: a port has one server); the
+        members (`<session> <turn>`) ended."""
+        self.owner = owner
+        ended = [str(member) for member in self._recover(keys=[], args=self._args(owner))]
+        for member in ended:
+            log.warning("turn %s was left by a previous run of this server (%s); ended it", member, owner)
+        return ended
 
     def cancel(self, session_id: str, turn_id: str | None = None) -> str | None:
         running = self.active(session_id)
@@ -234,7 +330,7 @@ class RedisTurnBoard:
                 del self._local[lease.session_id]
         return Call(
             self._release,
-            keys=[self.keys.turn(lease.session_id), self.keys.claims],
+            keys=[self.keys.turn(lease.session_id), self.keys.claims, self.keys.meta(lease.session_id)],
             args=[lease.turn_id, _member(lease)],
         )
 
@@ -265,15 +361,15 @@ class RedisTurnBoard:
             if asked:
                 lease.token.cancel(STOP_REASON)
             if not ours and not lease.outcome.done():
+                # its claim expired (this process was stalled): it may have been ended as lost
+                # and the session claimed again, so it stops rather than write over the next turn
                 log.warning("turn %s lost its claim on session %s (expired)", lease.turn_id, lease.session_id)
+                lease.token.cancel(LOST_CLAIM_REASON)
 
     def _end_lost_turns(self) -> None:
-        """End the turns whose process died (claimed by this call alone, atomically)."""
-        lost = self._reap(keys=[self.keys.claims], args=[REAP_BATCH, self.keys.prefix])
-        for member in lost:
-            session_id, _, turn_id = str(member).rpartition(" ")
-            log.warning("turn %s of session %s lost its process; ending it", turn_id, session_id)
-            self.end_lost_turn(session_id, turn_id)
+        """End the turns whose process died (each by one script run alone, atomically)."""
+        for member in self._reap(keys=[], args=self._args(REAP_BATCH)):
+            log.warning("turn %s lost its process; ended it", member)
 
     def close(self) -> None:
         self._stop.set()
@@ -282,14 +378,3 @@ class RedisTurnBoard:
 
 def _member(lease: TurnLease) -> str:
     return f"{lease.session_id} {lease.turn_id}"
-
-
-def lost_turn_error(session_id: str, turn_id: str) -> dict[str, object]:
-    """The data of the `error` event that ends a turn whose process died (as a failed turn
-    ends, `api/turns.py`'s `error_event`: the error body and the HTTP status)."""
-    return {
-        "turn_id": turn_id,
-        "session_id": session_id,
-        "error": {"code": "turn_lost", "message": LOST_MESSAGE},
-        "status": 503,
-    }

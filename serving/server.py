@@ -23,6 +23,7 @@ import gc
 import logging
 import resource
 import signal
+import socket
 from collections.abc import Callable
 from types import FrameType
 
@@ -80,6 +81,8 @@ def serve(app: Flask, settings: Settings) -> None:
     if limit < settings.max_connections:
         log.warning("open file limit %d is below MAX_CONNECTIONS=%d", limit, settings.max_connections)
     server = uvicorn.Server(uvicorn_config(app, settings))
+    # one server per port of a host: turns a previous run of this one left are ended now (live/redis_turns.py)
+    services_of(app).live.serve_as(f"{socket.gethostname()}:{settings.port}")
     gc.collect()
     gc.freeze()  # start-up objects (modules, the app, the registry) leave every later full collection
     collections = FreezeAfterFullCollections()  # long-lived streams too (serving/gc_policy.py)

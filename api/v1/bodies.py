@@ -106,7 +106,7 @@ class ChunkStreamBody:
             if finished or self.translator.failure is not None:
                 return
             left = self.bus.heartbeat_s - (time.monotonic() - quiet_since)
-            if left <= 0 or not self.bus.wait(self.plan.session_id, follower.cursor, left):
+            if left <= 0 or not follower.wait(left):
                 if time.monotonic() - quiet_since >= self.bus.heartbeat_s:
                     yield HEARTBEAT
                     quiet_since = time.monotonic()
@@ -187,7 +187,7 @@ class ChunkStreamBody:
                 await write("", more=False)
                 return
             left = self.bus.heartbeat_s - (time.monotonic() - quiet_since)
-            if left > 0 and await self.bus.wait_async(self.plan.session_id, follower.cursor, left, client.wakeup):
+            if left > 0 and await follower.wait_async(left, client.wakeup):
                 continue
             if not client.gone and time.monotonic() - quiet_since >= self.bus.heartbeat_s:
                 await write(HEARTBEAT)

@@ -27,15 +27,16 @@ BYTES_PER_SMALL_EVENT = 200  # roughly what one short event costs the in-process
 
 @pytest.fixture(params=["memory", "redis"])
 def make_bus(request) -> Iterator[Callable[..., EventLog]]:
-    """`make_bus(budget_bytes=None)`: a fresh log of the test's backend; a byte budget per
-    session becomes, in Redis, a cap of about as many events."""
+    """`make_bus(budget_bytes=None, total_bytes=None)`: a fresh log of the test's backend, with
+    these byte budgets per session and in total (the defaults otherwise), on both backends."""
     closers: list[Callable[[], None]] = []
 
-    def build(budget_bytes: int | None = None) -> EventLog:
+    def build(budget_bytes: int | None = None, total_bytes: int | None = None) -> EventLog:
+        limits = {"session_budget_bytes": budget_bytes, "total_budget_bytes": total_bytes}
+        given = {name: value for name, value in limits.items() if value is not None}
         if request.param == "memory":
-            return EventBus() if budget_bytes is None else EventBus(session_budget_bytes=budget_bytes)
-        limits = {} if budget_bytes is None else {"max_events": budget_bytes // BYTES_PER_SMALL_EVENT}
-        bus, close = redis_log(request.getfixturevalue("redis_url"), **limits)
+            return EventBus(**given)
+        bus, close = redis_log(request.getfixturevalue("redis_url"), **given)
         closers.append(close)
         return bus
 
@@ -89,6 +90,37 @@ def test_deltas_are_stored_as_one_run_and_replayed_from_any_id(make_bus):
     assert [(e.name, e.data["text"]) for e in whole] == [("answer.delta", "Hello, world")]
 
 
+def shown(events) -> str:
+    """What a client shows: the deltas' text after the last `answer.reset`."""
+    text = ""
+    for event in events:
+        text = (
+            "" if event.name == "answer.reset" else text + event.data.get("text", "") * (event.name == "answer.delta")
+        )
+    return text
+
+
+def test_a_finished_turn_replays_from_any_id_as_it_streamed(make_bus):
+    """Redis compacts a finished turn's deltas into one entry: a reader from any id still gets
+    exactly the text after that id (multi-byte text included), and what a client shows is the
+    same from any cursor."""
+    bus = make_bus()
+    start = bus.publish("s", "turn.started", {"turn_id": "t"}).id
+    bus.publish("s", "answer.delta", delta("t", "dropped "))
+    bus.publish("s", "answer.delta", delta("t", "too"))
+    reset = bus.publish("s", "answer.reset", {"turn_id": "t", "pass": 0}).id
+    pieces = ["Hél", "lo, 🌍 ", "wör", "ld"]
+    ids = [bus.publish("s", "answer.delta", delta("t", piece)).id for piece in pieces]
+    bus.publish("s", "message.stored", {"turn_id": "t", "id": 1, "role": "assistant"})
+    end = bus.publish("s", "done", {"turn_id": "t", "reply": "".join(pieces)})
+    for cursor in (start, reset):
+        events = bus.read("s", cursor).events
+        assert shown(events) == "".join(pieces) and events[-1] == end
+    for index, cursor in enumerate(ids):
+        events = bus.read("s", cursor).events
+        assert shown(events) == "".join(pieces[index + 1 :]) and events[-1] == end
+
+
 def test_runs_of_different_passes_stay_apart(make_bus):
     bus = make_bus()
     bus.publish("s", "answer.delta", delta("t", "a", 0))
@@ -121,13 +153,24 @@ def test_a_cursor_from_before_this_process_is_a_gap():
     assert bus.read("s", old).gap is not None
 
 
-def test_total_memory_is_bounded_across_sessions():
-    bus = EventBus(session_budget_bytes=1 << 20, total_budget_bytes=200_000)
+def test_total_memory_is_bounded_across_sessions(make_bus):
+    bus = make_bus(1 << 20, 200_000)
     for session in range(200):
         for _ in range(20):
             bus.publish(f"s{session}", "answer.delta", delta("t", "x" * 200))
         bus.publish(f"s{session}", "done", {"turn_id": "t", "reply": "x" * 4000})
     assert bus.buffered_bytes <= 200_000 + 20_000  # the newest session's entries may exceed it alone
+
+
+def test_a_session_whose_events_went_for_the_total_budget_reports_the_gap(make_bus):
+    bus = make_bus(1 << 20, 20_000)
+    first = bus.publish("old", "turn.started", {"turn_id": "t"})
+    bus.publish("old", "done", {"turn_id": "t", "reply": "x" * 1000})
+    for session in range(20):  # newer sessions push the least recently active one out
+        bus.publish(f"s{session}", "done", {"turn_id": "t", "reply": "x" * 2000})
+    snapshot = bus.read("old", first.id)
+    assert snapshot.gap is not None and snapshot.gap > first.id and snapshot.events == []
+    assert bus.read("old", snapshot.gap).gap is None
 
 
 def test_the_end_of_the_latest_run_survives_eviction_of_its_entry(make_bus):

@@ -26,12 +26,13 @@ from live import Live
 from live.bus import Wakeup
 from live.follow import FollowPlan, StreamFollower
 from live.limits import RateLimiter
+from live.redis_bus import RedisEventLog
 from live.redis_turns import RemoteTurn
 from live.turns import TurnDone, TurnInProgress, TurnLease
 from testing.waiting import HUNG_S, wait_until
 from tests.conftest import new_token
 from tests.process_support import clean_env, run_app
-from tests.redis_support import RedisServer, free_port_in_range, redis_live, redis_log
+from tests.redis_support import PREFIX, RedisServer, free_port_in_range, redis_live, redis_log
 
 
 @pytest.fixture
@@ -314,12 +315,111 @@ def test_a_vanished_owner_frees_the_session_and_its_turn_ends_with_an_error(proc
     assert b.turns.claim(session, "chat", 0).turn_id != lease.turn_id
 
 
+def test_a_turn_whose_claim_is_gone_stops_and_was_ended_for_its_followers(process, redis_url):
+    """Its process stalled past its lease (here: the key deleted, as an expiry would) and another
+    turn may claim the session: the stalled turn is stopped at its next renewal, and was ended
+    with `turn_lost` as the next claim came, so it never writes over the next turn."""
+    a, b = process(lease_s=1.0), process()
+    lease = a.turns.claim("s", "chat", a.bus.position())
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        admin.delete(f"{PREFIX}turn:{{s}}")
+    finally:
+        admin.close()
+    following = StreamFollower(b.bus, FollowPlan("s", lease.start_cursor, lease.turn_id, only_turn=True))
+    nxt = b.turns.claim("s", "chat", b.bus.position())
+    events, finished = following.step()
+    assert finished and [(e.name, e.data["error"]["code"]) for e in events] == [("error", "turn_lost")]
+    wait_until(lambda: lease.token.cancelled, "the stalled turn was never stopped")
+    assert b.turns.active("s").turn_id == nxt.turn_id
+
+
 def test_a_finished_turn_is_never_ended_twice(process):
     a, b = process(lease_s=1.0), process(lease_s=1.0)
     lease = a.turns.claim("s", "chat", a.bus.position())
     end_turn(a, lease)
     time.sleep(1.5)  # past the lease: the keepers look for lost turns meanwhile
     assert [e.name for e in b.bus.read("s", lease.start_cursor).events] == ["done"]
+
+
+# byte budgets -------------------------------------------------------------------------------
+
+
+def post_turn(log: RedisEventLog, session: str, number: int, pieces: int = 40, finish: bool = True) -> None:
+    """The events of one plain chat turn, as the runner publishes them (an 800-character answer)."""
+    turn = f"turn_{number:032x}"
+    log.post(session, "turn.started", {"turn_id": turn, "kind": "chat"})
+    log.post(session, "message.stored", {"turn_id": turn, "id": 2 * number, "role": "user"})
+    log.post(session, "provider.request", {"turn_id": turn, "provider": "openai", "pass": 0})
+    for _ in range(pieces):
+        log.post(session, "answer.delta", {"turn_id": turn, "pass": 0, "text": "word " * 4})
+    log.post(session, "message.stored", {"turn_id": turn, "id": 2 * number + 1, "role": "assistant"})
+    reply = "word " * 4 * pieces
+    log.publish(
+        session, "done", {"turn_id": turn, "reply": reply, "messages": [{"role": "assistant", "content": reply}]}
+    )
+
+
+def redis_memory(url: str, pattern: str = f"{PREFIX}*") -> int:
+    """What Redis itself says the test's keys take (MEMORY USAGE of each, all samples)."""
+    admin = redis.Redis.from_url(url)
+    try:
+        return sum(admin.memory_usage(key, samples=0) or 0 for key in admin.scan_iter(pattern))
+    finally:
+        admin.close()
+
+
+def test_a_finished_turn_s_deltas_become_one_entry_and_redis_frees_their_memory(redis_url):
+    log, close = redis_log(redis_url)
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        post_turn(log, "s", 0, pieces=200)
+        log.publish("s", "turn.started", {"turn_id": "next"})  # (compaction happens at the end itself)
+        stream = f"{PREFIX}ev:{{s}}"
+        entries = admin.xrange(stream)
+        assert [fields[b"n"] for _, fields in entries].count(b"answer.delta") == 1 and len(entries) == 7
+        replay = log.read("s", 0).events
+        assert "".join(e.data["text"] for e in replay if e.name == "answer.delta") == "word " * 4 * 200
+    finally:
+        admin.close()
+        close()
+    log, close = redis_log(redis_url)
+    try:
+        for number in range(30):  # finished turns: their deltas compacted
+            post_turn(log, "compacted", number)
+        compacted = redis_memory(redis_url, f"{PREFIX}*{{compacted}}")
+        for number in range(30):  # the same events, ended as another run's: nothing to compact
+            post_turn(log, "kept", number, finish=False)
+            reply = "word " * 4 * 40
+            log.publish("kept", "done", {"turn_id": "other", "reply": reply, "messages": [{"content": reply}]})
+        kept = redis_memory(redis_url, f"{PREFIX}*{{kept}}")
+        assert compacted < kept * 0.7, (compacted, kept)
+    finally:
+        close()
+
+
+def test_one_user_streaming_many_turns_keeps_redis_under_the_byte_budgets(redis_url):
+    session_budget, total_budget = 64 << 10, 256 << 10
+    slack = 32 << 10  # not counted: the id counters, the budgets' indexes, each session's small hash
+    log, close = redis_log(redis_url, session_budget_bytes=session_budget, total_budget_bytes=total_budget)
+    try:
+        first = log.publish("s0", "turn.started", {"turn_id": "t"}).id
+        for session in range(10):  # about 8 KB a turn: 1.6 MB without budgets
+            for number in range(20):
+                post_turn(log, f"s{session}", number)
+        assert log.buffered_bytes <= total_budget
+        assert redis_memory(redis_url) <= total_budget + slack
+        for number in range(20, 60):  # one session alone stays under its own budget
+            post_turn(log, "s9", number)
+        assert redis_memory(redis_url) <= total_budget + slack
+        # (trimming frees a stream's 4 KB nodes whole: the oldest may still hold trimmed room)
+        assert 0 < redis_memory(redis_url, f"{PREFIX}ev:{{s9}}") <= session_budget + (8 << 10)
+        replay = log.read("s0", first)  # the oldest session's events went first
+        assert replay.gap is not None and replay.gap > first
+        follower = StreamFollower(log, FollowPlan("s0", first, None, from_client=True, replay_only=True))
+        assert [event.name for event in follower.step()[0]][:1] == ["replay.gap"]
+    finally:
+        close()
 
 
 # rate limits -------------------------------------------------------------------------------
