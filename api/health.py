@@ -6,8 +6,9 @@
   one is down: the database (it must take a write) and Redis when `REDIS_URL` is set. The
   providers and the judge are reported but not required: without them the server still
   serves history, the UI and the API, and a turn answers 502 `provider_unavailable`.
-- `/health` (SPEC 4): `{"status", "database", "provider", "judge"}`, 503 when the database
-  cannot be written, `degraded` when no provider answers.
+- `/health` (SPEC 4): `{"status", "database", "provider", "judge"}`, plus `redis` with
+  `REDIS_URL`; 503 when the database cannot be written or that Redis does not answer,
+  `degraded` when no provider answers.
 
 Both `/health` and `/health/ready` answer from the same per-app `Readiness`: each dependency's
 probe runs at most once per `HEALTH_CACHE_S` (default 2 s) and never twice at once, whoever
@@ -210,13 +211,21 @@ class JudgeState(BaseModel):
     pool: bool | None = None
 
 
+class RedisState(BaseModel):
+    ok: bool
+    detail: str
+    checked_at: str = Field(description="when this probe ran (UTC); answers reuse it for `HEALTH_CACHE_S`")
+
+
 class Health(BaseModel):
-    """503 (same body) when the database cannot be written; `degraded` when no provider answers."""
+    """503 (same body) when the database cannot be written or a configured Redis does not
+    answer; `degraded` when no provider answers. `redis` only with `REDIS_URL`."""
 
     status: Literal["ok", "degraded"]
     database: DatabaseState
     provider: ProviderState
     judge: JudgeState
+    redis: RedisState | None = None
 
 
 class Check(BaseModel):
@@ -273,12 +282,12 @@ def checks(probes: Readiness) -> dict[str, Check]:
 
 @bp.get("/health")
 @operation(
-    "The real state of the database, the providers and the judge",
+    "The real state of the database, the providers, the judge and Redis (with `REDIS_URL`)",
     auth=False,
     description="Answered from the probes `/health/ready` uses, each reused for `HEALTH_CACHE_S` seconds.",
     replies={
         200: Reply("the database can be written", Health),
-        503: Reply("the database cannot be written", Health),
+        503: Reply("the database cannot be written, or a configured Redis does not answer", Health),
     },
 )
 def health() -> ResponseReturnValue:
@@ -286,9 +295,16 @@ def health() -> ResponseReturnValue:
     database = database_state(probes.database.get())
     provider = probes.provider.get().value
     judge = probes.judge.get().value
-    status = "ok" if database["ok"] and provider["ok"] else "degraded"
-    answer = Health.model_validate({"status": status, "database": database, "provider": provider, "judge": judge})
-    return jsonify(answer.model_dump(mode="json", exclude_unset=True)), 200 if database["ok"] else 503
+    found: dict[str, Any] = {"database": database, "provider": provider, "judge": judge}
+    required_ok = database["ok"]
+    if probes.redis is not None:
+        pinged = probes.redis.get()
+        ok, detail = pinged.value
+        found["redis"] = {"ok": ok, "detail": detail, "checked_at": pinged.checked_at}
+        required_ok = required_ok and ok
+    status = "ok" if required_ok and provider["ok"] else "degraded"
+    answer = Health.model_validate({"status": status, **found})
+    return jsonify(answer.model_dump(mode="json", exclude_unset=True)), 200 if required_ok else 503
 
 
 @bp.get("/health/ready")

@@ -87,6 +87,8 @@ def test_open_streams_end_with_an_error_when_redis_goes_away_and_the_server_reco
         ready = requests.get(f"{server.base}/health/ready", timeout=READ_S)
         assert ready.status_code == 503 and ready.json()["error"]["code"] == "not_ready"
         assert ready.json()["error"]["details"]["checks"]["redis"]["ok"] is False
+        health = requests.get(f"{server.base}/health", timeout=READ_S)  # SPEC 4's body names Redis too
+        assert health.status_code == 503 and health.json()["redis"]["ok"] is False
     finally:
         redis_server.start()  # empty, as after a crash of a Redis without persistence
     fake_llm.released.set()
@@ -101,6 +103,8 @@ def test_open_streams_end_with_an_error_when_redis_goes_away_and_the_server_reco
     assert answers[-1].json()["reply"]
     assert all(answer.status_code in (200, 409, 503) for answer in answers)
     assert requests.get(f"{server.base}/health/ready", timeout=READ_S).status_code == 200
+    health = requests.get(f"{server.base}/health", timeout=READ_S)
+    assert health.status_code == 200 and health.json()["redis"]["ok"] is True
 
 
 def test_the_readiness_probe_leaves_no_connection_to_redis_open(
