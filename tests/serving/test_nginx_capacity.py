@@ -31,7 +31,7 @@ import pytest
 import requests
 
 import testing.fake_llm as fake_llm
-from serving.nginx_conf import worker_connections
+from serving.nginx_conf import worker_connections, worker_open_files
 from testing.fake_llm import FakeLLMServer, StreamReply
 from tests.live_client import READ_S, new_session, shown_text, streamed_chat
 from tests.multiprocess_support import ServerProcess, server_env, start_server
@@ -50,12 +50,17 @@ WEB_THREADS = 16  # the server's pool for ordinary requests, started lazily: the
 THREADS_GROWTH = WEB_THREADS + 4  # the pool, and a few of uvicorn's and the turns'; none per stream
 
 
-def raise_own_open_files(wanted: int) -> None:
-    """This process holds one socket per stream: lift its limit, or skip where it cannot."""
+def raise_own_open_files(wanted: int, nginx_wants: int) -> None:
+    """This process holds one socket per stream, and nginx (its child) may lift its own soft limit
+    only up to the hard limit it inherits: lift both, or skip where they cannot be."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < nginx_wants:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, nginx_wants), nginx_wants))
+        except (OSError, ValueError):
+            pytest.skip(f"the hard open-file limit {hard} is below the {nginx_wants} nginx's worker is set to")
+        hard = nginx_wants
     if soft != resource.RLIM_INFINITY and soft < wanted:
-        if hard != resource.RLIM_INFINITY and hard < wanted:
-            pytest.skip(f"the hard open-file limit {hard} is below the {wanted} this test needs")
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
@@ -137,7 +142,7 @@ class Deployment:
 @pytest.fixture
 def deployment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployment]:
     """One server process accepting `MAX_CONNECTIONS`, behind nginx sized for that."""
-    raise_own_open_files(STREAMS + SPARE_FILES)
+    raise_own_open_files(STREAMS + SPARE_FILES, worker_open_files(1, MAX_CONNECTIONS))
     monkeypatch.setattr(fake_llm, "POLL_S", 0.25)  # the held answers check for a hang-up 4 times a second
     with FakeLLMServer(default_reply="Still here.") as llm:
         env = server_env(
