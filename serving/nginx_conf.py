@@ -16,7 +16,17 @@ sent, so a turn is never started twice). nginx passes the client's address and s
 `X-Forwarded-For` and `X-Forwarded-Proto`; the processes believe them only with nginx's
 address in `TRUSTED_PROXIES` (tests/cluster_support.py sets it, as the README tells operators).
 
-Usage: python -m serving.nginx_conf [--listen 80] HOST:PORT [HOST:PORT ...]
+Capacity: each connection nginx proxies costs it two (the client's and the one to a process),
+and an nginx worker drops every new connection past `worker_connections`, `POST /sessions`
+included; Debian's nginx.conf allows 768 a worker, about 380 open streams. So `main_conf`
+sizes `worker_connections` and `worker_rlimit_nofile` (each connection is a file descriptor;
+systemd starts nginx with a soft limit of 1,024) for every process accepting `MAX_CONNECTIONS`,
+all through one worker at worst: nginx does not promise to spread long-lived connections
+evenly over its workers. Past that, the processes answer 503 (`MAX_CONNECTIONS`) while nginx
+still has room to pass the answer on. Those lines belong to nginx.conf's main context, not to
+the site (which goes inside `http { }`), hence two outputs.
+
+Usage: python -m serving.nginx_conf [--listen 80] [--max-connections N] [--main] HOST:PORT [HOST:PORT ...]
 """
 
 from __future__ import annotations
@@ -24,12 +34,44 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from config.settings import Settings
+
 UPSTREAM = "orchestrator"
 # the app's largest accepted body (app.MAX_REQUEST_BYTES, uploads); a test keeps them equal
 MAX_BODY_MB = 48
 # longer than any turn a JSON `POST /chat` may wait for (LLM_TIMEOUT_S, tool deadlines, fallbacks)
 READ_TIMEOUT_S = 3600
 EXAMPLE_BACKENDS = ("127.0.0.1:5001", "127.0.0.1:5002")
+DEFAULT_MAX_CONNECTIONS: int = Settings.model_fields["max_connections"].default
+# connections and descriptors beyond the proxied ones: the listening socket, the idle kept-alive
+# upstream connections (`keepalive 32`), logs, connections still closing
+MARGIN = 1024
+
+
+def worker_connections(processes: int, max_connections: int) -> int:
+    """Two per connection any of the `processes` may hold (the client's and the upstream one)."""
+    return 2 * processes * max_connections + MARGIN
+
+
+def worker_open_files(processes: int, max_connections: int) -> int:
+    """A descriptor per connection, plus a temporary file per client whose request body nginx
+    buffers to disk (an upload larger than `client_body_buffer_size`)."""
+    return worker_connections(processes, max_connections) + processes * max_connections + MARGIN
+
+
+def main_conf(processes: int, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> str:
+    """The lines of nginx.conf's main context (outside `http { }`) that let one nginx worker
+    carry as many connections as `processes` processes accept (`MAX_CONNECTIONS` each)."""
+    if processes < 1 or max_connections < 1:
+        raise ValueError("at least one process and one connection")
+    return (
+        f"# {processes} x MAX_CONNECTIONS={max_connections}, two nginx connections each\n"
+        f"worker_rlimit_nofile {worker_open_files(processes, max_connections)};\n"
+        "\n"
+        "events {\n"
+        f"    worker_connections {worker_connections(processes, max_connections)};\n"
+        "}\n"
+    )
 
 
 def site_conf(backends: Sequence[str], listen: str = "80", *, upstream_header: bool = False) -> str:
@@ -70,9 +112,21 @@ def site_conf(backends: Sequence[str], listen: str = "80", *, upstream_header: b
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Print the nginx site for several server processes.")
     parser.add_argument("--listen", default="80", help="nginx's `listen` value, e.g. 80 or 127.0.0.1:8080")
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        help="the processes' MAX_CONNECTIONS (default: the setting's default)",
+    )
+    parser.add_argument(
+        "--main", action="store_true", help="print nginx.conf's main-context lines (events, open files) instead"
+    )
     parser.add_argument("backends", nargs="+", metavar="HOST:PORT", help="one per server process")
     args = parser.parse_args(argv)
-    print(site_conf(args.backends, args.listen), end="")
+    if args.main:
+        print(main_conf(len(args.backends), args.max_connections), end="")
+    else:
+        print(site_conf(args.backends, args.listen), end="")
 
 
 if __name__ == "__main__":

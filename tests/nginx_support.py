@@ -1,18 +1,25 @@
 """A private nginx on loopback in front of server processes, for the multi-process tests.
 
-The site is `serving.nginx_conf.site_conf`, the very text the README gives operators; this
-module only wraps it in a main context that keeps everything in a temporary directory (pid,
-error and access logs, request-body and proxy temp files), runs in the foreground
-(`daemon off`) as one process (`master_process off`: no worker to drop privileges to, no
-`user` to pick; the proxying is the same) and listens on 127.0.0.1 at a port of this
-helper's range. Debian's nginx is installed by scripts/services/nginx.sh; without it the
-tests skip, or fail under `CI=true` or `NGINX_REQUIRED=1`.
+The site and the main context's capacity lines are `serving.nginx_conf.site_conf` and
+`main_conf`, the very text the README gives operators; this module only wraps them in a main
+context that keeps everything in a temporary directory (pid, error and access logs,
+request-body and proxy temp files), runs in the foreground (`daemon off`) with one worker
+(so round robin is one sequence the tests can steer) that keeps this user (`user`, which
+only matters under root: the default `nobody` could not enter the test's directory) and
+listens on 127.0.0.1 at a port of this helper's range. nginx starts with a soft limit of
+1,024 open files, as systemd starts Debian's: the worker gets more only through the
+`worker_rlimit_nofile` the operators' lines set (applied by workers, not by a lone master).
+Debian's nginx is installed by scripts/services/nginx.sh; without it the tests skip, or fail
+under `CI=true` or `NGINX_REQUIRED=1`.
 """
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -24,12 +31,13 @@ from pathlib import Path
 import pytest
 import requests
 
-from serving.nginx_conf import site_conf
+from serving.nginx_conf import DEFAULT_MAX_CONNECTIONS, main_conf, site_conf
 
 PORTS = range(47500, 48000)  # this suite's loopback ports (other suites use other ranges)
 STOP_S = 10.0
 BIND_TRIES = 3
 LOST_BIND = "Address already in use"  # nginx's words (in its error log) when its port was taken
+SYSTEMD_OPEN_FILES = 1024  # the soft RLIMIT_NOFILE systemd gives services, Debian's nginx included
 
 
 def nginx_binary() -> str | None:
@@ -67,18 +75,21 @@ def free_port(ports: range = PORTS) -> int:
     raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")
 
 
-def private_conf(directory: Path, site: str) -> str:
-    """A whole nginx.conf running `site` with every file it writes inside `directory`."""
+def private_conf(directory: Path, site: str, capacity: str | None = None) -> str:
+    """A whole nginx.conf running `site` with every file it writes inside `directory`, with
+    `capacity` (`main_conf`'s lines; by default for one process of the default `MAX_CONNECTIONS`)."""
     paths = {name: directory / name for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")}
     for path in paths.values():
         path.mkdir(exist_ok=True)
     indented = "".join(f"    {line}\n" if line else "\n" for line in site.splitlines())
+    user = f"{pwd.getpwuid(os.geteuid()).pw_name} {grp.getgrgid(os.getegid()).gr_name}"
     return (
         "daemon off;\n"
-        "master_process off;\n"
+        "worker_processes 1;\n"
+        f"user {user};\n"
         f"pid {directory / 'nginx.pid'};\n"
         f"error_log {directory / 'error.log'} info;\n"
-        "events {\n    worker_connections 1024;\n}\n"
+        f"{capacity if capacity is not None else main_conf(1)}"
         "http {\n"
         f"    access_log {directory / 'access.log'};\n"
         f"    client_body_temp_path {paths['client_body']};\n"
@@ -104,6 +115,12 @@ class Nginx:
     def error_log(self) -> str:
         path = self.directory / "error.log"
         return path.read_text(errors="replace") if path.exists() else ""
+
+    def worker_pid(self) -> int:
+        """The one worker process (the master forks it)."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
+        assert len(children) == 1, f"nginx has workers {children}"
+        return int(children[0])
 
 
 def _listening(nginx: Nginx, timeout_s: float = 15.0) -> bool:
@@ -131,20 +148,27 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     try:
         process.wait(timeout=STOP_S)
     except subprocess.TimeoutExpired:
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)  # the master and its worker (their own process group)
         process.wait()
 
 
-def _start(binary: str, directory: Path, backends: Sequence[str], port: int) -> Nginx | None:
+def _start(binary: str, directory: Path, backends: Sequence[str], port: int, max_connections: int) -> Nginx | None:
     """nginx started on `port`, or None if it lost the port to another socket."""
     conf = directory / "nginx.conf"
-    conf.write_text(private_conf(directory, site_conf(backends, f"127.0.0.1:{port}", upstream_header=True)))
+    site = site_conf(backends, f"127.0.0.1:{port}", upstream_header=True)
+    conf.write_text(private_conf(directory, site, main_conf(len(backends), max_connections)))
     (directory / "error.log").unlink(missing_ok=True)
     command = [binary, "-p", str(directory), "-e", str(directory / "error.log"), "-c", str(conf)]
     checked = subprocess.run([*command, "-t"], capture_output=True, text=True, timeout=30)
     if checked.returncode != 0:
         pytest.fail(f"nginx -t refused the private conf:\n{checked.stderr}")
-    nginx = Nginx(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, directory)
+    # the shell lowers the soft limit and then becomes nginx (no preexec_fn: the tests run threads)
+    as_systemd = ["sh", "-c", f'ulimit -S -n {SYSTEMD_OPEN_FILES} && exec "$0" "$@"', *command]
+    nginx = Nginx(
+        subprocess.Popen(as_systemd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True),
+        port,
+        directory,
+    )
     try:
         return nginx if _listening(nginx) else None
     except BaseException:
@@ -153,15 +177,22 @@ def _start(binary: str, directory: Path, backends: Sequence[str], port: int) -> 
 
 
 @contextmanager
-def running_nginx(directory: Path, backends: Sequence[str], port: int | None = None) -> Iterator[Nginx]:
+def running_nginx(
+    directory: Path,
+    backends: Sequence[str],
+    port: int | None = None,
+    *,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+) -> Iterator[Nginx]:
     """nginx on 127.0.0.1:`port` (a free one of `PORTS` by default) proxying round robin to
-    `backends` (`HOST:PORT` each), with the `X-Upstream` header telling which backend
-    answered; stopped (SIGTERM, then SIGKILL) on exit."""
+    `backends` (`HOST:PORT` each, accepting `max_connections` each: nginx's capacity lines are
+    sized for that), with the `X-Upstream` header telling which backend answered; stopped
+    (SIGTERM, then SIGKILL) on exit."""
     binary = require_nginx()
     directory.mkdir(parents=True, exist_ok=True)
     nginx = None
     for _ in range(BIND_TRIES if port is None else 1):
-        nginx = _start(binary, directory, backends, port or free_port())
+        nginx = _start(binary, directory, backends, port or free_port(), max_connections)
         if nginx is not None:
             break
     if nginx is None:
