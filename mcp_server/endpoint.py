@@ -12,7 +12,8 @@ Before the SDK sees a request, this endpoint answers what the rest of the API an
 
 The SDK runs stateless (no session to remember between requests, so any server process of
 a cluster answers any request) and answers JSON, not an event stream: our tools send no
-progress. Its task group lives as long as the app (`running`, entered by the ASGI
+progress. A GET, which would open a stream for messages the server never sends (held open
+until the client gives up), answers 405 as the transport spec allows. Its task group lives as long as the app (`running`, entered by the ASGI
 lifespan); before that, or after, `/mcp` answers 503 `mcp_unavailable`.
 """
 
@@ -79,6 +80,10 @@ class McpEndpoint:
             challenge = REALM if bearer_token(scope) is None else f'{REALM}, error="invalid_token"'
             body = error_body("unauthorized", "missing or invalid bearer token")
             await answer(send, 401, body, ((b"www-authenticate", challenge.encode()),))
+            return
+        if scope["method"] == "GET":  # no server-initiated messages: no stream to hold open (MCP allows 405)
+            body = error_body("method_not_allowed", "/mcp sends no server-initiated messages; POST JSON-RPC requests")
+            await answer(send, 405, body, ((b"allow", b"POST"),))
             return
         if scope["method"] == "POST":
             received = await read_body(scope, receive, send)

@@ -71,6 +71,7 @@ class McpServer:
     bob: str
     web: FakeWebServer
     log: Path
+    pid: int
 
     @property
     def url(self) -> str:
@@ -87,19 +88,17 @@ def mcp_server(tmp: Path, **settings: str) -> Iterator[McpServer]:
     }
     with web_fake() as web:
         port = free_port()
-        env = clean_env(
-            tmp,
-            base,
-            PORT=str(port),
-            LLM_PROVIDER="openai",
-            LLM_BASE_URL="http://127.0.0.1:9/v1",
-            LLM_MODEL="m",
-            SEARCH_URL=web.base_url,
-            WEATHER_URL=web.url("/forecast"),
-            GEOCODING_URL=web.url("/geo"),
-            ALLOW_PRIVATE_FETCH="1",
-            **settings,
-        )
+        defaults = {
+            "PORT": str(port),
+            "LLM_PROVIDER": "openai",
+            "LLM_BASE_URL": "http://127.0.0.1:9/v1",
+            "LLM_MODEL": "m",
+            "SEARCH_URL": web.base_url,
+            "WEATHER_URL": web.url("/forecast"),
+            "GEOCODING_URL": web.url("/geo"),
+            "ALLOW_PRIVATE_FETCH": "1",
+        }
+        env = clean_env(tmp, base, **{**defaults, **settings})
         made = run_app(env, "create-user", "bob")
         assert made.returncode == 0, made.stderr
         bob = made.stdout.strip().splitlines()[-1]
@@ -111,7 +110,7 @@ def mcp_server(tmp: Path, **settings: str) -> Iterator[McpServer]:
         try:
             wait_until_serving(process, f"http://127.0.0.1:{port}/health/live", log_path)
             alice = (tmp / "admin.token").read_text().strip()
-            yield McpServer(f"http://127.0.0.1:{port}", alice, bob, web, log_path)
+            yield McpServer(f"http://127.0.0.1:{port}", alice, bob, web, log_path, process.pid)
         finally:
             stop_process(process, log)
 
