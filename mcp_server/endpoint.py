@@ -6,6 +6,7 @@ Before the SDK sees a request, this endpoint answers what the rest of the API an
   (RFC 6750, which MCP's authorization spec builds on; `error="invalid_token"` when a token
   was sent). The user is put in the request's scope, where the tool handlers read it; a
   host never names a user, so it cannot reach another user's data.
+- a POST that is not `application/json`: 415 `unsupported_media_type`.
 - a body over `MAX_BODY_BYTES`: 413 `payload_too_large`, read no further. A body nested
   deeper, or holding more values, than `api/bounded_json.py` allows, not UTF-8, or not
   JSON: 400 with a JSON-RPC parse error (-32700), before any parser recurses into it.
@@ -36,9 +37,11 @@ from api.auth import USER_KEY
 from api.bodies import MAX_BODY_BYTES
 from api.bounded_json import Rejected, decode
 from api.live import ASGIMessage, Receive, Send
+from api.openapi.document import EXTRA_PATHS_KEY
 from api.services import services_of
 from mcp_server.calls import FairThreads, call, user_of
 from mcp_server.listing import listed, served
+from mcp_server.openapi import path_item
 from storage.users import User
 
 PATH = "/mcp"
@@ -55,6 +58,7 @@ class McpEndpoint:
         self.server: Server[Any] = Server(SERVER_NAME, on_list_tools=self.list_tools, on_call_tool=self.call_tool)
         self.manager: StreamableHTTPSessionManager | None = None
         self.pool: FairThreads | None = None
+        flask_app.extensions.setdefault(EXTRA_PATHS_KEY, {})[PATH] = path_item()  # in /openapi.json
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -84,6 +88,10 @@ class McpEndpoint:
         if scope["method"] == "GET":  # no server-initiated messages: no stream to hold open (MCP allows 405)
             body = error_body("method_not_allowed", "/mcp sends no server-initiated messages; POST JSON-RPC requests")
             await answer(send, 405, body, ((b"allow", b"POST"),))
+            return
+        if scope["method"] == "POST" and not is_json(scope):
+            message = "/mcp takes JSON-RPC messages as application/json"
+            await answer(send, 415, error_body("unsupported_media_type", message))
             return
         if scope["method"] == "POST":
             received = await read_body(scope, receive, send)
@@ -119,6 +127,11 @@ def bearer_token(scope: dict[str, Any]) -> str | None:
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
+
+
+def is_json(scope: dict[str, Any]) -> bool:
+    content_type = bytes(dict(scope.get("headers", ())).get(b"content-type", b""))
+    return content_type.split(b";")[0].strip().lower() == b"application/json"
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:

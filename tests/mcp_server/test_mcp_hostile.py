@@ -87,6 +87,12 @@ def test_a_chunked_body_over_the_cap_is_413_read_no_further(server: McpServer) -
     assert answer.status_code == 413 and answer.json()["error"]["code"] == "payload_too_large"
 
 
+def test_a_body_that_is_not_json_is_415(server: McpServer) -> None:
+    headers = {**HEADERS, "Content-Type": "text/plain", "Authorization": f"Bearer {server.alice}"}
+    answer = requests.post(server.url, data=b'{"jsonrpc":"2.0","id":1,"method":"ping"}', headers=headers, timeout=30)
+    assert answer.status_code == 415 and answer.json()["error"]["code"] == "unsupported_media_type"
+
+
 def test_a_get_holds_no_stream_open(server: McpServer) -> None:
     answer = requests.get(server.url, headers={**HEADERS, "Authorization": f"Bearer {server.alice}"}, timeout=30)
     assert answer.status_code == 405 and answer.headers["Allow"] == "POST"

@@ -214,3 +214,12 @@ def test_the_rate_budget_is_spent_and_refused_like_post_tools(tmp_path) -> None:
                 return await client.call_tool("list_files", {})
 
         assert anyio.run(bobs).is_error is False
+
+
+def test_openapi_documents_mcp_beside_the_routes(server: McpServer) -> None:
+    document = requests.get(f"{server.base_url}/openapi.json", timeout=10).json()
+    operation = document["paths"]["/mcp"]["post"]
+    assert operation["tags"] == ["mcp"] and operation["security"] == [{"bearerAuth": []}]
+    assert operation["requestBody"]["content"]["application/json"]["schema"]["required"] == ["jsonrpc", "method"]
+    assert {"200", "400", "401", "413", "415"} <= set(operation["responses"])
+    assert "/tools/memory_search" in document["paths"]  # the routes are still there
