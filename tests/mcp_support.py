@@ -71,7 +71,11 @@ class McpServer:
     bob: str
     web: FakeWebServer
     log: Path
-    pid: int
+    process: subprocess.Popen[Any]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
     @property
     def url(self) -> str:
@@ -110,7 +114,7 @@ def mcp_server(tmp: Path, **settings: str) -> Iterator[McpServer]:
         try:
             wait_until_serving(process, f"http://127.0.0.1:{port}/health/live", log_path)
             alice = (tmp / "admin.token").read_text().strip()
-            yield McpServer(f"http://127.0.0.1:{port}", alice, bob, web, log_path, process.pid)
+            yield McpServer(f"http://127.0.0.1:{port}", alice, bob, web, log_path, process)
         finally:
             stop_process(process, log)
 

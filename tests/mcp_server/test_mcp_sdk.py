@@ -243,3 +243,18 @@ def test_run_code_runs_in_the_judge(tmp_path) -> None:
         assert result.is_error is False, result
         output = structured(result)
         assert output["status"] == "ok" and output["stdout"] == "42\n" and output["exit_code"] == 0
+
+
+def test_sigterm_after_mcp_calls_stops_the_sdk_and_exits_0(tmp_path) -> None:
+    """The SDK's task group is the ASGI lifespan's: started with the server, stopped at shutdown."""
+    with mcp_server(tmp_path) as server:
+
+        async def scenario() -> Any:
+            async with session(server.url, server.alice) as client:
+                return await client.call_tool("list_files", {})
+
+        assert anyio.run(scenario).is_error is False
+        server.process.terminate()
+        assert server.process.wait(timeout=30) == 0
+        log = server.log.read_text()
+        assert log.index("session manager started") < log.index("session manager shutting down")
