@@ -10,7 +10,10 @@ reading the result can wait and retry, as it would after a 429.
 
 `FairThreads` runs these calls off the event loop on at most `threads` threads, and no user
 holds more than half of them: another user's call always finds a thread, however many calls
-one host sends at once (their excess waits on the loop, which costs no thread).
+one host sends at once (their excess waits on the loop, which costs no thread). The wait is
+bounded too: a user with `QUEUED_PER_THREAD * threads` calls already running or waiting gets
+`BUSY` at once (SPEC 12's "busy", never a 500), so one host's burst cannot pile up requests,
+each holding its body, without end.
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ from api.database import get_db
 from api.refusal import refusal_body
 from api.services import services
 from api.tools import direct_call
+from foundation.fair_share import Busy
 from mcp_server.listing import call_result, error_result
 from storage.users import User, user_for_token
 from tools.base import Tool
 
 T = TypeVar("T")
+QUEUED_PER_THREAD = 4  # a user's calls running or waiting, per call thread of the process
 
 
 def user_of(app: Flask, token: str) -> User | None:
@@ -60,6 +65,7 @@ class FairThreads:
     def __init__(self, threads: int) -> None:
         self.limiter = anyio.CapacityLimiter(threads)
         self.share = max(1, threads // 2)
+        self.most_queued = QUEUED_PER_THREAD * threads
         self._users: dict[int, tuple[anyio.Semaphore, list[int]]] = {}  # user -> (their places, [callers])
 
     def in_flight(self, user_id: int) -> int:
@@ -68,10 +74,13 @@ class FairThreads:
         return 0 if entry is None else entry[1][0]
 
     async def run(self, user_id: int, work: Callable[[], T]) -> T:
+        """`work()` on a call thread; raises `Busy` when this user has too many calls queued."""
         entry = self._users.get(user_id)
         if entry is None:
             entry = self._users[user_id] = (anyio.Semaphore(self.share), [0])
         places, callers = entry
+        if callers[0] >= self.most_queued:
+            raise Busy(f"{callers[0]} of your MCP calls are already running or waiting; retry when they are done")
         callers[0] += 1
         try:
             async with places:

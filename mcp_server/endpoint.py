@@ -39,10 +39,12 @@ from api.bounded_json import Rejected, decode
 from api.live import ASGIMessage, Receive, Send
 from api.openapi.document import EXTRA_PATHS_KEY
 from api.services import services_of
+from foundation.fair_share import Busy
 from mcp_server.calls import FairThreads, call, user_of
-from mcp_server.listing import listed, served
+from mcp_server.listing import error_result, listed, served
 from mcp_server.openapi import path_item
 from storage.users import User
+from tools.base import ErrorCode
 
 PATH = "/mcp"
 REALM = 'Bearer realm="mcp"'
@@ -117,7 +119,10 @@ class McpEndpoint:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}; tools/list lists them")
         arguments = dict(params.arguments or {})
         assert self.pool is not None, "calls arrive only while the endpoint runs"
-        return await self.pool.run(user.id, lambda: call(self.flask_app, tool, arguments, user.id))
+        try:
+            return await self.pool.run(user.id, lambda: call(self.flask_app, tool, arguments, user.id))
+        except Busy as busy:
+            return error_result(ErrorCode.BUSY, busy.message)
 
 
 def bearer_token(scope: dict[str, Any]) -> str | None:

@@ -182,3 +182,30 @@ def test_one_users_flood_of_slow_calls_leaves_another_user_a_thread(tmp_path: Pa
         assert bobs.is_error is False and structured(bobs)["hits"] == []
         assert len(flood) == 8 and all(result.is_error is False for result in flood)
         assert search.most_held == 2 and search.served == 8
+
+
+def test_a_users_queue_of_calls_is_bounded_the_excess_is_busy_at_once(tmp_path: Path) -> None:
+    """WEB_THREADS=2: a user may have 8 calls running or waiting (4 per call thread); of 12 sent
+    at once while the backend holds them, 4 answer BUSY at once and 8 run once it lets go."""
+    with GatedSearch() as search, mcp_server(tmp_path, WEB_THREADS="2", SEARCH_URL=search.base_url) as server:
+
+        async def scenario() -> list[Any]:
+            answers: list[Any] = []
+            async with session(server.url, server.alice) as alice, anyio.create_task_group() as group:
+
+                async def one() -> None:
+                    answers.append(await alice.call_tool("web_search", {"query": "mars rover"}))
+
+                for _ in range(12):
+                    group.start_soon(one)
+                await anyio.to_thread.run_sync(
+                    lambda: wait_until(lambda: len(answers) == 4 and search.held == 1, "the excess was not refused")
+                )
+                early = list(answers)
+                search.release.set()
+            assert all(structured(result)["error"]["code"] == "BUSY" for result in early)
+            return answers
+
+        answers = anyio.run(scenario)
+        assert sorted(result.is_error for result in answers) == [False] * 8 + [True] * 4
+        assert search.served == 8 and search.most_held == 1
