@@ -4,7 +4,8 @@ Both run inside the Flask app's context, so the request's database connection (`
 the app's services are the ones every HTTP request uses, released when the context ends. A
 call spends the tool's `Tool.budget` of `RATE_LIMITS`, then runs `api.tools.direct_call`: the
 budget, the runner, the scope and the caps of `POST /tools/<name>`, only the answer's shape
-differs (`mcp_server/listing.py`). Over budget is an `isError` result with the code
+differs (`mcp_server/listing.py`). A dependency that fails (the database, Redis) is the same
+503 code as over HTTP (`api.errors.dependency_refusal`), as a result or an answer. Over budget is an `isError` result with the code
 `rate_limited` and its retry delay: the MCP transport has no per-call status, and a model
 reading the result can wait and retry, as it would after a 429.
 
@@ -18,6 +19,7 @@ each holding its body, without end.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -26,6 +28,7 @@ import mcp_types as types
 from flask import Flask
 
 from api.database import get_db
+from api.errors import dependency_refusal
 from api.refusal import refusal_body
 from api.services import services
 from api.tools import direct_call
@@ -35,6 +38,7 @@ from storage.users import User, user_for_token
 from tools.base import Tool
 
 T = TypeVar("T")
+log = logging.getLogger("mcp_server")
 QUEUED_PER_THREAD = 4  # a user's calls running or waiting, per call thread of the process
 
 
@@ -48,13 +52,20 @@ def call(app: Flask, tool: Tool[Any, Any], arguments: dict[str, Any], user_id: i
     """One `tools/call` by user `user_id`, as `POST /tools/<name>` runs it."""
     with app.app_context():
         found = services()
-        if tool.budget is not None:
-            verdict = found.rate_limiter.hit(tool.budget, str(user_id))
-            if not verdict.allowed:
-                found.telemetry.rate_limited(verdict.limit)
-                error: dict[str, Any] = refusal_body(verdict)["error"]  # type: ignore[assignment]
-                return error_result("rate_limited", error["message"], error["details"])
-        return call_result(direct_call(tool, arguments, user_id))
+        try:
+            if tool.budget is not None:
+                verdict = found.rate_limiter.hit(tool.budget, str(user_id))
+                if not verdict.allowed:
+                    found.telemetry.rate_limited(verdict.limit)
+                    error: dict[str, Any] = refusal_body(verdict)["error"]  # type: ignore[assignment]
+                    return error_result("rate_limited", error["message"], error["details"])
+            return call_result(direct_call(tool, arguments, user_id))
+        except Exception as failure:  # the runner catches the tool's own; this is the budget's store
+            refusal = dependency_refusal(failure)
+            if refusal is None:
+                raise
+            log.warning("MCP call of %s refused: %s", tool.name, failure)
+            return error_result(refusal.code, refusal.message)
 
 
 class FairThreads:

@@ -36,6 +36,7 @@ from mcp.shared.exceptions import MCPError
 from api.auth import USER_KEY
 from api.bodies import MAX_BODY_BYTES
 from api.bounded_json import Rejected, decode
+from api.errors import dependency_refusal
 from api.live import ASGIMessage, Receive, Send
 from api.openapi.document import EXTRA_PATHS_KEY
 from api.services import services_of
@@ -81,7 +82,14 @@ class McpEndpoint:
         if manager is None:
             await answer(send, 503, error_body("mcp_unavailable", "the MCP endpoint is not running"))
             return
-        user = await self.authenticate(scope)
+        try:
+            user = await self.authenticate(scope)
+        except Exception as error:  # the database did not answer who the token is
+            refusal = dependency_refusal(error)
+            if refusal is None:
+                raise
+            await answer(send, refusal.status_code, refusal.to_dict())
+            return
         if user is None:
             challenge = REALM if bearer_token(scope) is None else f'{REALM}, error="invalid_token"'
             body = error_body("unauthorized", "missing or invalid bearer token")
