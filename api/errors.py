@@ -70,6 +70,18 @@ _HTTP_CODES = {
 }
 
 
+def dependency_refusal(error: BaseException) -> ApiError | None:
+    """The 503 of a dependency that failed (the database refused, Redis did not answer), or None
+    for any other error: the same answer over HTTP and over `/mcp` (`mcp_server/`)."""
+    if storage_fault(error):
+        return ApiError(
+            503, "storage_unavailable", "the database refused a write (it is locked, full or read-only); retry later"
+        )
+    if isinstance(error, redis.RedisError):
+        return ApiError(503, "live_state_unavailable", "the shared live state (Redis) does not answer; retry later")
+    return None
+
+
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def handle_api_error(error: ApiError) -> ResponseReturnValue:
@@ -90,18 +102,19 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(StorageError)
     def handle_storage_fault(error: StorageError) -> ResponseReturnValue:
         """A write refused by the database (read-only, full, locked) outside a turn: 503, as in a turn."""
-        if not storage_fault(error):
+        refusal = dependency_refusal(error)
+        if refusal is None:
             return handle_unexpected(error)
         app.logger.warning("database refused: %s (%s)", error, error.code)
-        message = "the database refused a write (it is locked, full or read-only); retry later"
-        return jsonify({"error": {"code": "storage_unavailable", "message": message}}), 503
+        return jsonify(refusal.to_dict()), refusal.status_code
 
     @app.errorhandler(redis.RedisError)
     def handle_live_state_fault(error: redis.RedisError) -> ResponseReturnValue:
         """REDIS_URL's Redis (events, active turns) did not answer: 503, the request may be retried."""
         app.logger.warning("Redis did not answer: %s", error)
-        message = "the shared live state (Redis) does not answer; retry later"
-        return jsonify({"error": {"code": "live_state_unavailable", "message": message}}), 503
+        refusal = dependency_refusal(error)
+        assert refusal is not None
+        return jsonify(refusal.to_dict()), refusal.status_code
 
     @app.errorhandler(Exception)
     def handle_unexpected(error: Exception) -> ResponseReturnValue:

@@ -4,10 +4,13 @@ A direct call goes through the same runner as a chat command: same validation, s
 user scoping, same error codes. Only the transport differs: the output model as JSON, or
 an HTTP error whose status follows the tool's error code. What a direct call costs is the
 tool's own `Tool.budget`, and `GET /openapi.json` documents it as one operation per tool,
-built from the tool's models.
+built from the tool's models. `/mcp`'s `tools/call` (`mcp_server/`) runs the same `direct_call`
+and spends the same `Tool.budget`: one code path, two transports.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from flask import Blueprint, jsonify
 from flask.typing import ResponseReturnValue
@@ -20,7 +23,7 @@ from api.errors import ApiError, busy
 from api.openapi.models import FunctionList
 from api.services import services
 from pipeline.turn import TurnServices, tool_context
-from tools.base import ErrorCode
+from tools.base import ErrorCode, Tool, ToolResult
 from tools.runner import run_tool
 
 bp = Blueprint("tools", __name__)
@@ -52,6 +55,12 @@ def tool_budget(name: str) -> str | None:
     return None if tool is None else tool.budget
 
 
+def direct_call(tool: Tool[Any, Any], body: dict[str, Any], user_id: int) -> ToolResult:
+    """One direct call of `tool` by user `user_id`, its budget already spent: validation, the
+    user's scope, fair shares and result caps are the runner's, whoever asks (HTTP or `/mcp`)."""
+    return run_tool(tool, body, tool_context(turn_services(), get_db(), user_id))
+
+
 @bp.get("/tools")
 @operation("Every tool's OpenAI-compatible function schema", replies={200: Reply("the schemas", FunctionList)})
 def index() -> ResponseReturnValue:
@@ -66,7 +75,7 @@ def call(name: str) -> ResponseReturnValue:
     if tool is None:
         raise ApiError(404, "not_found", f"tool {name!r} not found; GET /tools lists them")
     body = json_object(hint=": the tool's input")
-    result = run_tool(tool, body, tool_context(turn_services(), get_db(), current_user().id))
+    result = direct_call(tool, body, current_user().id)
     if not result.ok:
         code = result.error_code or ErrorCode.INTERNAL_ERROR
         status = STATUS_BY_CODE.get(code, 500)

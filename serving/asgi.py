@@ -6,15 +6,22 @@ whose answer outlives it (an event stream, a wait for a turn's end) leaves a `Li
 the request's hand-off slot (`api.live.live_response`); its placeholder response is held
 back, the thread returns to the pool, and the body answers from here, on the event loop. So
 an open stream, or a `POST /chat` waiting for its turn, costs a coroutine, not a thread.
+
+`/mcp` goes to the MCP endpoint (`mcp_server/`), an ASGI app of its own: the SDK's transport
+reads and answers there, and only the tool calls take a thread. Its task group starts with
+the ASGI lifespan and stops at shutdown.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
 
 from flask import Flask
 
 from api.live import HANDOFF_KEY, HandoffSlot, Receive, Send
+from mcp_server.endpoint import PATH as MCP_PATH
+from mcp_server.endpoint import McpEndpoint
 from serving.wsgi_bridge import WsgiBridge
 
 
@@ -22,13 +29,17 @@ class OrchestratorApp:
     def __init__(self, flask_app: Flask, *, threads: int) -> None:
         self.flask_app = flask_app
         self.wsgi = WsgiBridge(flask_app, threads=threads)
+        self.mcp = McpEndpoint(flask_app, threads=threads)
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await lifespan(receive, send)
+            await lifespan(receive, send, self.mcp.running())
             return
         if scope["type"] != "http":  # websocket: not served here
             await send({"type": "websocket.close", "code": 1000})
+            return
+        if scope["path"].rstrip("/") == MCP_PATH:
+            await self.mcp(scope, receive, send)
             return
         slot = HandoffSlot()
         answer = await self.wsgi.answer({**scope, HANDOFF_KEY: slot}, receive, ready=slot.ready)
@@ -38,12 +49,16 @@ class OrchestratorApp:
             await slot.body.respond(answer.start, send, receive)
 
 
-async def lifespan(receive: Receive, send: Send) -> None:
-    """Nothing to start or stop: `create_app` built every service already."""
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+async def lifespan(receive: Receive, send: Send, *running: AbstractAsyncContextManager[None]) -> None:
+    """Start what runs on the event loop (`/mcp`'s task group); `create_app` built the rest."""
+    async with AsyncExitStack() as stack:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                for context in running:
+                    await stack.enter_async_context(context)
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await stack.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return

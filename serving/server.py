@@ -59,7 +59,7 @@ def uvicorn_config(app: Flask, settings: Settings) -> uvicorn.Config:
         port=settings.port,
         http=with_request_timeout(settings.header_timeout_s),
         loop="uvloop",  # asyncio on libuv: a worker thread waking the loop costs less (bench/README.md)
-        lifespan="off",
+        lifespan="on",  # starts /mcp's task group (serving/asgi.py)
         timeout_keep_alive=int(max(1, settings.keepalive_s)),
         limit_concurrency=settings.max_connections,
         timeout_graceful_shutdown=GRACEFUL_TIMEOUT_S,

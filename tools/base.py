@@ -167,6 +167,25 @@ class CommandBinding:
         return self.body_field is not None or self.parse is not None
 
 
+@dataclass(frozen=True)
+class ToolHints:
+    """What a tool does to the world, told to MCP hosts as its `annotations` (SPEC 14).
+
+    A host decides from these whether to ask its user before a call, so each tool declares
+    them truthfully beside itself. The defaults are MCP's own, the cautious reading: a tool
+    that says nothing may change and destroy things, differently each time, out in the world.
+    """
+
+    read_only: bool = False  # changes nothing (the user's data, files, the world)
+    destructive: bool = True  # may overwrite or delete (meaningful only when not read-only)
+    idempotent: bool = False  # the same call twice changes nothing more than once
+    open_world: bool = True  # reaches beyond this server (the web, a weather service)
+
+
+READ_ONLY_LOCAL = ToolHints(read_only=True, destructive=False, idempotent=True, open_world=False)
+READ_ONLY_WEB = ToolHints(read_only=True, destructive=False, idempotent=False, open_world=True)
+
+
 InputT = TypeVar("InputT", bound=ToolInput)
 OutputT = TypeVar("OutputT", bound=ToolOutput)
 
@@ -188,6 +207,7 @@ class Tool(Generic[InputT, OutputT]):
     interactive: bool = False  # the handler builds a widget; the turn waits for the user's answer
     needs: frozenset[Need] = frozenset()  # what must be there for the tool to succeed (the turn's catalog)
     budget: str | None = None  # the RATE_LIMITS budget a direct `POST /tools/<name>` spends (SPEC 12)
+    annotations: ToolHints | None = None  # served over `/mcp` with these hints; None: not served there
 
     def function_schema(self) -> dict[str, Any]:
         """OpenAI-compatible function schema derived from the input model, never by hand."""

@@ -6,7 +6,17 @@ from pydantic import Field
 
 from storage.memories import add_memory, find_memory
 from storage.search import SearchHit, search_user_history
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import (
+    READ_ONLY_LOCAL,
+    CommandBinding,
+    ErrorCode,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolHints,
+    ToolInput,
+    ToolOutput,
+)
 
 MAX_HITS = 8
 
@@ -68,6 +78,7 @@ def remember(data: RememberInput, ctx: ToolContext) -> RememberOutput:
 
 MEMORY_SEARCH_TOOL = Tool(
     name="memory_search",
+    annotations=READ_ONLY_LOCAL,  # served over /mcp
     description="Search this user's past messages and saved memories (full-text, best matches first).",
     input_model=MemorySearchInput,
     output_model=MemorySearchOutput,
@@ -85,6 +96,7 @@ MEMORY_SEARCH_TOOL = Tool(
 
 REMEMBER_TOOL = Tool(
     name="remember",
+    annotations=ToolHints(destructive=False, idempotent=False, open_world=False),  # served over /mcp: adds a memory
     description="Store a fact about the user for later conversations.",
     input_model=RememberInput,
     output_model=RememberOutput,

@@ -32,7 +32,7 @@ from bounded.sql_values import Change, MemoryAnswer, SqlError
 from foundation.cancellation import NEVER, CancelToken
 from storage.connection import DbConnection, Dialect, Store
 from storage.db import transaction, utc_now
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolHints, ToolInput, ToolOutput
 
 RENDERED_CELL_CHARS = 200  # text cells shown in the rendered table
 RENDERED_MAX_CHARS = 32_000  # the whole rendered table (SPEC 12: a stored result is at most 64 KiB)
@@ -182,6 +182,9 @@ def memory_sql_handler(data: MemorySqlInput, ctx: ToolContext) -> MemorySqlOutpu
 
 MEMORY_SQL_TOOL = Tool(
     name="memory_sql",
+    annotations=ToolHints(
+        destructive=True, idempotent=False, open_world=False
+    ),  # served over /mcp: an UPDATE rewrites memories
     description=(
         "Query this user's own data with SQL (SQLite's dialect). Views: messages(id, session_id, role, content, created_at) "
         "and memories(id, content, importance, created_at, updated_at). One SELECT (CTEs, joins, aggregates, "

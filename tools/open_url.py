@@ -24,7 +24,7 @@ from bounded.jobs import Done, Failure, Job, Limits
 from bounded.kinds import PAGES
 from bounded.pool import pool_or_own
 from foundation.cancellation import Cancelled
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import READ_ONLY_WEB, CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 from tools.safe_http import FetchResult, safe_get
 
 MAX_CHARS = 20_000
@@ -150,6 +150,7 @@ def open_url(data: OpenUrlInput, ctx: ToolContext) -> OpenUrlOutput:
 
 OPEN_URL_TOOL = Tool(
     name="open_url",
+    annotations=READ_ONLY_WEB,  # served over /mcp: reads a page of the web
     description="Fetch one web page (http/https, public addresses only) and return its readable text.",
     input_model=OpenUrlInput,
     output_model=OpenUrlOutput,

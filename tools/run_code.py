@@ -12,7 +12,18 @@ from pydantic import Field
 from judge.files import SubmissionError
 from judge.languages import LANGUAGES
 from judge.models import Language, RunRequest
-from tools.base import FIX_HINT, CommandBinding, ErrorCode, Need, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import (
+    FIX_HINT,
+    CommandBinding,
+    ErrorCode,
+    Need,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolHints,
+    ToolInput,
+    ToolOutput,
+)
 
 SHOWN_OUTPUT_CHARS = 4000
 EXPLAIN_INSTEAD = "Explain the code instead."
@@ -69,6 +80,9 @@ def run_code(data: RunCodeInput, ctx: ToolContext) -> RunCodeOutput:
 
 RUN_CODE_TOOL = Tool(
     name="run_code",
+    annotations=ToolHints(
+        read_only=True, destructive=False, idempotent=False, open_world=False
+    ),  # served over /mcp: runs in a throw-away sandbox: nothing of the user's is changed, output may differ per run
     description="Run a program in an isolated sandbox (no network) and see its output.",
     input_model=RunCodeInput,
     output_model=RunCodeOutput,

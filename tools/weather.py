@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from storage.profile import get_field
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import READ_ONLY_WEB, CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 from tools.upstream import Upstream, refuse_http_error, send
 
 REQUEST_TIMEOUT_S = 10.0
@@ -299,6 +299,7 @@ def weather(data: WeatherInput, ctx: ToolContext) -> WeatherOutput:
 
 WEATHER_TOOL = Tool(
     name="weather",
+    annotations=READ_ONLY_WEB,  # served over /mcp: asks a weather service; changes nothing
     description="Current weather and a 3-day forecast for a place (Open-Meteo); no place = the user's saved location.",
     input_model=WeatherInput,
     output_model=WeatherOutput,

@@ -23,7 +23,7 @@ import requests
 from bs4 import BeautifulSoup, Tag
 from pydantic import BaseModel, ConfigDict, Field
 
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import READ_ONLY_WEB, CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 from tools.upstream import Upstream, refuse_http_error, send
 
 MAX_RESULTS = 8
@@ -189,6 +189,7 @@ def web_search(data: WebSearchInput, ctx: ToolContext) -> WebSearchOutput:
 
 WEB_SEARCH_TOOL = Tool(
     name="web_search",
+    annotations=READ_ONLY_WEB,  # served over /mcp
     description="Search the web; returns up to 8 results with title, URL and snippet.",
     input_model=WebSearchInput,
     output_model=WebSearchOutput,

@@ -48,6 +48,9 @@ bp = Blueprint("openapi", __name__)
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 EXTENSION_KEY = "openapi_document"
+# path items served beside Flask's routes, outside its url_map, registered by what serves them
+# (`/mcp`: `mcp_server/openapi.py`, when the ASGI app is built); absent from an app served without it
+EXTRA_PATHS_KEY = "openapi_extra_paths"
 IGNORED_METHODS = frozenset({"HEAD", "OPTIONS"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})  # changes need `X-Requested-With` with a cookie (`api/auth.py`)
 # the order of the groups in the document (and in `/docs`); a tag not listed follows them, as first used
@@ -63,6 +66,7 @@ TAG_ORDER = (
     "ui",
     "instructor",
     "openai",
+    "mcp",
     "reference",
 )
 CONVERTERS: dict[str, dict[str, Any]] = {
@@ -323,6 +327,7 @@ def build_document(app: Flask) -> dict[str, Any]:
             paths.setdefault(path, {})[method.lower()] = operation_object(
                 rule.endpoint, method, declared, limited, schemas, params
             )
+    paths.update(app.extensions.get(EXTRA_PATHS_KEY, {}))
     if missing:
         raise DocumentError("routes whose view declares no @operation (api/declare.py): " + ", ".join(missing))
     used = [tag for item in paths.values() for op in item.values() for tag in op["tags"]]

@@ -34,9 +34,10 @@ FLOORS: dict[str, int] = {
     "evaluation": 10,  # the protocol evaluation (SPEC 15): the pipeline against a real model, tools in dry-run
     "live": 11,  # events, active turns, the turn runner, per-user limits
     "api": 12,
-    "serving": 13,
-    "cli": 14,
-    "app": 15,
+    "mcp_server": 13,  # /mcp: our tools for MCP hosts, through api's direct tool call
+    "serving": 14,
+    "cli": 15,
+    "app": 16,
 }
 #: Modules allowed at the repository's root (SPEC 1's layout), each a face of its wing.
 ROOT_MODULES = {"app", "providers"}

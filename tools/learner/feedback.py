@@ -17,7 +17,17 @@ from storage.db import transaction
 from storage.learner_tasks import add_comment as store_comment
 from storage.learner_tasks import add_help_request, open_help_request, visible_comments
 from storage.users import get_user
-from tools.base import CommandBinding, ErrorCode, Need, Tool, ToolContext, ToolFailure, ToolOutput
+from tools.base import (
+    READ_ONLY_LOCAL,
+    CommandBinding,
+    ErrorCode,
+    Need,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolHints,
+    ToolOutput,
+)
 from tools.learner.common import RESULT_ROLE, TaskRefInput, TaskTextInput, resolve
 
 # comments ----------------------------------------------------------------------------------
@@ -194,6 +204,9 @@ def request_help(data: RequestHelpInput, ctx: ToolContext) -> RequestHelpOutput:
 
 ADD_COMMENT_TOOL = Tool(
     name="add_comment",
+    annotations=ToolHints(
+        destructive=False, idempotent=False, open_world=False
+    ),  # served over /mcp: adds a comment each time
     description="Add a comment to a task (private to the learner; instructors may share one with every learner).",
     input_model=AddCommentInput,
     output_model=CommentOutput,
@@ -213,6 +226,7 @@ ADD_COMMENT_TOOL = Tool(
 
 GET_COMMENTS_TOOL = Tool(
     name="get_comments",
+    annotations=READ_ONLY_LOCAL,  # served over /mcp
     description="List a task's comments the learner may see: shared ones and the learner's own.",
     input_model=GetCommentsInput,
     output_model=GetCommentsOutput,
@@ -228,6 +242,9 @@ GET_COMMENTS_TOOL = Tool(
 
 GO_BACK_TOOL = Tool(
     name="go_back",
+    annotations=ToolHints(
+        destructive=True, idempotent=False, open_world=False
+    ),  # served over /mcp: reopens a closed task: its passed state is undone
     description="Reopen a task the learner closed, to redo it; the reason is required and kept in an audit trail.",
     input_model=GoBackInput,
     output_model=GoBackOutput,
@@ -247,6 +264,9 @@ GO_BACK_TOOL = Tool(
 
 REQUEST_HELP_TOOL = Tool(
     name="request_help",
+    annotations=ToolHints(
+        destructive=False, idempotent=True, open_world=False
+    ),  # served over /mcp: one open request per task
     description="Ask a human instructor for help with a task (one open request per task).",
     input_model=RequestHelpInput,
     output_model=RequestHelpOutput,

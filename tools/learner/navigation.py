@@ -8,7 +8,17 @@ from pydantic import BaseModel, Field
 
 from learner.progress import LearnerProject
 from storage.learner_tasks import TaskRow, get_project, list_projects
-from tools.base import CommandBinding, ErrorCode, Need, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import (
+    READ_ONLY_LOCAL,
+    CommandBinding,
+    ErrorCode,
+    Need,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolInput,
+    ToolOutput,
+)
 from tools.learner.common import (
     PROJECT_PATTERN,
     RESULT_ROLE,
@@ -239,6 +249,7 @@ def get_context(data: GetContextInput, ctx: ToolContext) -> GetContextOutput:
 
 GET_READY_TOOL = Tool(
     name="get_ready",
+    annotations=READ_ONLY_LOCAL,  # served over /mcp
     description="List the learner's tasks that can be worked on now (in progress first, then priority, then age); "
     "blocked, closed and waiting-for-review tasks are left out.",
     input_model=GetReadyInput,
@@ -255,6 +266,7 @@ GET_READY_TOOL = Tool(
 
 SHOW_TASK_TOOL = Tool(
     name="show_task",
+    annotations=READ_ONLY_LOCAL,  # served over /mcp
     description="Show one task: description, objectives, acceptance criteria, dependencies, the learner's status and attempts.",
     input_model=ShowTaskInput,
     output_model=ShowTaskOutput,
@@ -270,6 +282,7 @@ SHOW_TASK_TOOL = Tool(
 
 GET_CONTEXT_TOOL = Tool(
     name="get_context",
+    annotations=READ_ONLY_LOCAL,  # served over /mcp
     description="Everything needed to coach the learner on one task: where it sits, progress, criteria, recent attempts, next step.",
     input_model=GetContextInput,
     output_model=GetContextOutput,

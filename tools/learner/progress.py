@@ -22,7 +22,7 @@ from learner.checks import (
 from learner.progress import SUBMIT_ACTIONS, LearnerProject, Moved, Refused, can_submit, move, next_status
 from storage.db import transaction
 from storage.learner_tasks import AttemptRow, TaskRow, add_attempt, supersede_pending
-from tools.base import CommandBinding, ErrorCode, Need, Tool, ToolContext, ToolFailure, ToolOutput
+from tools.base import CommandBinding, ErrorCode, Need, Tool, ToolContext, ToolFailure, ToolHints, ToolOutput
 from tools.learner.common import RESULT_ROLE, TaskRefInput, TaskTextInput, block_message, resolve
 from tools.learner.navigation import GetContextOutput, build_context
 
@@ -211,6 +211,9 @@ def _attempt_message(task: TaskRow, attempt: int, result: Outcome) -> str:
 
 START_TASK_TOOL = Tool(
     name="start_task",
+    annotations=ToolHints(
+        destructive=False, idempotent=True, open_world=False
+    ),  # served over /mcp: starts or resumes: twice is once
     description="Start (or resume) a task for the learner; returns its full context. Refuses closed and blocked tasks.",
     input_model=StartTaskInput,
     output_model=StartTaskOutput,
@@ -225,6 +228,9 @@ START_TASK_TOOL = Tool(
 
 SUBMIT_TOOL = Tool(
     name="submit",
+    annotations=ToolHints(
+        destructive=False, idempotent=False, open_world=False
+    ),  # served over /mcp: adds a graded attempt (and may close the task)
     description="Submit the learner's answer to a started task; it is graded by the task's criteria (code tests in "
     "the judge, SQL results, regex, or an instructor's review) and the task closes when it passes.",
     input_model=SubmitInput,

@@ -19,7 +19,17 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
 from foundation.text_lines import text_lines
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import (
+    READ_ONLY_LOCAL,
+    CommandBinding,
+    ErrorCode,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolHints,
+    ToolInput,
+    ToolOutput,
+)
 from tools.workspace.edit_blocks import apply_blocks, parse_blocks
 from tools.workspace.fs import check_quota, decode_text, read_bytes, walk_workspace, write_atomic
 from tools.workspace.paths import SafePath, resolve_path, workspace_root
@@ -209,6 +219,7 @@ def edit_file(data: EditFileInput, ctx: ToolContext) -> EditFileOutput:
 
 READ_FILE_TOOL = Tool(
     name="read_file",
+    annotations=READ_ONLY_LOCAL,  # served over /mcp
     description="Read a text file of your workspace, with line numbers (a window of up to 400 lines).",
     input_model=ReadFileInput,
     output_model=ReadFileOutput,
@@ -227,6 +238,9 @@ READ_FILE_TOOL = Tool(
 
 WRITE_FILE_TOOL = Tool(
     name="write_file",
+    annotations=ToolHints(
+        destructive=True, idempotent=True, open_world=False
+    ),  # served over /mcp: replaces a file: the same call twice leaves the same file
     description="Create or replace a text file of your workspace with the command body as its content.",
     input_model=WriteFileInput,
     output_model=WriteFileOutput,
@@ -245,6 +259,9 @@ WRITE_FILE_TOOL = Tool(
 
 EDIT_FILE_TOOL = Tool(
     name="edit_file",
+    annotations=ToolHints(
+        destructive=True, idempotent=False, open_world=False
+    ),  # served over /mcp: changes a file; a second run of the same blocks finds other text
     description="Edit a text file with SEARCH/REPLACE blocks; each SEARCH must match exactly once, or nothing changes.",
     input_model=EditFileInput,
     output_model=EditFileOutput,

@@ -38,7 +38,7 @@ from bounded.jobs import Done, Failure, Job, JobFailed, Limits
 from bounded.kinds import SEARCH
 from bounded.pool import pool_or_own
 from foundation.cancellation import Cancelled
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
+from tools.base import READ_ONLY_LOCAL, CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 from tools.workspace.fs import MAX_FILES, MAX_TOTAL_BYTES, decode_text, read_bytes, walk_workspace
 from tools.workspace.globs import compile_glob
 from tools.workspace.paths import SafePath, workspace_root
@@ -274,6 +274,7 @@ def search_files(data: SearchFilesInput, ctx: ToolContext) -> SearchFilesOutput:
 
 LIST_FILES_TOOL = Tool(
     name="list_files",
+    annotations=READ_ONLY_LOCAL,  # served over /mcp
     description="List the files of your workspace (relative paths and sizes), optionally filtered by a glob.",
     input_model=ListFilesInput,
     output_model=ListFilesOutput,
@@ -292,6 +293,7 @@ LIST_FILES_TOOL = Tool(
 
 SEARCH_FILES_TOOL = Tool(
     name="search_files",
+    annotations=READ_ONLY_LOCAL,  # served over /mcp
     description="Search the text files of your workspace with a regular expression; shows file:line: text.",
     input_model=SearchFilesInput,
     output_model=SearchFilesOutput,

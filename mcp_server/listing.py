@@ -1,0 +1,66 @@
+"""What `/mcp` says about a tool and about a call's outcome, derived from the tool, never by hand.
+
+A tool is served when it declares its hints (`Tool.annotations`); interactive widgets and the
+tools bound to a chat session's images declare none. Its input schema is its input model's,
+the schema `GET /tools` gives; its output schema is its output model's, and a successful call
+carries the output as `structuredContent`, which the host may check against it. The text
+block is what the chat's contract block quotes: the tool's rendered output, or the
+`Error: <code>: <message>` line. A failure is a result with `isError` (so the host's model
+reads it and may retry), its code and message as `structuredContent.error`, the shape of
+every error answer of the HTTP API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import mcp_types as types
+
+from tools.base import Tool, ToolHints, ToolResult
+
+
+def served(tools: Iterable[Tool[Any, Any]]) -> list[Tool[Any, Any]]:
+    """The tools `/mcp` lists and calls, in the registry's order."""
+    return [tool for tool in tools if tool.annotations is not None]
+
+
+def hints_of(hints: ToolHints) -> types.ToolAnnotations:
+    return types.ToolAnnotations(
+        read_only_hint=hints.read_only,
+        destructive_hint=hints.destructive,
+        idempotent_hint=hints.idempotent,
+        open_world_hint=hints.open_world,
+    )
+
+
+def listed(tool: Tool[Any, Any]) -> types.Tool:
+    """The tool as `tools/list` shows it."""
+    assert tool.annotations is not None, "only served tools are listed"
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_model.model_json_schema(),
+        output_schema=tool.output_model.model_json_schema(mode="serialization"),
+        annotations=hints_of(tool.annotations),
+    )
+
+
+def error_result(code: str, message: str, details: Any = None) -> types.CallToolResult:
+    """A refused or failed call: `isError`, the code and message as text and as data."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        error["details"] = details
+    return types.CallToolResult(
+        content=[types.TextContent(text=f"Error: {code}: {message}")],
+        structured_content={"error": error},
+        is_error=True,
+    )
+
+
+def call_result(result: ToolResult) -> types.CallToolResult:
+    """A call's outcome, already within SPEC 12's caps (the runner bounded it)."""
+    if result.ok:
+        return types.CallToolResult(content=[types.TextContent(text=result.text)], structured_content=result.output)
+    details = None if result.details is None else [problem.model_dump() for problem in result.details]
+    return error_result(result.error_code or "INTERNAL_ERROR", result.message, details)
