@@ -288,7 +288,9 @@ def _execute(
         )
     recorded = conn.execute(f"SHOW {CHANGES}").fetchone() if matched else None
     conn.execute("ROLLBACK")  # nothing was written: the app applies the changes (apply_changes)
-    lines = str(recorded[0] if recorded else "").splitlines()
+    # one JSON object a line: JSON escapes "\n" inside its strings, but not U+2028, U+2029 or
+    # U+0085, which str.splitlines() would also take as line ends
+    lines = str(recorded[0] if recorded else "").split("\n")
     changes = [_change(json.loads(line)) for line in lines if line]
     return MemoryAnswer(kind="update", columns=[], rows=[], truncated=False, changes=changes)
 
