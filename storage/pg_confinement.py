@@ -64,13 +64,19 @@ ROW_BYTES = 1024 * 1024  # one result row at most (SQLite: a value at most 1 MB)
 # the runner), the recorded changes (one JSON object a line). Only the trigger (owner's rights)
 # can write them: the role may not call set_config, and runs no SET.
 MATCHED, CAP, CHANGES = "memory_sql.matched", "memory_sql.cap", "memory_sql.changes"
+ROLE_CONNECTIONS = 16  # backends of the role at once, every server process together
 ROLE_SETTINGS = {
     "search_path": SCHEMA,
     "default_transaction_read_only": "on",
     "statement_timeout": "1s",
     "lock_timeout": "200ms",
     "idle_in_transaction_session_timeout": "5s",
+    # each backend's memory: sorts and hashes spill to temporary files past work_mem (hashes
+    # past work_mem * hash_mem_multiplier), and those files stop at temp_file_limit
     "work_mem": "4MB",
+    "hash_mem_multiplier": "1",
+    "maintenance_work_mem": "1MB",
+    "temp_buffers": "800kB",
     "temp_file_limit": "16MB",
     "max_parallel_workers_per_gather": "0",
     "jit": "off",
@@ -196,7 +202,7 @@ def _ensure_role(conn: ScriptConnection) -> Login:
     _script_on(
         conn,
         f"{verb} ROLE {login.role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION "
-        f"NOBYPASSRLS CONNECTION LIMIT 64 PASSWORD '{login.password}'",
+        f"NOBYPASSRLS CONNECTION LIMIT {ROLE_CONNECTIONS} PASSWORD '{login.password}'",
     )
     for name, value in ROLE_SETTINGS.items():
         _script_on(conn, f"ALTER ROLE {login.role} SET {name} = '{value}'")

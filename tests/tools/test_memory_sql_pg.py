@@ -437,3 +437,48 @@ def _wait_until(condition: Callable[[], bool], attempts: int = 500) -> None:
             return
         time.sleep(0.01)
     raise AssertionError("condition not reached")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count(*) FROM (SELECT g FROM (SELECT generate_series(1, 10000000) g) s ORDER BY g DESC) x",
+        "SELECT count(*) FROM (SELECT g % 1000000 AS k, count(*) FROM (SELECT generate_series(1, 10000000) g) s "
+        "GROUP BY 1) x",
+        "SELECT count(DISTINCT g) FROM (SELECT generate_series(1, 10000000) g) s",
+        "SELECT count(*) FROM (SELECT generate_series(1, 3000000) g) a JOIN (SELECT generate_series(1, 3000000) g) b "
+        "USING (g)",
+    ],
+)
+def test_a_backend_needing_memory_for_sorts_and_hashes_stays_small(
+    pg: PgDatabase, pg_ids: dict[str, list[int]], sql: str
+) -> None:
+    """Sorts and hashes spill to temporary files past work_mem and stop at temp_file_limit:
+    the restricted backend's peak resident memory (VmHWM of the real PostgreSQL process,
+    read while the statement runs) stays far below what the data would take in memory."""
+    peaks: list[int] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            for pid, _ in _role_backends(pg):
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                except OSError:
+                    continue
+                peaks.extend(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        failure = assert_refused(pg, sql, {INVALID, TIMEOUT})
+    finally:
+        done.set()
+        watcher.join()
+    assert "temp_file_limit" in failure.message or "ran longer" in failure.message, failure.message
+    assert peaks, "the restricted backend was never seen"
+    assert max(peaks) < MEMORY_BOUND_KB, max(peaks)
+
+
+MEMORY_BOUND_KB = 64 * 1024  # work_mem 4 MB (hash_mem_multiplier 1) plus the backend's own ~15 MB
