@@ -57,6 +57,7 @@ from bounded.sql_fetch import cell_size, preview_cell
 from bounded.sql_memory import ANSWER_BUDGET_BYTES, RULE, STORED_CELL_CHARS
 from bounded.sql_values import Change, ErrorCode, MemoryAnswer, SqlError, timeout_error
 from foundation.cancellation import NEVER, Cancelled, CancelToken
+from foundation.fair_share import FairGate
 from storage.connection import DbConnection
 from storage.errors import StorageError
 from storage.pg_confinement import CAP, CHANGES, ROW_BYTES, SCHEMA, Login, bind, read_login, unbind
@@ -66,6 +67,8 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 5
 FETCH_BATCH = 16  # rows per FETCH: at most 16 MB held at once (rows are at most 1 MB)
 CURSOR = "memory_sql_rows"
+CONNECTIONS = 4  # statements at once per server process (the role's CONNECTION LIMIT bounds every process)
+PLACE_WAIT_S = 5.0  # how long a call waits for one of them before it answers BUSY
 TERMINATE_AFTER_S = 0.3  # after the cancel, how long the backend has to answer before it is cut off
 NOT_SET_UP = SqlError(
     "UNAVAILABLE",
@@ -99,11 +102,34 @@ def run_pg_memory(
     max_rows: int,
     max_update_rows: int,
     cancel: CancelToken = NEVER,
+    gate: FairGate | None = None,
 ) -> MemoryAnswer | SqlError:
-    """Run `sql` for `user_id` as the restricted role; raises Cancelled when `cancel` fired."""
+    """Run `sql` for `user_id` as the restricted role, holding one of `gate`'s places (a fair
+    share of the role's connections among users); raises Cancelled when `cancel` fired."""
     if "\x00" in sql or not sql.strip():
         return SqlError("VALIDATION_FAILED", f"give one SQL statement (no NUL characters). {RULE}")
     cancel.raise_if_cancelled()
+    if gate is None:
+        return _run(store, user_id, sql, deadline_s, max_rows, max_update_rows, cancel)
+    if not gate.acquire(user_id, time.monotonic() + PLACE_WAIT_S, cancel):
+        if cancel.cancelled:
+            raise Cancelled(cancel.reason or "cancelled")
+        return SqlError("BUSY", f"all {gate.capacity} /memory_sql connections stayed busy for {PLACE_WAIT_S:g} s")
+    try:  # the deadline counts from here: the wait for a place is not the statement's time
+        return _run(store, user_id, sql, deadline_s, max_rows, max_update_rows, cancel)
+    finally:
+        gate.release(user_id)
+
+
+def _run(
+    store: PgStore,
+    user_id: int,
+    sql: str,
+    deadline_s: float,
+    max_rows: int,
+    max_update_rows: int,
+    cancel: CancelToken,
+) -> MemoryAnswer | SqlError:
     try:
         with store.connection() as app:
             login = read_login(app)
@@ -352,7 +378,9 @@ def _no_xml(what: str) -> SqlError:
     return SqlError("PERMISSION_DENIED", f"{what} is not available: /memory_sql has no XML functions. {RULE}")
 
 
-_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")  # PostgreSQL's rendering of literals and names
+# PostgreSQL's rendering of literals and names; a doubled quote inside one is two matches in a
+# row, and each match is one character-class run, linear even over a constant folded to megabytes
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _XML_SYNTAX = re.compile(r"\b(XML[A-Z]+)\(|\b(IS (?:NOT )?DOCUMENT)\b|(::xml)\b")
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from foundation.fair_share import FairGate
 from storage.pg import PgDatabase
 from storage.pg_confinement import allowed_signatures, confine, read_login
 from storage.pg_memory_sql import main as confine_main
@@ -482,3 +483,37 @@ def test_a_backend_needing_memory_for_sorts_and_hashes_stays_small(
 
 
 MEMORY_BOUND_KB = 64 * 1024  # work_mem 4 MB (hash_mem_multiplier 1) plus the backend's own ~15 MB
+
+
+def test_a_user_looping_slow_statements_holds_no_more_than_its_share(
+    pg: PgDatabase, pg_ids: dict[str, list[int]]
+) -> None:
+    """Two places, Alice asks for four slow statements at once: she holds both places and two
+    of hers wait. Bob's one statement takes the next free place ahead of Alice's queue, and each
+    statement still gets its whole deadline (it counts from the statement's start, not from
+    the wait): Alice's four all end TIMEOUT, none BUSY."""
+    pg.backend.memory_gate = gate = FairGate(2)
+    finished: list[tuple[str, object]] = []
+    lock = threading.Lock()
+
+    def call(who: str, user: int, sql: str) -> None:
+        try:
+            outcome: object = run_memory_sql(pg, user, sql, deadline_s=1.0)
+        except ToolFailure as failure:
+            outcome = failure.code
+        with lock:
+            finished.append((who, outcome))
+
+    alice = [threading.Thread(target=call, args=("alice", ALICE, SLOW_QUERY)) for _ in range(4)]
+    for thread in alice:
+        thread.start()
+    _wait_until(lambda: gate.held() == {ALICE: 2} and gate.waiting() == 2)
+    bob = threading.Thread(target=call, args=("bob", BOB, "SELECT count(*) FROM memories"))
+    bob.start()
+    for thread in [*alice, bob]:
+        thread.join(HANG_S * 3)
+    order = [who for who, _ in finished]
+    assert len(order) == 5 and order.index("bob") <= 2, order  # after Alice's first two, before her queue
+    bob_answer = next(outcome for who, outcome in finished if who == "bob")
+    assert getattr(bob_answer, "rows", None) == [[2]], bob_answer
+    assert [outcome for who, outcome in finished if who == "alice"] == [TIMEOUT] * 4
