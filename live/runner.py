@@ -31,6 +31,7 @@ from live.turns import FailureCode, TurnDone, TurnFailure, TurnLease, TurnOutcom
 from observe.telemetry import Telemetry
 from pipeline.turn import EventSink, ProviderUnavailable, StorageUnavailable, TurnFailed
 from storage.connection import DbConnection, Store
+from storage.errors import storage_fault
 
 log = logging.getLogger("turns")
 
@@ -48,7 +49,7 @@ def failure_of(error: Exception, lease: TurnLease) -> TurnFailure:
     code: FailureCode
     if isinstance(error, ProviderUnavailable):
         code, message = "provider_unavailable", error.public_message
-    elif isinstance(error, StorageUnavailable):
+    elif isinstance(error, StorageUnavailable) or storage_fault(error):  # a fault outside the turn's guard too
         code, message = "storage_unavailable", STORAGE_MESSAGE
     else:
         log.error("turn failed in session %s", lease.session_id, exc_info=error)

@@ -344,6 +344,16 @@ def guarded(turn: _Turn, user_message_id: int | None, passes: Callable[[], TurnR
         raise TurnCrashed(f"the turn failed: {type(error).__name__}", user_message_id) from error
 
 
+def read_history(conn: DbConnection, session_id: str, limit: int) -> list[Message]:
+    """The session's recent messages, read before anything of the turn is stored: a database
+    that refuses the read (locked, gone) fails the turn as StorageUnavailable (a 503 or a
+    terminal `error` event), as a refused write does, not as a crash."""
+    try:
+        return recent_messages(conn, session_id, limit)
+    except StorageError as error:
+        raise StorageUnavailable(f"the database refused a read: {error}", None) from error
+
+
 def run_turn(
     services: TurnServices,
     conn: DbConnection,
@@ -361,7 +371,7 @@ def run_turn(
     `retry_of`: the session's last message, a user message whose turn failed; it is answered
     again instead of being stored a second time (the caller checked it is the last one).
     """
-    history = recent_messages(conn, session_id, services.settings.context_messages)  # 6.2
+    history = read_history(conn, session_id, services.settings.context_messages)  # 6.2
     turn = _Turn(services, conn, user_id, session_id, emit, history, cancel)
     emit("turn.started", {"session_id": session_id, **({"retry_of": retry_of.id} if retry_of else {})})
     if retry_of is not None:
@@ -402,7 +412,7 @@ def continue_turn(
     The rounds that turn already used count against `MAX_TOOL_ROUNDS` (SPEC 8), so
     answering widgets can never extend a turn past the cap.
     """
-    history = recent_messages(conn, session_id, services.settings.context_messages)
+    history = read_history(conn, session_id, services.settings.context_messages)
     turn = _Turn(services, conn, user_id, session_id, emit, history, cancel)
     emit("turn.started", {"session_id": session_id, "continuation": True})
     used, user_message_id = rounds_used(turn.history)

@@ -24,6 +24,8 @@ What differs in the PostgreSQL DDL, and why:
 - `m101_memory_sql_confinement`: `/memory_sql`'s restricted role, views and grants, which
   PostgreSQL needs (`storage.pg_confinement`); SQLite confines each statement with its
   authorizer at run time (`bounded/sql_memory.py`) and has nothing to store.
+  `m102_memory_sql_allow_list` confines such a database again with the narrower function
+  allow-list (and the app's membership in the role).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from storage.connection import DbConnection, Migration
-from storage.pg_confinement import m101_memory_sql_confinement
+from storage.pg_confinement import m101_memory_sql_confinement, m102_memory_sql_allow_list
 
 Step = Any  # a migration's side: a script, or a function of the connection
 
@@ -599,6 +601,13 @@ M101_MEMORY_SQL_CONFINEMENT = Migration(
     postgresql=m101_memory_sql_confinement,
 )
 
+M102_MEMORY_SQL_ALLOW_LIST = Migration(
+    name="m102_memory_sql_allow_list",
+    doc="/memory_sql's role may call only functions that honour cancellation; the app may stop its backends.",
+    sqlite=None,
+    postgresql=m102_memory_sql_allow_list,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     M001_INITIAL,
     M002_FULL_TEXT_SEARCH,
@@ -607,6 +616,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     M005_LEARNER_TASKS,
     M006_WEB_SESSIONS,
     M101_MEMORY_SQL_CONFINEMENT,  # numbered apart when it shipped on PostgreSQL alone; append after it
+    M102_MEMORY_SQL_ALLOW_LIST,
 )
 
 # Columns one engine has and the other has not, by table: PostgreSQL's explicit `rowid` (SQLite's

@@ -4,7 +4,8 @@
   a transaction-scoped advisory lock taken before `_migrations` is read, so servers and CLI
   commands starting at once on a new database apply each step exactly once.
 - `search`: tsvector columns ranked by ts_rank_cd (`storage.search_pg`).
-- `run_memory_sql`: the statement runs as the restricted role (`storage.pg_memory_run`).
+- `run_memory_sql`: the statement runs as the restricted role (`storage.pg_memory_run`), on
+  one of a few places shared fairly among users (`foundation.fair_share.FairGate`).
 - `limit_lock_wait`: `lock_timeout` and `statement_timeout`, so a server that is up but stuck
   answers "locked" to the health probe instead of hanging it.
 """
@@ -17,9 +18,11 @@ from typing import Any, Literal
 from bounded.pool import WorkerPool
 from bounded.sql_values import MemoryAnswer, SqlError
 from foundation.cancellation import CancelToken
+from foundation.fair_share import FairGate
 from storage.connection import DbConnection, Migration
 from storage.migrations import apply_pending
 from storage.pg_connection import PgConnection
+from storage.pg_memory_run import CONNECTIONS as MEMORY_SQL_CONNECTIONS
 from storage.pg_memory_run import PgStore, run_pg_memory
 from storage.search_pg import pg_hits
 from storage.search_terms import SearchHit
@@ -34,6 +37,8 @@ class PgBackend:
 
     def __init__(self, store: PgStore) -> None:
         self.store = store
+        # /memory_sql's statements at once in this process, shared fairly among users (SPEC 12)
+        self.memory_gate = FairGate(MEMORY_SQL_CONNECTIONS)
 
     def migrate(self, conn: DbConnection, migrations: Sequence[Migration]) -> list[str]:
         """Apply the pending steps in order, each in its own transaction; return their names.
@@ -84,7 +89,8 @@ class PgBackend:
         pool: WorkerPool | None,
         cancel: CancelToken,
     ) -> MemoryAnswer | SqlError:
-        """As the restricted role, on a login of its own (`pool` is SQLite's workers: unused)."""
+        """As the restricted role, on a login of its own, holding a fair share of
+        `memory_gate`'s places (`pool` is SQLite's workers: unused)."""
         return run_pg_memory(
             self.store,
             user_id,
@@ -93,6 +99,7 @@ class PgBackend:
             max_rows=max_rows,
             max_update_rows=max_update_rows,
             cancel=cancel,
+            gate=self.memory_gate,
         )
 
     def limit_lock_wait(self, conn: DbConnection, ms: int) -> None:

@@ -27,12 +27,14 @@ superuser step):
   role's own settings, besides what each transaction sets.
 - What PUBLIC (so every role) may do by default is narrowed in this database: no TEMP tables,
   no USAGE on the schema `public` (the app's tables) or `information_schema`, no SELECT on the
-  catalogs (`pg_class`, `pg_user`, `pg_settings`, `pg_stat_activity`…), and EXECUTE only on
-  catalog functions PostgreSQL declares IMMUTABLE plus a short allow-list of harmless stable
-  and volatile ones (`now`, `random`, `to_char`, `format`, JSON builders…). So `set_config`,
-  `pg_terminate_backend`, `pg_advisory_lock`, `lo_*`, `nextval`, `pg_read_file`, `dblink`…
-  are refused by PostgreSQL for the role. The app's own role (and the database owner) keep
-  everything: each revocation is granted back to them.
+  catalogs (`pg_class`, `pg_user`, `pg_settings`, `pg_stat_activity`…), and EXECUTE on no
+  catalog function outside an allow-list of functions that honour PostgreSQL's cancel flag
+  (`ALLOWED_FUNCTIONS`, the functions behind operators and immutable casts; nothing that takes
+  or returns `xml` or `jsonpath`). So `set_config`, `pg_terminate_backend`, `pg_advisory_lock`,
+  `lo_*`, `nextval`, `pg_read_file`, `dblink`, `xpath`, `xmlexists`… are refused by PostgreSQL
+  for the role. The app's own role (and the database owner) keep everything: each revocation is
+  granted back to them, and they are members of the role, so the app's supervisor connection
+  may cancel and terminate its backends (`storage.pg_memory_run`) without being a superuser.
 
 The TEMP revocation is the database's own ACL, which `CREATE DATABASE … TEMPLATE` and a dump
 restored without `--create` do not carry over; there the role could still not create a temp
@@ -62,75 +64,78 @@ ROW_BYTES = 1024 * 1024  # one result row at most (SQLite: a value at most 1 MB)
 # the runner), the recorded changes (one JSON object a line). Only the trigger (owner's rights)
 # can write them: the role may not call set_config, and runs no SET.
 MATCHED, CAP, CHANGES = "memory_sql.matched", "memory_sql.cap", "memory_sql.changes"
+ROLE_CONNECTIONS = 16  # backends of the role at once, every server process together
 ROLE_SETTINGS = {
     "search_path": SCHEMA,
     "default_transaction_read_only": "on",
     "statement_timeout": "1s",
     "lock_timeout": "200ms",
     "idle_in_transaction_session_timeout": "5s",
+    # each backend's memory: sorts and hashes spill to temporary files past work_mem (hashes
+    # past work_mem * hash_mem_multiplier), and those files stop at temp_file_limit
     "work_mem": "4MB",
+    "hash_mem_multiplier": "1",
+    "maintenance_work_mem": "1MB",
+    "temp_buffers": "800kB",
     "temp_file_limit": "16MB",
     "max_parallel_workers_per_gather": "0",
     "jit": "off",
 }
-# Catalog functions the role may call besides the IMMUTABLE ones: stable (time zone, output
-# functions) or volatile (random) but with no side effect and no view of the database.
-EXTRA_FUNCTIONS = (
-    "now",
-    "statement_timestamp",
-    "transaction_timestamp",
-    "clock_timestamp",
-    "random",
-    "pg_column_size",  # the row size check of every query (storage/pg_memory_run.py)
-    "concat",
-    "concat_ws",
-    "format",
-    "to_char",
-    "to_date",
-    "to_timestamp",
-    "to_number",
-    "date_part",
-    "extract",
-    "date_trunc",
-    "date_bin",
-    "age",
-    "timezone",
-    "date",
-    "timestamptz",
-    "timestamp",
-    "anytextcat",
-    "textanycat",
-    "quote_literal",
-    "quote_nullable",
-    "json_build_object",
-    "json_build_array",
-    "json_object_agg",
-    "json_agg",
-    "jsonb_build_object",
-    "jsonb_build_array",
-    "jsonb_object_agg",
-    "jsonb_agg",
-    "to_json",
-    "to_jsonb",
-    "row_to_json",
-    "array_to_json",
-    "json_object",
-    "jsonb_object",
-    "timestamptz_pl_interval",
-    "timestamptz_mi_interval",
-    "timestamptz_lt_timestamp",
-    "timestamptz_le_timestamp",
-    "timestamptz_eq_timestamp",
-    "timestamptz_ge_timestamp",
-    "timestamptz_gt_timestamp",
-    "timestamptz_ne_timestamp",
-    "timestamp_lt_timestamptz",
-    "timestamp_le_timestamptz",
-    "timestamp_eq_timestamptz",
-    "timestamp_ge_timestamptz",
-    "timestamp_gt_timestamptz",
-    "timestamp_ne_timestamptz",
-)
+# The catalog functions the role may call by name: each one honours PostgreSQL's cancel flag
+# (it checks for interrupts in its loops, or does bounded work per call), has no side effect
+# and no view of the database or the server. Everything else in pg_catalog is refused by
+# PostgreSQL ("permission denied for function …"). Besides these, the role may run the
+# functions behind operators (`=`, `<`, `LIKE`, `~`…: immutable or stable), immutable casts and
+# the types' text input and output, unless they touch a FORBIDDEN_TYPES type.
+ALLOWED_FUNCTIONS = (
+    # text
+    "length", "char_length", "character_length", "octet_length", "bit_length", "lower", "upper",
+    "initcap", "substr", "substring", "left", "right", "strpos", "position", "replace", "translate",
+    "btrim", "ltrim", "rtrim", "lpad", "rpad", "repeat", "reverse", "split_part", "starts_with",
+    "concat", "concat_ws", "format", "quote_literal", "quote_nullable", "quote_ident", "ascii", "chr",
+    "to_hex", "md5", "encode", "decode", "overlay", "normalize", "is_normalized", "unistr",
+    "string_to_array", "string_to_table", "array_to_string", "anytextcat", "textanycat", "text",
+    "like", "notlike", "like_escape", "similar_escape", "similar_to_escape",
+    # regular expressions (PostgreSQL's regex engine checks the cancel flag as it runs)
+    "regexp_match", "regexp_matches", "regexp_replace", "regexp_split_to_array",
+    "regexp_split_to_table", "regexp_count", "regexp_instr", "regexp_like", "regexp_substr",
+    # numbers
+    "abs", "ceil", "ceiling", "floor", "round", "trunc", "sign", "sqrt", "cbrt", "power", "pow",
+    "exp", "ln", "log", "log10", "mod", "div", "pi", "degrees", "radians", "random", "gcd", "lcm",
+    "width_bucket", "scale", "min_scale", "trim_scale", "num_nulls", "num_nonnulls",
+    # dates and times
+    "now", "statement_timestamp", "transaction_timestamp", "clock_timestamp", "date_part", "extract",
+    "date_trunc", "date_bin", "age", "make_date", "make_time", "make_timestamp", "make_interval",
+    "to_char", "to_date", "to_timestamp", "to_number", "justify_days", "justify_hours",
+    "justify_interval", "isfinite", "timezone", "date", "timestamp", "timestamptz",
+    # aggregates and window functions (the executor checks the cancel flag between rows)
+    "count", "sum", "avg", "min", "max", "bool_and", "bool_or", "every", "string_agg", "array_agg",
+    "stddev", "stddev_pop", "stddev_samp", "variance", "var_pop", "var_samp", "corr",
+    "percentile_cont", "percentile_disc", "mode", "row_number", "rank", "dense_rank",
+    "percent_rank", "cume_dist", "ntile", "lag", "lead", "first_value", "last_value", "nth_value",
+    # arrays and series
+    "array_length", "array_lower", "array_upper", "array_ndims", "array_dims", "cardinality",
+    "array_position", "array_positions", "array_remove", "array_replace", "array_cat",
+    "array_append", "array_prepend", "unnest", "generate_series", "generate_subscripts",
+    # JSON (no jsonpath: see FORBIDDEN_TYPES)
+    "json_build_object", "json_build_array", "jsonb_build_object", "jsonb_build_array", "to_json",
+    "to_jsonb", "row_to_json", "array_to_json", "json_object", "jsonb_object", "json_agg",
+    "jsonb_agg", "json_object_agg", "jsonb_object_agg", "json_array_length", "jsonb_array_length",
+    "json_array_elements", "json_array_elements_text", "jsonb_array_elements",
+    "jsonb_array_elements_text", "json_each", "json_each_text", "jsonb_each", "jsonb_each_text",
+    "json_object_keys", "jsonb_object_keys", "json_typeof", "jsonb_typeof", "json_extract_path",
+    "json_extract_path_text", "jsonb_extract_path", "jsonb_extract_path_text", "jsonb_set",
+    "jsonb_insert", "jsonb_pretty", "json_strip_nulls", "jsonb_strip_nulls",
+    # the row size check of every query (storage/pg_memory_run.py)
+    "pg_column_size",
+)  # fmt: skip
+# Types no allowed function may take or return. XML: libxml2 evaluates XPath (xpath(),
+# xmlexists(), XMLTABLE) and parses documents without ever looking at PostgreSQL's cancel flag,
+# so neither statement_timeout, nor a cancel, nor pg_terminate_backend stops it until it
+# returns (a cubic XPath ran for minutes). jsonpath: its evaluator is not known to honour it.
+# XML syntax that calls no function (XMLPARSE, XMLTABLE…) is refused from the statement's plan
+# (storage/pg_memory_run.py).
+FORBIDDEN_TYPES = ("xml", "_xml", "jsonpath", "_jsonpath")
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,13 @@ def m101_memory_sql_confinement(conn: ScriptConnection) -> None:
     confine(conn)
 
 
+def m102_memory_sql_allow_list(conn: ScriptConnection) -> None:
+    """Confine again (idempotent) with the narrower function allow-list: a database confined by
+    m101 before it let the role call XML functions, which no cancel stops. Skipped, logged, like
+    m101, for a role that is not a superuser."""
+    m101_memory_sql_confinement(conn)
+
+
 def is_superuser(conn: DbConnection) -> bool:
     return bool(_scalar(conn, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"))
 
@@ -171,7 +183,7 @@ def confine(conn: ScriptConnection) -> Login:
     )
     login = _ensure_role(conn)
     _create_objects(conn, login)
-    _narrow_functions(conn, _trusted_roles(conn))
+    _narrow_functions(conn, login.role, _trusted_roles(conn))
     return login
 
 
@@ -190,7 +202,7 @@ def _ensure_role(conn: ScriptConnection) -> Login:
     _script_on(
         conn,
         f"{verb} ROLE {login.role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION "
-        f"NOBYPASSRLS CONNECTION LIMIT 64 PASSWORD '{login.password}'",
+        f"NOBYPASSRLS CONNECTION LIMIT {ROLE_CONNECTIONS} PASSWORD '{login.password}'",
     )
     for name, value in ROLE_SETTINGS.items():
         _script_on(conn, f"ALTER ROLE {login.role} SET {name} = '{value}'")
@@ -260,6 +272,7 @@ def _create_objects(conn: ScriptConnection, login: Login) -> None:
             GRANT SELECT ON {SCHEMA}.messages, {SCHEMA}.memories TO {role};
             GRANT UPDATE (content, importance) ON {SCHEMA}.memories TO {role};
             GRANT EXECUTE ON FUNCTION {SCHEMA}.bound_user(), {SCHEMA}.row_fits(INTEGER) TO {role};
+            GRANT {role} TO {owners};
 
             REVOKE TEMPORARY ON DATABASE "{database}" FROM PUBLIC;
             GRANT TEMPORARY ON DATABASE "{database}" TO {owners};
@@ -271,23 +284,48 @@ def _create_objects(conn: ScriptConnection, login: Login) -> None:
     )
 
 
-def _narrow_functions(conn: ScriptConnection, owners: str) -> None:
-    """EXECUTE for PUBLIC only on IMMUTABLE catalog functions and EXTRA_FUNCTIONS; the rest is
-    granted to the trusted roles instead. One REVOKE and one GRANT over the list."""
-    rows = conn.execute(
+def _narrow_functions(conn: ScriptConnection, role: str, owners: str) -> None:
+    """EXECUTE on catalog functions: the role gets the allowed ones (`_ALLOWED`), PUBLIC loses
+    every other one, granted back to the trusted roles instead. Idempotent: a database
+    confined by an older list is brought to this one."""
+    allowed = allowed_signatures(conn)
+    refused = conn.execute(
         """SELECT p.oid::regprocedure::text FROM pg_proc p
         WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.prokind IN ('f', 'a', 'w')
-          AND p.provolatile <> 'i' AND NOT (p.proname = ANY(?))
-          AND EXISTS (SELECT 1 FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
-                      WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')""",
-        (list(EXTRA_FUNCTIONS),),
+          AND p.oid::regprocedure::text <> ALL(?) AND has_function_privilege(?, p.oid, 'EXECUTE')""",
+        (allowed, role),
     ).fetchall()
-    signatures = ", ".join(str(row[0]) for row in rows)
+    signatures = ", ".join(str(row[0]) for row in refused)
     if signatures:
         _script_on(
             conn,
-            f"REVOKE EXECUTE ON ROUTINE {signatures} FROM PUBLIC; GRANT EXECUTE ON ROUTINE {signatures} TO {owners}",
+            f"REVOKE EXECUTE ON ROUTINE {signatures} FROM PUBLIC, {role}; "
+            f"GRANT EXECUTE ON ROUTINE {signatures} TO {owners}",
         )
+    if allowed:  # explicitly: PUBLIC may have lost one of them to an older confinement
+        _script_on(conn, f"GRANT EXECUTE ON ROUTINE {', '.join(allowed)} TO {role}")
+
+
+# The signatures the role may execute: ALLOWED_FUNCTIONS by name, and the functions behind
+# operators (immutable or stable), immutable casts and the text forms of types (not the reg*
+# types, which look names up in the catalogs); none that takes or returns a forbidden type.
+_ALLOWED = """SELECT p.oid::regprocedure::text FROM pg_proc p
+    WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.prokind IN ('f', 'a', 'w')
+      AND (p.proname = ANY(?)
+           OR (p.provolatile IN ('i', 's') AND EXISTS (SELECT 1 FROM pg_operator o WHERE o.oprcode = p.oid))
+           OR (p.provolatile = 'i' AND EXISTS (SELECT 1 FROM pg_cast c WHERE c.castfunc = p.oid))
+           OR (p.provolatile IN ('i', 's') AND EXISTS (SELECT 1 FROM pg_type t
+               WHERE p.oid IN (t.typinput, t.typoutput) AND t.typname NOT LIKE 'reg%')))
+      AND NOT EXISTS (SELECT 1 FROM pg_type t
+                      WHERE t.oid = ANY(p.prorettype || p.proargtypes::oid[] || coalesce(p.proallargtypes, '{}'))
+                        AND t.typname = ANY(?))
+    ORDER BY 1"""
+
+
+def allowed_signatures(conn: DbConnection) -> list[str]:
+    """The catalog functions the role may execute (for tests and the operator)."""
+    rows = conn.execute(_ALLOWED, (list(ALLOWED_FUNCTIONS), list(FORBIDDEN_TYPES))).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 def _trusted_roles(conn: DbConnection) -> str:

@@ -21,8 +21,12 @@ session state, such as a lock or a setting, outlives one call):
    `tools.memory_sql` writes the recorded changes with `apply_changes` in one short
    transaction, as on SQLite (a memory changed meanwhile is not overwritten).
 
-`statement_timeout` (the time left of the deadline) bounds each step inside PostgreSQL, and a
-watchdog cancels the backend at the deadline whatever it is doing; `work_mem`,
+`statement_timeout` (the time left of the deadline, counted from the statement's start) bounds
+each step inside PostgreSQL, and a supervisor stops it from outside at the deadline whatever it
+is doing (`_Supervisor`: a cancel, then the connection cut off and the backend terminated), so
+the caller never waits past the deadline by more than `TERMINATE_AFTER_S`. Code that never
+looks at PostgreSQL's cancel flag (libxml2) is not allowed to start: the confinement's function
+allow-list, and `_refuse_xml` for XML syntax that calls no function. `work_mem`,
 `temp_file_limit` and `lock_timeout` are the role's settings. The errors the model sees use
 the SQLite path's wording and codes (`bounded/sql_values.py`, `bounded/sql_memory.RULE`).
 """
@@ -31,8 +35,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
+import socket
 import threading
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import date, datetime
 from datetime import time as clock_time
@@ -49,6 +57,7 @@ from bounded.sql_fetch import cell_size, preview_cell
 from bounded.sql_memory import ANSWER_BUDGET_BYTES, RULE, STORED_CELL_CHARS
 from bounded.sql_values import Change, ErrorCode, MemoryAnswer, SqlError, timeout_error
 from foundation.cancellation import NEVER, Cancelled, CancelToken
+from foundation.fair_share import FairGate
 from storage.connection import DbConnection
 from storage.errors import StorageError
 from storage.pg_confinement import CAP, CHANGES, ROW_BYTES, SCHEMA, Login, bind, read_login, unbind
@@ -58,7 +67,9 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 5
 FETCH_BATCH = 16  # rows per FETCH: at most 16 MB held at once (rows are at most 1 MB)
 CURSOR = "memory_sql_rows"
-WATCHDOG_GRACE_S = 0.2  # statement_timeout normally answers first
+CONNECTIONS = 4  # statements at once per server process (the role's CONNECTION LIMIT bounds every process)
+PLACE_WAIT_S = 5.0  # how long a call waits for one of them before it answers BUSY
+TERMINATE_AFTER_S = 0.3  # after the cancel, how long the backend has to answer before it is cut off
 NOT_SET_UP = SqlError(
     "UNAVAILABLE",
     "/memory_sql is not set up on this PostgreSQL database (its confinement step needs a superuser); "
@@ -91,11 +102,34 @@ def run_pg_memory(
     max_rows: int,
     max_update_rows: int,
     cancel: CancelToken = NEVER,
+    gate: FairGate | None = None,
 ) -> MemoryAnswer | SqlError:
-    """Run `sql` for `user_id` as the restricted role; raises Cancelled when `cancel` fired."""
+    """Run `sql` for `user_id` as the restricted role, holding one of `gate`'s places (a fair
+    share of the role's connections among users); raises Cancelled when `cancel` fired."""
     if "\x00" in sql or not sql.strip():
         return SqlError("VALIDATION_FAILED", f"give one SQL statement (no NUL characters). {RULE}")
     cancel.raise_if_cancelled()
+    if gate is None:
+        return _run(store, user_id, sql, deadline_s, max_rows, max_update_rows, cancel)
+    if not gate.acquire(user_id, time.monotonic() + PLACE_WAIT_S, cancel):
+        if cancel.cancelled:
+            raise Cancelled(cancel.reason or "cancelled")
+        return SqlError("BUSY", f"all {gate.capacity} /memory_sql connections stayed busy for {PLACE_WAIT_S:g} s")
+    try:  # the deadline counts from here: the wait for a place is not the statement's time
+        return _run(store, user_id, sql, deadline_s, max_rows, max_update_rows, cancel)
+    finally:
+        gate.release(user_id)
+
+
+def _run(
+    store: PgStore,
+    user_id: int,
+    sql: str,
+    deadline_s: float,
+    max_rows: int,
+    max_update_rows: int,
+    cancel: CancelToken,
+) -> MemoryAnswer | SqlError:
     try:
         with store.connection() as app:
             login = read_login(app)
@@ -108,27 +142,116 @@ def run_pg_memory(
     except psycopg.Error as error:
         return _unavailable(error)
     pid = conn.info.backend_pid
-    stop_at = time.monotonic() + deadline_s
-    watchdog = threading.Timer(deadline_s + WATCHDOG_GRACE_S, _cancel_backend, (conn,))
-    remove = cancel.on_cancel(lambda: _cancel_backend(conn))
+    supervisor: _Supervisor | None = None
+    remove: Callable[[], None] = _nothing
     try:
         with store.connection() as app:
             bind(app, pid, user_id)
-        watchdog.start()
+        stop_at = time.monotonic() + deadline_s  # the deadline counts from the statement's start
+        supervisor = _Supervisor(store, conn, login.role, stop_at)
+        remove = cancel.on_cancel(supervisor.wake)
+        supervisor.start()
         return _execute(conn, sql, stop_at, max_rows, max_update_rows)
     except _Refused as refused:
         return refused.error
     except psycopg.Error as error:
         if cancel.cancelled:
             raise Cancelled(cancel.reason or "cancelled") from None
+        if supervisor is not None and supervisor.stepped_in:
+            return timeout_error(deadline_s)
         return explain_error(error, deadline_s)
     except StorageError as error:  # binding failed: nothing ran
         return _unavailable(error)
     finally:
-        watchdog.cancel()
         remove()
-        conn.close()
+        if supervisor is not None:
+            supervisor.finish()  # before the close: the socket is not cut once it may be reused
+        conn.close()  # never reused: each call logs in afresh
         _unbind_quietly(store, pid)
+
+
+class _Supervisor(threading.Thread):
+    """Stops the statement from outside it, so the caller never waits past the deadline.
+
+    At the deadline (or when the turn is cancelled) the backend is sent a cancel request;
+    PostgreSQL acts on it only where the running code checks its cancel flag. If the caller
+    still has no answer `TERMINATE_AFTER_S` later, its connection's socket is shut down here
+    (its blocked read returns at once, and the connection is thrown away) and, from the app's
+    own connection, `pg_terminate_backend` ends the backend as soon as it looks at its flags.
+    """
+
+    def __init__(self, store: PgStore, conn: psycopg.Connection[Any], role: str, stop_at: float) -> None:
+        super().__init__(name=f"memory_sql-supervisor-{conn.info.backend_pid}", daemon=True)
+        self.store = store
+        self.conn = conn
+        self.role = role
+        self.pid = conn.info.backend_pid
+        self.socket = conn.pgconn.socket
+        self.stop_at = stop_at
+        self.stepped_in = False  # the deadline or a cancel came first: the caller's error is a timeout
+        self._woken = threading.Event()
+        self._lock = threading.Lock()
+        self._finished = False
+
+    def wake(self) -> None:
+        """The turn was cancelled: act now rather than at the deadline."""
+        self._woken.set()
+
+    def finish(self) -> None:
+        """The caller has its answer (or error): nothing left to stop."""
+        with self._lock:
+            self._finished = True
+        self._woken.set()
+
+    def run(self) -> None:
+        self._woken.wait(max(0.0, self.stop_at - time.monotonic()))
+        with self._lock:
+            if self._finished:
+                return
+            self.stepped_in = True
+        _cancel_backend(self.conn)
+        if self._wait_finished(TERMINATE_AFTER_S):
+            return
+        with self._lock:
+            if self._finished:
+                return
+            _cut(self.socket)  # the caller returns now, whatever the backend does
+        self._terminate()
+
+    def _wait_finished(self, seconds: float) -> bool:
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            with self._lock:
+                if self._finished:
+                    return True
+            time.sleep(min(0.02, max(0.0, until - time.monotonic())))
+        with self._lock:
+            return self._finished
+
+    def _terminate(self) -> None:
+        """`pg_terminate_backend` from the app's connection, if the backend is still ours."""
+        try:
+            with self.store.connection() as app:
+                app.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ? AND usename = ?",
+                    (self.pid, self.role),
+                )
+        except StorageError:
+            log.warning("memory_sql: could not terminate backend %s", self.pid, exc_info=True)
+
+
+def _cut(fd: int) -> None:
+    """Shut the connection's socket down (a duplicate of its descriptor, closed after), so a
+    read blocked on it returns at once."""
+    try:
+        with socket.socket(fileno=os.dup(fd)) as dup:
+            dup.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed by the server
+
+
+def _nothing() -> None:
+    pass
 
 
 def _unbind_quietly(store: PgStore, pid: int) -> None:
@@ -156,8 +279,10 @@ def _connect(url: str, login: Login) -> psycopg.Connection[tuple[Any, ...]]:
 
 
 def _cancel_backend(conn: psycopg.Connection[Any]) -> None:
+    """PostgreSQL's own cancel request (a connection of its own, keyed by the backend: no
+    privilege and no pooled connection needed, so it cannot wait behind the app's work)."""
     try:
-        conn.cancel_safe(timeout=2.0)
+        conn.cancel_safe(timeout=TERMINATE_AFTER_S)
     except (psycopg.Error, OSError):
         pass  # the connection is closing or gone: nothing left to stop
 
@@ -189,7 +314,9 @@ def _execute(
         )
     recorded = conn.execute(f"SHOW {CHANGES}").fetchone() if matched else None
     conn.execute("ROLLBACK")  # nothing was written: the app applies the changes (apply_changes)
-    lines = str(recorded[0] if recorded else "").splitlines()
+    # one JSON object a line: JSON escapes "\n" inside its strings, but not U+2028, U+2029 or
+    # U+0085, which str.splitlines() would also take as line ends
+    lines = str(recorded[0] if recorded else "").split("\n")
     changes = [_change(json.loads(line)) for line in lines if line]
     return MemoryAnswer(kind="update", columns=[], rows=[], truncated=False, changes=changes)
 
@@ -218,11 +345,43 @@ def _classify(conn: psycopg.Connection[Any], text: bytes) -> Literal["select", "
         raise _Refused(ONLY_SELECT_OR_UPDATE) from None  # parsed alone, but not a plannable statement
     value = result.get_value(0, 0)
     plan = json.loads(bytes(value or b"[]"))[0]["Plan"]
+    _refuse_xml(plan)
     if plan.get("Node Type") != "ModifyTable":
         return "select"
     if (plan.get("Operation"), plan.get("Schema"), plan.get("Relation Name")) == ("Update", SCHEMA, "memories"):
         return "update"
     raise _Refused(ONLY_SELECT_OR_UPDATE)
+
+
+def _refuse_xml(node: Any) -> None:
+    """Refuse XML syntax the plan shows: libxml2 never looks at PostgreSQL's cancel flag, and
+    XMLTABLE and XMLPARSE call no function, so EXECUTE privileges (the confinement's function
+    allow-list, which already refuses xpath() and every function of the xml type) cannot stop
+    them. An XMLTABLE is its own plan node; the other XML expressions are read in PostgreSQL's
+    own rendering of the plan's expressions, quoted literals and names left out (so text that
+    merely mentions XMLPARSE is allowed)."""
+    if isinstance(node, dict):
+        if node.get("Node Type") == "Table Function Scan":
+            raise _Refused(_no_xml(str(node.get("Table Function Name") or "xmltable").upper()))
+        for item in node.values():
+            _refuse_xml(item)
+    elif isinstance(node, list):
+        for item in node:
+            _refuse_xml(item)
+    elif isinstance(node, str):
+        found = _XML_SYNTAX.search(_QUOTED.sub(" ", node))
+        if found:
+            raise _Refused(_no_xml(next(group for group in found.groups() if group)))
+
+
+def _no_xml(what: str) -> SqlError:
+    return SqlError("PERMISSION_DENIED", f"{what} is not available: /memory_sql has no XML functions. {RULE}")
+
+
+# PostgreSQL's rendering of literals and names; a doubled quote inside one is two matches in a
+# row, and each match is one character-class run, linear even over a constant folded to megabytes
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_XML_SYNTAX = re.compile(r"\b(XML[A-Z]+)\(|\b(IS (?:NOT )?DOCUMENT)\b|(::xml)\b")
 
 
 def _select(conn: psycopg.Connection[Any], sql: str, max_rows: int) -> MemoryAnswer:
@@ -323,7 +482,7 @@ def explain_error(error: psycopg.Error, deadline_s: float) -> SqlError:
     """Translate a PostgreSQL error into the model's message, in the SQLite path's words."""
     state = error.sqlstate or ""
     text = _first_line(error).rstrip(".")
-    if state == "57014":  # query_canceled: statement_timeout, or the watchdog at the deadline
+    if state == "57014":  # query_canceled: statement_timeout, or the supervisor at the deadline
         return timeout_error(deadline_s)
     if "cannot insert multiple commands" in text:
         return SqlError("VALIDATION_FAILED", f"one statement only. {RULE}")

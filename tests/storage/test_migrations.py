@@ -30,8 +30,9 @@ SHIPPED = (
     "m005_learner_tasks",
     "m006_web_sessions",
     "m101_memory_sql_confinement",
+    "m102_memory_sql_allow_list",
 )
-POSTGRESQL_ONLY = ("m101_memory_sql_confinement",)
+POSTGRESQL_ONLY = ("m101_memory_sql_confinement", "m102_memory_sql_allow_list")
 
 # The app's tables and their columns, in order, after every step (both engines; the columns one
 # engine adds are `storage.migrations.ENGINE_COLUMNS`).

@@ -884,3 +884,22 @@ def test_the_tool_endpoint_answers_with_the_tool_codes(
     assert updated["updated"] == 1
     found = client.post("/tools/memory_sql", json={"sql": "SELECT importance FROM memories"}, headers=alice).get_json()
     assert found["rows"] == [[7]]
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\x0c", "\r"])
+def test_an_update_whose_text_holds_a_line_separator_is_stored_as_sent(
+    backend: str, backend_settings: dict[str, str], make_app: Callable[..., Flask], separator: str
+) -> None:
+    """`UPDATE memories SET content = '…U+2028…'` over `POST /tools/memory_sql` on each engine:
+    the text is stored exactly (the recorded changes are one JSON object a line, and only `\\n`
+    ends a line there), not a 500."""
+    app = make_app(**backend_settings)
+    client = app.test_client()
+    alice = {"Authorization": f"Bearer {new_token(app, 'alice')}"}
+    assert client.post("/tools/remember", json={"fact": "alice likes jazz"}, headers=alice).status_code == 200
+    text = f"first line{separator}second line"
+    sql = f"UPDATE memories SET content = '{text}'"
+    updated = client.post("/tools/memory_sql", json={"sql": sql}, headers=alice)
+    assert updated.status_code == 200 and updated.get_json()["updated"] == 1, updated.get_json()
+    found = client.post("/tools/memory_sql", json={"sql": "SELECT content FROM memories"}, headers=alice).get_json()
+    assert found["rows"] == [[text]]

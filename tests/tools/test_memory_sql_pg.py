@@ -12,16 +12,19 @@ it is (its own login, no memberships, nothing bound = nothing visible). Real Pos
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from foundation.fair_share import FairGate
 from storage.pg import PgDatabase
-from storage.pg_confinement import EXTRA_FUNCTIONS, confine, read_login
+from storage.pg_confinement import allowed_signatures, confine, read_login
 from storage.pg_memory_sql import main as confine_main
 from tests.pg_support import PgCluster
 from tests.tools.test_memory_sql import ALICE, BOB, DENIED, INVALID, TIMEOUT, assert_refused, seed, snapshot
@@ -265,12 +268,13 @@ def test_confining_again_changes_nothing(pg: PgDatabase, pg_ids: dict[str, list[
         conn.execute("BEGIN")
         again = confine(conn)
         conn.execute("COMMIT")
-        left = conn.execute(
-            """SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace
-            AND p.provolatile <> 'i' AND NOT (p.proname = ANY(?)) AND has_function_privilege(?, p.oid, 'EXECUTE')""",
-            (list(EXTRA_FUNCTIONS), again.role),
-        ).fetchone()
-    assert again == first and left[0] == 0
+        executable = conn.execute(
+            """SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace
+            AND p.prokind IN ('f', 'a', 'w') AND has_function_privilege(?, p.oid, 'EXECUTE') ORDER BY 1""",
+            (again.role,),
+        ).fetchall()
+        allowed = allowed_signatures(conn)
+    assert again == first and [row[0] for row in executable] == allowed
     # a database copied from a template does not copy its own ACL (pg_database is shared): confining
     # the copy again revokes TEMP there too; nothing else differs
     after = snapshot(pg)
@@ -312,3 +316,204 @@ def test_an_update_locks_no_row_while_its_where_runs(pg: PgDatabase, pg_ids: dic
     attacker.join()
     assert [failure.code for failure in failures] == [TIMEOUT] and writes > 10
     assert run_memory_sql(pg, ALICE, f"SELECT importance FROM memories WHERE id = {first}").rows == [[1]]
+
+
+# The issue's query: XPath over XMLPARSE grows cubically and libxml2 never looks at PostgreSQL's
+# cancel flag (four levels ran for minutes whatever statement_timeout said; three run ~0.2 s).
+CUBIC_XPATH = (
+    "SELECT count(*) FROM unnest(xpath('{path}', XMLPARSE(DOCUMENT repeat('<a>', 250) || repeat('</a>', 250))))"
+)
+XML_REFUSALS: list[tuple[str, str]] = [
+    (CUBIC_XPATH.format(path="//a//a//a//a"), "permission denied for function xpath"),
+    (CUBIC_XPATH.format(path="//a//a//a"), "permission denied for function xpath"),
+    ("SELECT xpath_exists('//a', '<a/>'::xml)", "xpath_exists"),
+    ("SELECT count(*) FROM memories WHERE xmlexists('//a' PASSING BY VALUE CAST(content AS xml))", "permission denied"),
+    (
+        "SELECT count(*) FROM XMLTABLE('//a//a//a//a' PASSING XMLPARSE(DOCUMENT repeat('<a>', 250) || repeat('</a>', 250))"
+        " COLUMNS x text PATH '.')",
+        "XMLTABLE is not available",
+    ),
+    ("SELECT XMLSERIALIZE(DOCUMENT XMLPARSE(DOCUMENT content) AS text) FROM memories", "XMLSERIALIZE is not available"),
+    ("SELECT XMLPARSE(CONTENT content) FROM memories", "XMLPARSE is not available"),
+    ("SELECT XMLELEMENT(NAME a, content) FROM memories", "XMLELEMENT is not available"),
+    ("SELECT count(*) FROM memories WHERE XMLPARSE(CONTENT content) IS DOCUMENT", "not available"),
+    ("SELECT '<a/>'::xml", "::xml is not available"),
+    ("SELECT xmlagg(XMLELEMENT(NAME a, content)) FROM memories", "xmlagg"),
+    ("SELECT query_to_xml('SELECT 1', true, true, '')", "permission denied for function query_to_xml"),
+    ("SELECT xml_is_well_formed(content) FROM memories", "permission denied for function xml_is_well_formed"),
+    ("SELECT jsonb_path_query('[1, 2]', '$[*]')", "permission denied for function jsonb_path_query"),
+    ("SELECT '{\"a\": 1}'::jsonb @? '$.a'", "permission denied for function jsonb_path_exists_opr"),
+    ("SELECT to_tsvector(content) FROM memories", "permission denied for function to_tsvector"),
+]
+
+
+@pytest.mark.parametrize(("sql", "words"), XML_REFUSALS)
+def test_code_that_ignores_cancel_is_refused_by_name(
+    pg: PgDatabase, pg_ids: dict[str, list[int]], sql: str, words: str
+) -> None:
+    failure = assert_refused(pg, sql, {DENIED})
+    assert words in failure.message, failure.message
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count(*) FROM memories WHERE content LIKE '%XMLPARSE(%' OR content = 'IS DOCUMENT'",
+        "SELECT content AS \"XMLPARSE(\" FROM memories WHERE content ~ 'x(m|l)+' ORDER BY id",
+        "SELECT lower(content), length(content) || ' chars', now() - interval '1 day' < now(), "
+        "created_at::date, array_to_string(array[id, importance], ','), to_char(now(), 'YYYY') FROM memories",
+        "SELECT string_agg(content, ', ' ORDER BY id), json_agg(id), avg(importance), "
+        "count(*) FILTER (WHERE content ILIKE '%a%') FROM memories",
+        "SELECT id, rank() OVER (ORDER BY importance DESC), coalesce(NULL, content) FROM memories "
+        "WHERE id IN (SELECT id FROM memories) AND importance BETWEEN 1 AND 10",
+        "SELECT jsonb_build_object('c', content) ->> 'c', (array[1, 2, 3])[2], split_part(content, ' ', 1) FROM memories",
+    ],
+)
+def test_ordinary_queries_still_run(pg: PgDatabase, pg_ids: dict[str, list[int]], sql: str) -> None:
+    """The allow-list keeps what a model asks for: operators, casts, text, dates, aggregates,
+    windows, JSON; text that merely mentions XML is no XML."""
+    assert run_memory_sql(pg, ALICE, sql).kind == "select"
+
+
+def _role_backends(pg: PgDatabase) -> list[tuple[int, str]]:
+    """(pid, state) of the restricted role's backends in this test's database."""
+    with pg.connection() as conn:
+        login = read_login(conn)
+        assert login is not None
+        rows = conn.execute(
+            "SELECT pid, state FROM pg_stat_activity WHERE usename = ? AND datname = current_database()",
+            (login.role,),
+        ).fetchall()
+    return [(int(row[0]), str(row[1])) for row in rows]
+
+
+def test_a_backend_that_ignores_the_cancel_costs_the_caller_no_more_than_the_deadline(
+    pg: PgDatabase, pg_ids: dict[str, list[int]]
+) -> None:
+    """A backend that answers nothing (stopped with SIGSTOP: it cannot see a cancel, as a
+    backend inside libxml2 cannot): the caller still gets TIMEOUT soon after its 1 s deadline
+    (the supervisor cut its connection off), and the backend is terminated from the app's
+    connection, so once it runs again it is gone."""
+    results: list[ToolFailure | object] = []
+
+    def call() -> None:
+        try:
+            results.append(run_memory_sql(pg, ALICE, SLOW_QUERY, deadline_s=1.0))
+        except ToolFailure as failure:
+            results.append(failure)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    pid = _wait_for_active_backend(pg)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        caller.join(HANG_S)
+        assert not caller.is_alive(), "the caller waited on a backend that did not answer"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    [failure] = results
+    assert isinstance(failure, ToolFailure) and failure.code == TIMEOUT, failure
+    _wait_until(lambda: pid not in dict(_role_backends(pg)))
+    assert run_memory_sql(pg, ALICE, "SELECT count(*) FROM memories").rows == [[3]]
+
+
+SLOW_QUERY = "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b"
+HANG_S = 5  # a hang detector only: the caller is due back 1 s + TERMINATE_AFTER_S after it started
+
+
+def _wait_for_active_backend(pg: PgDatabase) -> int:
+    found: list[int] = []
+
+    def active() -> bool:
+        found[:] = [pid for pid, state in _role_backends(pg) if state == "active"]
+        return bool(found)
+
+    _wait_until(active)
+    return found[0]
+
+
+def _wait_until(condition: Callable[[], bool], attempts: int = 500) -> None:
+    for _ in range(attempts):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count(*) FROM (SELECT g FROM (SELECT generate_series(1, 10000000) g) s ORDER BY g DESC) x",
+        "SELECT count(*) FROM (SELECT g % 1000000 AS k, count(*) FROM (SELECT generate_series(1, 10000000) g) s "
+        "GROUP BY 1) x",
+        "SELECT count(DISTINCT g) FROM (SELECT generate_series(1, 10000000) g) s",
+        "SELECT count(*) FROM (SELECT generate_series(1, 3000000) g) a JOIN (SELECT generate_series(1, 3000000) g) b "
+        "USING (g)",
+    ],
+)
+def test_a_backend_needing_memory_for_sorts_and_hashes_stays_small(
+    pg: PgDatabase, pg_ids: dict[str, list[int]], sql: str
+) -> None:
+    """Sorts and hashes spill to temporary files past work_mem and stop at temp_file_limit:
+    the restricted backend's peak resident memory (VmHWM of the real PostgreSQL process,
+    read while the statement runs) stays far below what the data would take in memory."""
+    peaks: list[int] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            for pid, _ in _role_backends(pg):
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                except OSError:
+                    continue
+                peaks.extend(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        failure = assert_refused(pg, sql, {INVALID, TIMEOUT})
+    finally:
+        done.set()
+        watcher.join()
+    assert "temp_file_limit" in failure.message or "ran longer" in failure.message, failure.message
+    assert peaks, "the restricted backend was never seen"
+    assert max(peaks) < MEMORY_BOUND_KB, max(peaks)
+
+
+MEMORY_BOUND_KB = 64 * 1024  # work_mem 4 MB (hash_mem_multiplier 1) plus the backend's own ~15 MB
+
+
+def test_a_user_looping_slow_statements_holds_no_more_than_its_share(
+    pg: PgDatabase, pg_ids: dict[str, list[int]]
+) -> None:
+    """Two places, Alice asks for four slow statements at once: she holds both places and two
+    of hers wait. Bob's one statement takes the next free place ahead of Alice's queue, and each
+    statement still gets its whole deadline (it counts from the statement's start, not from
+    the wait): Alice's four all end TIMEOUT, none BUSY."""
+    pg.backend.memory_gate = gate = FairGate(2)
+    finished: list[tuple[str, object]] = []
+    lock = threading.Lock()
+
+    def call(who: str, user: int, sql: str) -> None:
+        try:
+            outcome: object = run_memory_sql(pg, user, sql, deadline_s=1.0)
+        except ToolFailure as failure:
+            outcome = failure.code
+        with lock:
+            finished.append((who, outcome))
+
+    alice = [threading.Thread(target=call, args=("alice", ALICE, SLOW_QUERY)) for _ in range(4)]
+    for thread in alice:
+        thread.start()
+    _wait_until(lambda: gate.held() == {ALICE: 2} and gate.waiting() == 2)
+    bob = threading.Thread(target=call, args=("bob", BOB, "SELECT count(*) FROM memories"))
+    bob.start()
+    for thread in [*alice, bob]:
+        thread.join(HANG_S * 3)
+    order = [who for who, _ in finished]
+    assert len(order) == 5 and order.index("bob") <= 2, order  # after Alice's first two, before her queue
+    bob_answer = next(outcome for who, outcome in finished if who == "bob")
+    assert getattr(bob_answer, "rows", None) == [[2]], bob_answer
+    assert [outcome for who, outcome in finished if who == "alice"] == [TIMEOUT] * 4
