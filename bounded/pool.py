@@ -3,6 +3,8 @@
 `WorkerPool.run(kind, job, limits, cancel)` takes one of `workers` slots (the global cap,
 `SANDBOX_WORKERS`: across every kind and every user), then a warm idle worker of the job's
 kind or a new one, runs the job (`worker.Worker.run`) and gives the worker back or kills it.
+A job's deadline (`Limits.wall_s`) counts from the moment it holds a slot: waiting for one is
+bounded separately (below), so a user queued behind others still gets its whole second of work.
 
 Why one cap over every kind: each worker may reach its start-up size plus its kind's
 `memory_mb` (its `RLIMIT_AS`), so the server's memory stays under `workers` times that
@@ -84,13 +86,14 @@ class WorkerPool:
             if cancel.cancelled:
                 return JobFailed(Failure.CANCELLED, "stopped", waited)
             return JobFailed(Failure.BUSY, f"all {self.workers} workers stayed busy for {limits.wall_s:g} s", waited)
-        waited = time.monotonic() - since
+        holding = time.monotonic()
+        waited = holding - since
         try:
             worker = self._take(kind)
             if isinstance(worker, JobFailed):
                 return worker
             try:
-                outcome = worker.run(job, limits, cancel, since)
+                outcome = worker.run(job, limits, cancel, holding)
             finally:
                 self._give_back(worker)
             return replace(outcome, waited_s=waited) if isinstance(outcome, JobFailed) else outcome

@@ -142,7 +142,7 @@ class Worker:
     # ------------------------------------------------------------------ one job
 
     def run(self, job: Job, limits: Limits, cancel: CancelToken, since: float) -> Done | JobFailed:
-        """Run `job`; `since` is when the caller asked (its wait for this worker counts)."""
+        """Run `job`; `since` is when the caller got its slot (a cold start of this worker counts)."""
         assert self.process.stdin is not None
         self.reusable = False
         left = limits.wall_s if limits.setup_s > 0 else max(0.0, since + limits.wall_s - time.monotonic())

@@ -300,7 +300,6 @@ def test_many_concurrent_jobs_stay_within_the_cap_and_nobody_waits_for_ever() ->
         for outcome in outcomes
     ), outcomes
     assert outcomes.count(Done(56)) >= 4
-    # that waiting counts against the deadline: test_waiting_for_a_worker_counts_against_the_deadline
     assert 1 <= peak["workers"] <= 4, peak
     assert 4 * 56 * 1024 < peak["kb"] <= 4 * limit_kb, (peak, limit_kb)
 
@@ -325,18 +324,17 @@ def test_a_job_that_gets_no_worker_is_busy_at_its_deadline() -> None:
         assert isinstance(own.run(KIND, job("pid"), LIMITS), Done)
 
 
-def test_waiting_for_a_worker_counts_against_the_deadline() -> None:
-    """A job that waited for the one worker has only what is left of its deadline: one that
-    needs 0.6 s, asked with 1 s while another job holds the worker for 0.8 s more, never
-    finishes (an uncounted wait would let it end `Done`)."""
+def test_waiting_for_a_worker_does_not_count_against_the_deadline() -> None:
+    """A job that waited for the one worker still has its whole deadline for its work (SPEC 6a:
+    "after 1 second of work"): one that needs 1.5 s, asked with 3 s while another job holds the
+    worker for 2 s more, finishes (a counted wait would leave it about 1 s and end it TIMEOUT)."""
     with WorkerPool(1) as own:
-        slow = threading.Thread(target=own.run, args=(KIND, job("sleep", seconds=0.8), LIMITS))
+        slow = threading.Thread(target=own.run, args=(KIND, job("sleep", seconds=2.0), LIMITS))
         slow.start()
         wait_until(lambda: own.worker_pids(), "the slow job never got its worker")
-        late = own.run(KIND, job("sleep", seconds=0.6), Limits(wall_s=1.0))
+        late = own.run(KIND, job("sleep", seconds=1.5), Limits(wall_s=3.0))
         slow.join()
-    assert isinstance(late, JobFailed) and late.kind in (Failure.TIMEOUT, Failure.BUSY), late
-    assert late.waited_s > 0, late
+    assert not isinstance(late, JobFailed), late
 
 
 def test_kinds_share_the_cap_and_an_idle_worker_makes_room() -> None:
