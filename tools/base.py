@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from storage.connection import DbConnection, Store
 
 
+ProgressSink = Callable[[float, float | None, str | None], None]  # (progress, total, message)
+
 FIX_HINT = "Fix the command and try again."  # the model's cue to retry a refused command
 
 
@@ -110,6 +112,12 @@ class ToolContext:
     deadline: float | None = None  # time.monotonic() value; set by the runner from Tool.timeout_s
     cancel: CancelToken = NEVER  # the turn's token: a blocking step registers how to interrupt itself
     telemetry: Telemetry | None = None  # the app's spans and counts (None: a test's or the CLI's context)
+    progress: ProgressSink | None = None  # a long call's progress, as `tool.progress` events of the turn
+
+    def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Tell whoever follows this call how far it got (a chat turn's stream; nobody otherwise)."""
+        if self.progress is not None:
+            self.progress(progress, total, message)
 
     def storage_span(self, operation: str) -> AbstractContextManager[object]:
         """A span around a storage call that matters (a model's SQL, a search), when traced."""
@@ -167,6 +175,18 @@ class CommandBinding:
         return self.body_field is not None or self.parse is not None
 
 
+@dataclass(frozen=True)
+class ToolAnnotations:
+    """What a tool says about itself (MCP's tool annotations): hints, not guarantees. The
+    approval rules (SPEC 8) read `read_only` and `destructive`; None: the tool did not say."""
+
+    title: str | None = None
+    read_only: bool | None = None
+    destructive: bool | None = None
+    idempotent: bool | None = None
+    open_world: bool | None = None
+
+
 InputT = TypeVar("InputT", bound=ToolInput)
 OutputT = TypeVar("OutputT", bound=ToolOutput)
 
@@ -188,6 +208,7 @@ class Tool(Generic[InputT, OutputT]):
     interactive: bool = False  # the handler builds a widget; the turn waits for the user's answer
     needs: frozenset[Need] = frozenset()  # what must be there for the tool to succeed (the turn's catalog)
     budget: str | None = None  # the RATE_LIMITS budget a direct `POST /tools/<name>` spends (SPEC 12)
+    annotations: ToolAnnotations | None = None  # read-only / destructive hints (an MCP server's tools)
 
     def function_schema(self) -> dict[str, Any]:
         """OpenAI-compatible function schema derived from the input model, never by hand."""
