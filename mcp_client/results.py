@@ -88,7 +88,7 @@ def describe_block(block: types.ContentBlock, ctx: ToolContext, images: list[Mcp
 
 def as_output(result: types.CallToolResult, ctx: ToolContext) -> McpOutput:
     """The tool's output, or `ToolFailure` for an `isError` result."""
-    images: tuple[McpImage, ...] = ()
+    images: list[McpImage] = []
     parts: list[str] = []
     size = 0
     for block in result.content[:MAX_BLOCKS]:
@@ -103,7 +103,10 @@ def as_output(result: types.CallToolResult, ctx: ToolContext) -> McpOutput:
     if not text and result.structured_content is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False, indent=2)[: MAX_TEXT_CHARS + 1]
     return McpOutput(
-        text=text or "(no content)", structured=result.structured_content, images=tuple(images), blocks=len(result.content)
+        text=text or "(no content)",
+        structured=result.structured_content,
+        images=tuple(images),
+        blocks=len(result.content),
     )
 
 

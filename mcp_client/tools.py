@@ -176,7 +176,8 @@ def failure_of(connection: ServerConnection, error: MCPError) -> ToolFailure:
         return ToolFailure(ErrorCode.TIMEOUT, f"the MCP server {connection.key} did not answer in time.")
     if error.code == types.CONNECTION_CLOSED:
         return ToolFailure(
-            ErrorCode.UPSTREAM_ERROR, f"the MCP server {connection.key} went away during the call; try again."
+            ErrorCode.UPSTREAM_ERROR,
+            f"the MCP server {connection.key} did not finish its answer ({error.message[:300]}); try again.",
         )
     if error.code == types.INVALID_PARAMS:
         return ToolFailure(
