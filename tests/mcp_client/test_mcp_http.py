@@ -165,8 +165,11 @@ def test_stop_cancels_a_slow_call_and_progress_reaches_the_stream(
 def test_a_tool_added_at_run_time_appears_in_get_tools(http_app: Flask, fake_llm: Any) -> None:
     auth = auth_of(http_app)
     client = http_app.test_client()
-    before = client.get("/openapi.json").get_json()["paths"]
+    before = client.get("/openapi.json").get_json()["paths"]  # both built (and cached) before the change
     assert "/tools/faults_late_one" not in before
+    fake_llm.queue("Hello.")
+    client.post("/chat", json={"message": "hi"}, headers=auth)
+    assert "/faults_late_one" not in fake_llm.requests[-1]["messages"][0]["content"]
     assert call(http_app, auth, "faults_grow", {"name": "late_one"}).status_code == 200
 
     def listed() -> set[str]:
