@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
+import requests
 
 from api.services import services_of
 from config.settings import ConfigError
+from testing.hostile import running_server
 from testing.waiting import wait_until
 from tests.conftest import new_token
 from tests.mcp_support import git_repo, marked, processes_with, real_server, write_servers
@@ -142,3 +145,16 @@ def test_a_wrong_servers_file_stops_the_start_naming_the_field(make_app, tmp_pat
 
 def test_no_servers_file_means_no_hub(app):
     assert services_of(app).mcp is None
+
+
+def test_the_real_server_stops_its_children_on_sigterm(tmp_path: Path) -> None:
+    """`python app.py` (uvicorn) as an operator runs it: SIGTERM leaves no MCP child behind."""
+    mark, env = marked()
+    servers = write_servers(tmp_path, {"time": {"command": real_server("mcp-server-time"), "env": env}})
+    with running_server(tmp_path / "server", {"MCP_SERVERS": servers}) as server:
+        assert processes_with(mark), "the server started its MCP child"
+        tools = requests.get(f"{server.base}/tools", headers=server.auth(server.admin_token), timeout=10).json()
+        assert "time_get_current_time" in {tool["function"]["name"] for tool in tools["tools"]}
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=30) == 0
+    assert processes_with(mark) == []
