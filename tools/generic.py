@@ -152,11 +152,17 @@ def sample_object(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def type_label(spec: dict[str, Any]) -> str:
+    """`<string>`, `<string|null>` (a list of types, or pydantic's `anyOf` of an optional field),
+    or the enum's values."""
+    if "enum" in spec:
+        return "|".join(json.dumps(value) for value in spec["enum"][:6])
     kind = spec.get("type")
     if isinstance(kind, list):
         kind = "|".join(str(k) for k in kind)
-    if "enum" in spec:
-        return "|".join(json.dumps(value) for value in spec["enum"][:6])
+    elif kind is None:
+        branches = spec.get("anyOf") or spec.get("oneOf") or []
+        kinds = [str(branch.get("type")) for branch in branches if isinstance(branch, dict) and branch.get("type")]
+        kind = "|".join(dict.fromkeys(kinds)) or None
     return f"<{kind or 'any'}>"
 
 
