@@ -46,6 +46,7 @@ class Observed:
     """What the server saw, for the tests' assertions."""
 
     cancelled: list[str] = field(default_factory=list)  # tools whose call was cancelled
+    methods: list[str] = field(default_factory=list)  # JSON-RPC methods posted to the server, in order
     started: list[str] = field(default_factory=list)
 
 
@@ -103,8 +104,9 @@ def build_server(observed: Observed) -> MCPServer:
     return server
 
 
-def garbage_wrapper(inner: Callable[[Scope, Receive, Send], Awaitable[None]]) -> Any:
-    """Answers a `tools/call` of `garbage` with a truncated JSON body; passes the rest on."""
+def garbage_wrapper(inner: Callable[[Scope, Receive, Send], Awaitable[None]], observed: Observed) -> Any:
+    """Answers a `tools/call` of `garbage` with a truncated JSON body; passes the rest on (and
+    notes each JSON-RPC method posted)."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -120,6 +122,8 @@ def garbage_wrapper(inner: Callable[[Scope, Receive, Send], Awaitable[None]]) ->
             parsed = json.loads(body)
         except ValueError:
             parsed = {}
+        if isinstance(parsed, dict):
+            observed.methods.append(str(parsed.get("method")))
         if isinstance(parsed, dict) and (parsed.get("params") or {}).get("name") == "garbage":
             await send(
                 {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
@@ -155,7 +159,7 @@ class HttpMcpServer:
 
     def start(self) -> None:
         mcp = build_server(self.observed)
-        app = garbage_wrapper(mcp.streamable_http_app())
+        app = garbage_wrapper(mcp.streamable_http_app(), self.observed)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
         config.timeout_graceful_shutdown = 0
         self._server = uvicorn.Server(config)

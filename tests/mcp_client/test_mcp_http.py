@@ -159,7 +159,8 @@ def test_stop_cancels_a_slow_call_and_progress_reaches_the_stream(
     assert body["stopped"] is True
     tool = next(m for m in body["messages"] if m["role"] == "mcp_tools")
     assert tool["meta"]["ok"] is False and tool["meta"]["code"] == "CANCELLED"
-    wait_until(lambda: "slow" in mcp_server.observed.cancelled, "the server saw the cancellation")
+    wait_until(lambda: "slow" in mcp_server.observed.cancelled, "the server stopped the tool")
+    assert "notifications/cancelled" in mcp_server.observed.methods  # the SDK told it (SPEC 14: Stop cancels)
 
 
 def test_a_tool_added_at_run_time_appears_in_get_tools(http_app: Flask, fake_llm: Any) -> None:
