@@ -19,7 +19,6 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -119,7 +118,6 @@ class _Progress:
 
     def __init__(self, ctx: ToolContext) -> None:
         self.ctx, self.sent, self.last = ctx, 0, 0.0
-        self.lock = threading.Lock()
 
     async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
         now = time.monotonic()
