@@ -47,6 +47,7 @@ class Observed:
 
     cancelled: list[str] = field(default_factory=list)  # tools whose call was cancelled
     methods: list[str] = field(default_factory=list)  # JSON-RPC methods posted to the server, in order
+    post_ports: list[int] = field(default_factory=list)  # the client's port of each POST (its connection)
     started: list[str] = field(default_factory=list)
 
 
@@ -112,6 +113,7 @@ def garbage_wrapper(inner: Callable[[Scope, Receive, Send], Awaitable[None]], ob
         if scope["type"] != "http" or scope["method"] != "POST":
             await inner(scope, receive, send)
             return
+        observed.post_ports.append(int((scope.get("client") or ("", 0))[1]))
         body = b""
         while True:
             message = await receive()
@@ -147,7 +149,8 @@ def garbage_wrapper(inner: Callable[[Scope, Receive, Send], Awaitable[None]], ob
 class HttpMcpServer:
     """The server on `url`, in a thread; `stop()` and `start()` again on the same port."""
 
-    def __init__(self) -> None:
+    def __init__(self, json_response: bool = False) -> None:
+        self.json_response = json_response  # answer each POST with one JSON body instead of a stream of events
         self.port = free_port()
         self.observed = Observed()
         self._server: uvicorn.Server | None = None
@@ -159,7 +162,7 @@ class HttpMcpServer:
 
     def start(self) -> None:
         mcp = build_server(self.observed)
-        app = garbage_wrapper(mcp.streamable_http_app(), self.observed)
+        app = garbage_wrapper(mcp.streamable_http_app(json_response=self.json_response), self.observed)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
         config.timeout_graceful_shutdown = 0
         self._server = uvicorn.Server(config)

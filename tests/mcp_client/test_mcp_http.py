@@ -55,6 +55,22 @@ def test_http_tools_join_and_answer(http_app: Flask) -> None:
     assert answer.status_code == 200 and answer.get_json()["text"] == "echo: hi"
 
 
+def test_calls_reuse_one_kept_alive_connection(make_app: Any, tmp_path: Path) -> None:
+    """With a server that answers each POST with one JSON body; an answer sent as a stream of
+    events is closed by the SDK once it has the result, and its connection with it."""
+    with HttpMcpServer(json_response=True) as server:
+        app: Flask = make_app(mcp_servers=write_servers(tmp_path, {"j": {"url": server.url, "trusted": True}}))
+        auth = auth_of(app)
+        assert call(app, auth, "j_echo", {"text": "first"}).status_code == 200
+        before = len(server.observed.post_ports)
+        for index in range(10):
+            assert call(app, auth, "j_echo", {"text": str(index)}).get_json()["text"] == f"echo: {index}"
+        assert len(set(server.observed.post_ports[before:])) == 1  # ten calls, one connection
+        hub = services_of(app).mcp
+        assert hub is not None
+        hub.close()  # before the server stops
+
+
 def test_an_image_is_stored_like_an_upload_and_named_in_the_text(http_app: Flask, fake_llm: Any) -> None:
     auth = auth_of(http_app)
     tool = chat(http_app, auth, fake_llm, "/faults_picture a fox")
