@@ -198,3 +198,10 @@ def test_a_tool_added_at_run_time_appears_in_get_tools(http_app: Flask, fake_llm
     fake_llm.queue("Hello.")
     client.post("/chat", json={"message": "hi"}, headers=auth)
     assert "/faults_late_one <word>" in fake_llm.requests[-1]["messages"][0]["content"]
+    fake_llm.queue("Hello.")
+    v1 = client.post(
+        "/v1/chat/completions",
+        json={"model": "orchestrator", "messages": [{"role": "user", "content": "hi"}]},
+        headers=auth,
+    )
+    assert v1.status_code == 200 and "/faults_late_one <word>" in fake_llm.requests[-1]["messages"][0]["content"]
