@@ -205,3 +205,16 @@ def test_a_tool_added_at_run_time_appears_in_get_tools(http_app: Flask, fake_llm
         headers=auth,
     )
     assert v1.status_code == 200 and "/faults_late_one <word>" in fake_llm.requests[-1]["messages"][0]["content"]
+
+
+def test_a_json_flood_stops_at_the_cap_and_the_session_goes_on(make_app: Any, tmp_path: Path) -> None:
+    """A 20 MB answer in one JSON body: reading stops at 8 MiB (`mcp_client/http.py`), one failed call."""
+    with HttpMcpServer(json_response=True) as server:
+        app: Flask = make_app(mcp_servers=write_servers(tmp_path, {"j": {"url": server.url, "trusted": True}}))
+        auth = auth_of(app)
+        flood = call(app, auth, "j_flood", {"reason": "x"})
+        assert flood.status_code == 502 and "larger than 8 MiB" in flood.get_json()["error"]["message"]
+        assert call(app, auth, "j_echo", {"text": "after"}).get_json()["text"] == "echo: after"
+        hub = services_of(app).mcp
+        assert hub is not None
+        hub.close()
