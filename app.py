@@ -52,6 +52,7 @@ from judge.service import Judge
 from live.backends import build_live
 from live.limits import RateLimiter
 from live.runner import TurnRunner
+from mcp_client.hub import build_hub
 from observe.telemetry import Telemetry
 from observe.tracing import build_telemetry
 from pipeline.prompt import PromptBook, load_persona
@@ -205,6 +206,7 @@ def build_services(settings: Settings, telemetry: Telemetry) -> Services:
     database.migrate()
     ensure_admin(database, settings.auth_token_file)
     registry = build_registry(database.dialect)
+    mcp = build_hub(settings.mcp_servers, registry)  # MCP servers' tools join the registry (SPEC 14)
     chat_chain, vision_chain = build_chains(settings, telemetry)
     judge, judge_status = build_judge(settings, telemetry)
     # worker processes for untrusted work (SQL, regexes, pages), at most SANDBOX_WORKERS, started on first use
@@ -245,6 +247,7 @@ def build_services(settings: Settings, telemetry: Telemetry) -> Services:
         rate_limiter=RateLimiter(settings.rate_limits, settings.redis_url or "memory://"),
         stream_slots=live.seats,
         telemetry=telemetry,
+        mcp=mcp,
     )
 
 

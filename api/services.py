@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from live import Live
     from live.limits import RateLimiter, StreamSeats
     from live.runner import TurnRunner
+    from mcp_client.hub import McpHub
     from observe.telemetry import Telemetry
     from pipeline.turn import TurnServices
     from providers import ProviderProbe
@@ -45,10 +46,13 @@ class Services:
     rate_limiter: RateLimiter  # RATE_LIMITS (SPEC 12)
     stream_slots: StreamSeats  # MAX_STREAMS_PER_USER (counted across processes with Redis: `live.seats`)
     telemetry: Telemetry  # traces, metrics (SPEC 16, observe/)
+    mcp: McpHub | None = None  # MCP servers' connections (SPEC 14); None when MCP_SERVERS names none
 
     def close(self) -> None:
         """Release what lives outside this process: the judge's containers, the pool's workers,
         Redis links, idle connections to the model servers."""
+        if self.mcp is not None:
+            self.mcp.close()  # stdio children stopped, HTTP sessions ended
         if self.judge is not None:
             self.judge.close()
         self.turns.chat.close()

@@ -280,6 +280,14 @@ class Settings(BaseModel):
         description="A file whose text replaces the persona part of the system prompt (the command list is "
         "always generated from the registry). Unset: the built-in persona.",
     )
+    mcp_servers: str | None = Field(
+        default=None,
+        description="A JSON file listing the MCP servers whose tools become commands (SPEC 14): "
+        '`{"mcpServers": {"<key>": {"command", "args", "env", "cwd"} or {"url", "headers"}}}`, plus per server '
+        '`"allow"` (tool names; absent: all), `"prefix"` (absent: the key and `_`), `"timeout_s"` (a call\'s '
+        'deadline, default 30) and for HTTP `"trusted": true` (a server on a private address: the SSRF rules are '
+        "skipped). See Tools from MCP servers. Unset: no MCP server.",
+    )
     trace_enabled: bool = Field(
         default=False,
         description="`1` serves `GET /sessions/<id>/trace` (a turn's internal steps); off it answers 404.",

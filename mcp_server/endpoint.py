@@ -42,7 +42,7 @@ from api.openapi.document import EXTRA_PATHS_KEY
 from api.services import services_of
 from foundation.fair_share import Busy
 from mcp_server.calls import FairThreads, call, user_of
-from mcp_server.listing import error_result, listed, served
+from mcp_server.listing import error_result, is_served, listed, served
 from mcp_server.openapi import path_item
 from storage.users import User
 from tools.base import ErrorCode
@@ -123,7 +123,7 @@ class McpEndpoint:
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         user: User = ctx.request.scope[USER_KEY]
         tool = services_of(self.flask_app).turns.registry.get(params.name)
-        if tool is None or tool.annotations is None:
+        if tool is None or not is_served(tool):
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}; tools/list lists them")
         arguments = dict(params.arguments or {})
         assert self.pool is not None, "calls arrive only while the endpoint runs"

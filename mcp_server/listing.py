@@ -1,7 +1,8 @@
 """What `/mcp` says about a tool and about a call's outcome, derived from the tool, never by hand.
 
 A tool is served when it declares its hints (`Tool.annotations`); interactive widgets and the
-tools bound to a chat session's images declare none. Its input schema is its input model's,
+tools bound to a chat session's images declare none. Tools relayed from an operator's MCP
+servers (`mcp_tools`) are not passed on: a host that wants them connects to those servers. Its input schema is its input model's,
 the schema `GET /tools` gives; its output schema is its output model's, and a successful call
 carries the output as `structuredContent`, which the host may check against it. The text
 block is what the chat's contract block quotes: the tool's rendered output, or the
@@ -17,12 +18,18 @@ from typing import Any
 
 import mcp_types as types
 
+from mcp_client.tools import RESULT_ROLE as RELAYED_ROLE
 from tools.base import Tool, ToolHints, ToolResult
+
+
+def is_served(tool: Tool[Any, Any]) -> bool:
+    """Whether `/mcp` lists and calls this tool (see the module's docstring)."""
+    return tool.annotations is not None and tool.result_role != RELAYED_ROLE
 
 
 def served(tools: Iterable[Tool[Any, Any]]) -> list[Tool[Any, Any]]:
     """The tools `/mcp` lists and calls, in the registry's order."""
-    return [tool for tool in tools if tool.annotations is not None]
+    return [tool for tool in tools if is_served(tool)]
 
 
 def hints_of(hints: ToolHints) -> types.ToolAnnotations:

@@ -85,20 +85,30 @@ class PromptBook:
     registry: ToolRegistry
     persona: str = DEFAULT_PERSONA
     suffix: str = ""  # appended after the command list (the `/v1` client's instructions)
-    _built: dict[tuple[Reach, bool], str] = field(default_factory=dict, repr=False)
-    _grammars: dict[Reach, str] = field(default_factory=dict, repr=False)
+    _built: dict[tuple[int, Reach, bool], str] = field(default_factory=dict, repr=False)
+    _grammars: dict[tuple[int, Reach], str] = field(default_factory=dict, repr=False)
+
+    def _version(self) -> int:
+        """The registry's version; built prompts of an older one are dropped (an MCP server's
+        tools joined or left, `tools/registry.py`)."""
+        version = self.registry.version
+        if any(key[0] != version for key in self._built) or any(key[0] != version for key in self._grammars):
+            self._built = {key: text for key, text in self._built.items() if key[0] == version}
+            self._grammars = {key: text for key, text in self._grammars.items() if key[0] == version}
+        return version
 
     def system_prompt(self, reach: Reach = EVERYTHING, *, demos: bool = False) -> str:
-        key = (reach, demos)
+        key = (self._version(), reach, demos)
         if key not in self._built:
             self._built[key] = build_system_prompt(self.registry, self.persona, reach, demos=demos) + self.suffix
         return self._built[key]
 
     def grammar(self, reach: Reach = EVERYTHING) -> str:
         """The first-line grammar of the same command list (`LLM_GRAMMAR=first_line`)."""
-        if reach not in self._grammars:
-            self._grammars[reach] = first_line_grammar(offered(self.registry, reach))
-        return self._grammars[reach]
+        key = (self._version(), reach)
+        if key not in self._grammars:
+            self._grammars[key] = first_line_grammar(offered(self.registry, reach))
+        return self._grammars[key]
 
     def with_suffix(self, text: str) -> PromptBook:
         """Another book for the same tools with `text` after the command list."""

@@ -43,7 +43,7 @@ from storage.connection import DbConnection, Store, lend_back
 from storage.errors import StorageError
 from storage.learner_tasks import any_open_tasks
 from storage.messages import Message, add_message, recent_messages
-from tools.base import ToolContext
+from tools.base import ProgressSink, ToolContext
 from tools.contract import command_text, stored_result
 from tools.meta import UI_PENDING, UI_RESULT, ToolMeta, add_tool_message
 from tools.registry import ToolRegistry
@@ -208,6 +208,7 @@ def tool_context(
     session_id: str | None = None,
     turn_message_id: int | None = None,
     cancel: CancelToken = NEVER,
+    progress: ProgressSink | None = None,
 ) -> ToolContext:
     """The context every tool call gets, from chat or from `POST /tools/<name>` alike."""
     return ToolContext(
@@ -222,12 +223,17 @@ def tool_context(
         bounded=services.bounded,
         cancel=cancel,
         telemetry=services.telemetry,
+        progress=progress,
     )
 
 
 def run_command(turn: _Turn, command: Command, user_message_id: int, *, body_cut: bool = False) -> Routed:
     services = turn.services
-    ctx = tool_context(services, turn.conn, turn.user_id, turn.session_id, user_message_id, turn.cancel)
+
+    def progress(done: float, total: float | None, message: str | None) -> None:  # SPEC 7: a new event
+        turn.emit("tool.progress", {"name": command.name, "progress": done, "total": total, "message": message})
+
+    ctx = tool_context(services, turn.conn, turn.user_id, turn.session_id, user_message_id, turn.cancel, progress)
     turn.emit("tool.started", {"name": command.name})
     if body_cut:  # never run a tool on part of its body
         routed = refuse(

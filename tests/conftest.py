@@ -74,6 +74,8 @@ def make_app(base_settings: dict[str, Any]) -> Iterator[Callable[..., Flask]]:
     yield build
     for app in built:
         services = services_of(app)
+        if services.mcp is not None:
+            services.mcp.close()  # MCP servers' children and sessions (SPEC 14)
         services.live.close()  # a Redis backend's listener thread and connections (nothing in-process)
         services.database.close()  # a PostgreSQL pool, whose workers would otherwise go on
         # reconnecting to the test's dropped database and log into later tests

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from storage.connection import DbConnection, Store
 
 
+ProgressSink = Callable[[float, float | None, str | None], None]  # (progress, total, message)
+
 FIX_HINT = "Fix the command and try again."  # the model's cue to retry a refused command
 
 
@@ -110,6 +112,12 @@ class ToolContext:
     deadline: float | None = None  # time.monotonic() value; set by the runner from Tool.timeout_s
     cancel: CancelToken = NEVER  # the turn's token: a blocking step registers how to interrupt itself
     telemetry: Telemetry | None = None  # the app's spans and counts (None: a test's or the CLI's context)
+    progress: ProgressSink | None = None  # a long call's progress, as `tool.progress` events of the turn
+
+    def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Tell whoever follows this call how far it got (a chat turn's stream; nobody otherwise)."""
+        if self.progress is not None:
+            self.progress(progress, total, message)
 
     def storage_span(self, operation: str) -> AbstractContextManager[object]:
         """A span around a storage call that matters (a model's SQL, a search), when traced."""
@@ -207,7 +215,9 @@ class Tool(Generic[InputT, OutputT]):
     interactive: bool = False  # the handler builds a widget; the turn waits for the user's answer
     needs: frozenset[Need] = frozenset()  # what must be there for the tool to succeed (the turn's catalog)
     budget: str | None = None  # the RATE_LIMITS budget a direct `POST /tools/<name>` spends (SPEC 12)
-    annotations: ToolHints | None = None  # served over `/mcp` with these hints; None: not served there
+    annotations: ToolHints | None = (
+        None  # its hints (served over `/mcp` with them; an MCP server's tool: the server's); None: not served over /mcp
+    )
 
     def function_schema(self) -> dict[str, Any]:
         """OpenAI-compatible function schema derived from the input model, never by hand."""

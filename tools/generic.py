@@ -26,7 +26,7 @@ from pydantic import ConfigDict, GetJsonSchemaHandler, ValidationError, model_va
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
 
-from tools.base import BindingError, CommandBinding, Tool, ToolContext, ToolInput, ToolOutput
+from tools.base import BindingError, CommandBinding, Tool, ToolContext, ToolHints, ToolInput, ToolOutput
 
 MAX_SCHEMA_ERRORS = 20  # one answer, not thousands of lines, for a huge wrong object
 _EXAMPLE_IN_TEXT = re.compile(r"""(?:e\.g\.|for example|such as)[,:]?\s*\(?['"`]([^'"`\n]{1,60})['"`]""", re.IGNORECASE)
@@ -152,11 +152,17 @@ def sample_object(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def type_label(spec: dict[str, Any]) -> str:
+    """`<string>`, `<string|null>` (a list of types, or pydantic's `anyOf` of an optional field),
+    or the enum's values."""
+    if "enum" in spec:
+        return "|".join(json.dumps(value) for value in spec["enum"][:6])
     kind = spec.get("type")
     if isinstance(kind, list):
         kind = "|".join(str(k) for k in kind)
-    if "enum" in spec:
-        return "|".join(json.dumps(value) for value in spec["enum"][:6])
+    elif kind is None:
+        branches = spec.get("anyOf") or spec.get("oneOf") or []
+        kinds = [str(branch.get("type")) for branch in branches if isinstance(branch, dict) and branch.get("type")]
+        kind = "|".join(dict.fromkeys(kinds)) or None
     return f"<{kind or 'any'}>"
 
 
@@ -224,8 +230,11 @@ def schema_tool(
     command: str | None = None,
     timeout_s: float = 30.0,
     budget: str | None = None,
+    output_model: type[TextOutput] = TextOutput,
+    annotations: ToolHints | None = None,
 ) -> Tool[SchemaInput, TextOutput]:
-    """A `Tool` unit for a tool known by its JSON schema, with the generic binding."""
+    """A `Tool` unit for a tool known by its JSON schema, with the generic binding; `call`
+    may answer a subclass of `TextOutput` (`output_model`, what `/openapi.json` documents)."""
 
     def handler(data: SchemaInput, ctx: ToolContext) -> TextOutput:
         return call(data.arguments(), ctx)
@@ -234,10 +243,11 @@ def schema_tool(
         name=name,
         description=description,
         input_model=schema_input_model(name, schema),
-        output_model=TextOutput,
+        output_model=output_model,
         handler=handler,
         result_role=result_role,
         command=generic_binding(command or command_name(name), schema, request=description),
         timeout_s=timeout_s,
         budget=budget,
+        annotations=annotations,
     )

@@ -364,9 +364,14 @@ def build_document(app: Flask) -> dict[str, Any]:
 
 
 def document_of(app: Flask) -> dict[str, Any]:
-    if EXTENSION_KEY not in app.extensions:
-        app.extensions[EXTENSION_KEY] = build_document(app)
-    document: dict[str, Any] = app.extensions[EXTENSION_KEY]
+    """The document, built once per version of the tool registry (MCP tools join and leave at
+    run time, `tools/registry.py`)."""
+    version = services_of(app).turns.registry.version
+    cached = app.extensions.get(EXTENSION_KEY)
+    if not (isinstance(cached, tuple) and cached[0] == version):
+        cached = (version, build_document(app))
+        app.extensions[EXTENSION_KEY] = cached
+    document: dict[str, Any] = cached[1]
     return document
 
 

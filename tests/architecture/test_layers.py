@@ -29,6 +29,7 @@ FLOORS: dict[str, int] = {
     "learner": 6,
     "tools": 7,
     "commands": 8,
+    "mcp_client": 8,  # MCP servers' tools as Tool units (SPEC 14): tools, storage, config below it
     "pipeline": 9,
     "activities": 10,
     "evaluation": 10,  # the protocol evaluation (SPEC 15): the pipeline against a real model, tools in dry-run

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_server.listing import call_result, listed, served
-from tools.base import Need, ToolResult
+from mcp_client.tools import RESULT_ROLE as RELAYED_ROLE
+from mcp_server.listing import call_result, is_served, listed, served
+from tools.base import Need, ToolHints, ToolResult
 from tools.catalog import build_registry
+from tools.generic import TextOutput, schema_tool
 
 REGISTRY = list(build_registry())
 
@@ -41,3 +43,18 @@ def test_results_keep_the_runners_shapes() -> None:
     assert failed.is_error is True
     assert failed.structured_content == {"error": {"code": "NOT_FOUND", "message": "no such file"}}
     assert failed.content[0].text == "Error: NOT_FOUND: no such file"  # the model's chat hint stays in chat
+
+
+def test_an_operators_mcp_tools_are_not_relayed_to_hosts() -> None:
+    """A tool of an MCP server from MCP_SERVERS (`mcp_tools`) keeps its hints for approval
+    (SPEC 8) but is not passed on over `/mcp`: hosts connect to that server themselves."""
+    relayed = schema_tool(
+        "get_current_time",
+        "the time",
+        {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]},
+        lambda arguments, ctx: TextOutput(text="12:00"),
+        result_role=RELAYED_ROLE,
+        annotations=ToolHints(read_only=True, destructive=False),
+    )
+    assert relayed.annotations is not None and not is_served(relayed)
+    assert served([*REGISTRY, relayed]) == served(REGISTRY)

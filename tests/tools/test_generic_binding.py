@@ -127,3 +127,25 @@ def test_the_schema_is_published_unchanged(registry: ToolRegistry) -> None:
 )
 def test_command_names(name: str, prefix: str, expected: str) -> None:
     assert command_name(name, prefix) == expected
+
+
+# mcp-server-git 2026.10.19's git_create_branch, as it lists it: an optional field is pydantic's anyOf
+GIT_CREATE_BRANCH = {
+    "properties": {
+        "repo_path": {"title": "Repo Path", "type": "string"},
+        "branch_name": {"title": "Branch Name", "type": "string"},
+        "base_branch": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "title": "Base Branch"},
+    },
+    "required": ["repo_path", "branch_name"],
+    "title": "create_branchArguments",
+    "type": "object",
+}
+
+
+def test_an_optional_field_of_a_real_mcp_schema_shows_its_types() -> None:
+    binding = generic_binding("git_create_branch", GIT_CREATE_BRANCH)
+    assert (
+        binding.usage
+        == '/git_create_branch {"repo_path": <string>, "branch_name": <string>, "base_branch"?: <string|null>}'
+    )
+    assert binding.example == '/git_create_branch {"repo_path": "repo path", "branch_name": "branch name"}'

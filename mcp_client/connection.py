@@ -1,0 +1,223 @@
+"""One MCP server, supervised: connect, list its tools, stay connected, reconnect with back-off.
+
+A connection lives on the hub's event loop (`hub.py`) as one task, `run`, until the app
+closes. Each round opens the transport (a stdio child, or a streamable-HTTP session), runs
+the MCP handshake, lists the tools (they join the registry through `on_tools`), then waits
+until the transport ends: the child exited, or the HTTP session failed. Then it waits a
+back-off (doubled after each quick failure, from `MIN_BACKOFF_S` to `MAX_BACKOFF_S`, back to
+the start after a round that stayed up `STABLE_S`) and starts again. So a crashing child is
+restarted, but never in a tight loop; and calls that arrive meanwhile wait for the session
+within their own deadline.
+
+A stdio child's stderr goes to the log, line by line, cut to `MAX_STDERR_LINE` characters and
+at most `STDERR_LINES_PER_MINUTE` lines a minute (the rest are counted and the count logged),
+so a noisy server cannot fill the disk. The SDK's `stdio_client` starts the child in its own
+process group and, on exit, closes its stdin, then terminates and kills the group: closing
+the hub leaves no child behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+
+from mcp_client.config import HttpServer, ServerConfig, StdioServer
+from mcp_client.http import http_client, vetted_addresses
+
+log = logging.getLogger("mcp")
+
+MIN_BACKOFF_S = 0.5
+MAX_BACKOFF_S = 30.0
+STABLE_S = 60.0
+HANDSHAKE_TIMEOUT_S = 20.0  # initialize + tools/list (a child's interpreter starting on a busy machine)
+MAX_LIST_PAGES = 10
+MAX_STDERR_LINE = 500
+STDERR_LINES_PER_MINUTE = 60
+CLIENT_INFO = types.Implementation(name="chat-orchestrator", version="1")
+
+ToolsListener = Callable[["ServerConnection", list[types.Tool]], None]
+
+
+class ServerConnection:
+    """The supervised connection to one server; `session` while connected (loop thread only)."""
+
+    def __init__(self, key: str, config: ServerConfig, on_tools: ToolsListener) -> None:
+        self.key = key
+        self.config = config
+        self._on_tools = on_tools
+        self.session: ClientSession | None = None
+        self.connected: asyncio.Event | None = None  # made on the loop (`run`)
+        self.starts = 0  # rounds begun (1 + restarts)
+        self.last_error: str | None = None  # why the last round ended or failed, for the log and tests
+        self._relist: asyncio.Event | None = None
+
+    async def wait_session(self, timeout_s: float) -> ClientSession:
+        """The session, waiting up to `timeout_s` for a (re)connection."""
+        assert self.connected is not None, "the connection runs on the hub's loop"
+        if self.session is None:
+            with anyio.fail_after(timeout_s):
+                await self.connected.wait()
+        assert self.session is not None
+        return self.session
+
+    async def run(self) -> None:
+        """Connect, serve, reconnect, until cancelled (the hub closing)."""
+        self.connected = asyncio.Event()
+        self._relist = asyncio.Event()
+        backoff = MIN_BACKOFF_S
+        while True:
+            started = time.monotonic()
+            self.starts += 1
+            try:
+                await self._one_round()
+                self.last_error = "the server closed the connection"
+            except Exception as error:  # a round's failure of any kind: logged, then the back-off
+                self.last_error = describe(error)
+            finally:
+                self.session = None
+                self.connected.clear()
+            log.warning("MCP server %s: %s; reconnecting in %.1f s", self.key, self.last_error, backoff)
+            if time.monotonic() - started >= STABLE_S:
+                backoff = MIN_BACKOFF_S
+            await asyncio.sleep(backoff)
+            backoff = min(MAX_BACKOFF_S, backoff * 2)
+
+    async def _one_round(self) -> None:
+        async with AsyncExitStack() as stack:
+            read, write = await self._open(stack)
+            ended = anyio.Event()
+            relay_send, relay_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+            group = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(group.cancel_scope.cancel)  # after the session closed (LIFO)
+            group.start_soon(_relay, read, relay_send, ended)
+            session = await stack.enter_async_context(
+                ClientSession(relay_receive, write, message_handler=self._on_message, client_info=CLIENT_INFO)
+            )
+            with anyio.fail_after(HANDSHAKE_TIMEOUT_S):
+                await session.initialize()
+                self._on_tools(self, await list_tools(session))
+            self.session = session
+            assert self.connected is not None and self._relist is not None
+            self.connected.set()
+            log.info("MCP server %s: connected (start %d)", self.key, self.starts)
+            while not ended.is_set():
+                waiters = [asyncio.ensure_future(ended.wait()), asyncio.ensure_future(self._relist.wait())]
+                try:
+                    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for waiter in waiters:
+                        waiter.cancel()
+                if self._relist.is_set() and not ended.is_set():
+                    self._relist.clear()
+                    try:
+                        with anyio.fail_after(HANDSHAKE_TIMEOUT_S):
+                            self._on_tools(self, await list_tools(session))
+                    except Exception as error:
+                        log.warning("MCP server %s: listing its tools again failed: %s", self.key, describe(error))
+
+    async def _open(self, stack: AsyncExitStack) -> tuple[Any, Any]:
+        config = self.config
+        if isinstance(config, StdioServer):
+            params = StdioServerParameters(command=config.command, args=config.args, env=config.env, cwd=config.cwd)
+            reader, writer = os.pipe()
+            errlog = os.fdopen(writer, "w", encoding="utf-8", errors="replace")
+            try:
+                streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+            finally:
+                errlog.close()  # the child holds its own copy: the reader sees the end when it exits
+                threading.Thread(
+                    target=log_stderr, args=(reader, self.key), name=f"mcp-{self.key}-stderr", daemon=True
+                ).start()
+            return streams
+        assert isinstance(config, HttpServer)
+        if not config.trusted:  # a clear refusal up front; the pool checks every connection again
+            url = anyio_url(config.url)
+            await vetted_addresses(url[0], url[1])
+        client = await stack.enter_async_context(
+            http_client(config.headers, trusted=config.trusted, read_timeout_s=config.timeout_s + 5)
+        )
+        return await stack.enter_async_context(streamable_http_client(config.url, http_client=client))
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification) and self._relist is not None:
+            self._relist.set()
+        elif isinstance(message, Exception):
+            log.warning("MCP server %s sent something unreadable: %s", self.key, describe(message))
+
+
+def anyio_url(url: str) -> tuple[str, int]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+
+
+async def list_tools(session: ClientSession) -> list[types.Tool]:
+    """Every tool the server lists, following at most `MAX_LIST_PAGES` pages."""
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(MAX_LIST_PAGES):
+        page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+async def _relay(source: Any, sink: MemoryObjectSendStream[SessionMessage | Exception], ended: anyio.Event) -> None:
+    """Pass the transport's messages to the session, and note when the transport ends."""
+    try:
+        async with sink:
+            async for item in source:
+                await sink.send(item)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+        pass
+    finally:
+        ended.set()
+
+
+def describe(error: BaseException) -> str:
+    """One line for the log: the innermost errors of an exception group, by type and text."""
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(describe(inner) for inner in error.exceptions[:3])
+    text = str(error) or type(error).__name__
+    return f"{type(error).__name__}: {text}"[:500]
+
+
+def log_stderr(fd: int, key: str) -> None:
+    """Log a child's stderr until it closes, bounded in line length and lines per minute."""
+    window_start, lines, dropped = time.monotonic(), 0, 0
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as stream:
+        while True:
+            line = stream.readline(MAX_STDERR_LINE + 1)
+            if not line:
+                break
+            if not line.endswith("\n"):  # a longer line: the rest of it is skipped
+                while (rest := stream.readline(64 * 1024)) and not rest.endswith("\n"):
+                    pass
+            now = time.monotonic()
+            if now - window_start >= 60:
+                if dropped:
+                    log.warning("MCP server %s: %d stderr lines not logged", key, dropped)
+                window_start, lines, dropped = now, 0, 0
+            if lines >= STDERR_LINES_PER_MINUTE:
+                dropped += 1
+                continue
+            lines += 1
+            log.info("MCP server %s stderr: %s", key, line.rstrip()[:MAX_STDERR_LINE])
+    if dropped:
+        log.warning("MCP server %s: %d stderr lines not logged", key, dropped)
