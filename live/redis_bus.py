@@ -26,8 +26,10 @@ in the hash even when its entry is trimmed, as in `EventBus`.
 Consecutive `answer.delta` entries of one turn and pass are replayed as one delta, as
 `EventBus` does. While a turn runs, each delta is an entry (a stream cannot change an entry);
 its terminal event compacts them (`compact`, in the same script): one entry per pass holding
-the text after the turn's last `answer.reset`, placed just before the end, with each piece's
-id and where its text ends, so a reader from any id still gets exactly the text after it. A
+the text after the turn's last `answer.reset`, with each piece's id and where its text ends,
+and the turn's tail written anew in its order (moved entries keep their original id), so a
+reader from any id, a live follower a few pieces behind included, still gets exactly what it
+has not seen, in the order it was published. A
 stream keeps the room of deleted entries while others share their node, so that room stays
 counted until the session's stream is rewritten (once it is a third of the session).
 
@@ -173,46 +175,65 @@ local function rewrite(stream, meta)
 end
 
 -- a finished turn's `answer.delta` entries become one per pass (the text after the turn's last
--- `answer.reset`), appended before its end, `p` listing each piece's id (as the difference
--- from the previous one) and where its text ends (in bytes). The pieces' room stays counted
+-- `answer.reset`), `p` listing each piece's id (as the difference from the previous one) and
+-- where its text ends (in bytes). The turn's tail from its first delta is written anew in its
+-- order: each pass's text where its first piece was, every other entry after it as it was,
+-- with `o` its original id, so a reader from any id gets what it has not seen, in the order it
+-- was published (`_entry` skips a moved entry it had). The old entries' room stays counted
 -- (`waste`) until the stream is rewritten, once it is a third of the session's bytes, so
 -- each byte is copied a bounded number of times. The session's bytes after it.
 local function compact(log, stream, meta, turn, bytes)
   if turn == '' or redis.call('HGET', meta, 'dturn') ~= turn then return bytes end
   local first = redis.call('HGET', meta, 'dfirst')
   redis.call('HDEL', meta, 'dturn', 'dfirst')
-  local freed, pieces, runs = 0, {}, {}
+  local freed, old, pieces, runs, out = 0, {}, 0, {}, {}
   for _, entry in ipairs(redis.call('XRANGE', stream, first, '+')) do
     local fields = entry[2]
-    if fields[2] == 'answer.delta' or fields[2] == 'answer.reset' then
-      local data = cjson.decode(fields[4])
-      if data['turn_id'] == turn and fields[2] == 'answer.reset' then
-        runs = {}
-      elseif data['turn_id'] == turn then
-        table.insert(pieces, entry[1])
-        freed = freed + entry_bytes(fields)
-        local run = runs[#runs]
-        if run == nil or run.pass ~= data['pass'] then
-          run = {pass = data['pass'], texts = {}, index = {}, length = 0, last = 0}
-          table.insert(runs, run)
-        end
-        local number = tonumber(number_of(entry[1]))
-        table.insert(run.texts, data['text'])
-        run.length = run.length + #data['text']
-        table.insert(run.index, string.format('%.0f', number - run.last) .. ':' .. run.length)
-        run.last, run.at = number, fields[6]
+    table.insert(old, entry[1])
+    freed = freed + entry_bytes(fields)
+    local data = nil
+    if fields[2] == 'answer.delta' or fields[2] == 'answer.reset' then data = cjson.decode(fields[4]) end
+    if data ~= nil and data['turn_id'] == turn and fields[2] == 'answer.delta' then
+      pieces = pieces + 1
+      local run = runs[#runs]
+      if run == nil or run.pass ~= data['pass'] then
+        run = {pass = data['pass'], texts = {}, index = {}, length = 0, last = 0}
+        table.insert(runs, run)
+        table.insert(out, run)
       end
+      local number = tonumber(number_of(entry[1]))
+      table.insert(run.texts, data['text'])
+      run.length = run.length + #data['text']
+      table.insert(run.index, string.format('%.0f', number - run.last) .. ':' .. run.length)
+      run.last, run.at = number, fields[6]
+    else
+      if data ~= nil and data['turn_id'] == turn then  -- a reset: the text before it is dropped
+        for _, run in ipairs(runs) do run.dropped = true end
+        runs = {}
+      end
+      local moved = {unpack(fields, 1, 6)}
+      table.insert(moved, 'o')
+      table.insert(moved, number_of(entry[1]))
+      table.insert(out, moved)
     end
   end
-  if #pieces < 2 then return bytes end
-  for start = 1, #pieces, 1000 do
-    redis.call('XDEL', stream, unpack(pieces, start, math.min(start + 999, #pieces)))
+  if pieces < 2 then return bytes end
+  for start = 1, #old, 1000 do
+    redis.call('XDEL', stream, unpack(old, start, math.min(start + 999, #old)))
   end
-  for _, run in ipairs(runs) do
-    local data = cjson.encode({turn_id = turn, pass = run.pass, text = table.concat(run.texts)})
-    local fields = {'n', 'answer.delta', 'd', data, 't', run.at, 'p', table.concat(run.index, ',')}
-    redis.call('XADD', stream, next_id(log.counter, log.epoch) .. '-0', unpack(fields))
-    bytes = bytes + entry_bytes(fields)
+  for _, item in ipairs(out) do
+    local fields = item
+    if item.texts ~= nil then
+      fields = nil
+      if not item.dropped then
+        local data = cjson.encode({turn_id = turn, pass = item.pass, text = table.concat(item.texts)})
+        fields = {'n', 'answer.delta', 'd', data, 't', item.at, 'p', table.concat(item.index, ',')}
+      end
+    end
+    if fields ~= nil then
+      redis.call('XADD', stream, next_id(log.counter, log.epoch) .. '-0', unpack(fields))
+      bytes = bytes + entry_bytes(fields)
+    end
   end
   local waste = tonumber(redis.call('HGET', meta, 'waste') or '0') + freed
   if waste * 3 > bytes then return rewrite(stream, meta) end
@@ -290,11 +311,14 @@ def _event(event_id: int, name: str, data_json: str, at: str) -> Event:
 
 def _entry(stream_id: str, fields: list[str], after: int) -> Event | None:
     """One stream entry as the event a reader after `after` gets: a finished turn's compacted
-    deltas (with `p`, see `compact`) hold only the text of the pieces after `after` (None: no
-    text left for this reader)."""
+    deltas (with `p`, see `compact`) hold only the text of the pieces after `after`, and an
+    entry `compact` moved (with `o`, its original id) is skipped by a reader that had it (None:
+    nothing left for this reader)."""
     event_id = _event_id(stream_id)
     if len(fields) < 8:
         return _event(event_id, fields[1], fields[3], fields[5])
+    if fields[6] == "o":
+        return None if int(fields[7]) <= after else _event(event_id, fields[1], fields[3], fields[5])
     data = json.loads(fields[3])
     piece, start = 0, 0
     for step in fields[7].split(","):

@@ -121,6 +121,26 @@ def test_a_finished_turn_replays_from_any_id_as_it_streamed(make_bus):
         assert shown(events) == "".join(pieces[index + 1 :]) and events[-1] == end
 
 
+def test_a_reader_from_any_id_of_a_finished_turn_gets_the_rest_in_the_order_it_was_published(make_bus):
+    """A live follower a few pieces behind when the turn ends (Redis compacts the deltas at its
+    end) gets the text it has not seen before `provider.response` and `message.stored`, as
+    published, and nothing it had: never a delta after the stored message (SPEC 7)."""
+    bus = make_bus()
+    bus.publish("s", "turn.started", {"turn_id": "t"})
+    pieces = ["one ", "two ", "three"]
+    ids = [bus.publish("s", "answer.delta", delta("t", piece)).id for piece in pieces]
+    response = bus.publish("s", "provider.response", {"turn_id": "t", "pass": 0}).id
+    stored = bus.publish("s", "message.stored", {"turn_id": "t", "id": 1, "role": "assistant"}).id
+    bus.publish("s", "done", {"turn_id": "t", "reply": "".join(pieces)})
+    for index, cursor in enumerate(ids):
+        events = bus.read("s", cursor).events
+        rest = "".join(pieces[index + 1 :])
+        expected = (["answer.delta"] if rest else []) + ["provider.response", "message.stored", "done"]
+        assert names(events) == expected and shown(events) == rest
+    assert names(bus.read("s", response).events) == ["message.stored", "done"]
+    assert names(bus.read("s", stored).events) == ["done"]
+
+
 def test_runs_of_different_passes_stay_apart(make_bus):
     bus = make_bus()
     bus.publish("s", "answer.delta", delta("t", "a", 0))
