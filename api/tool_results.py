@@ -43,7 +43,7 @@ from pipeline.approved import continue_approval
 from pipeline.turn import EventSink, TurnServices, continue_turn
 from storage.connection import DbConnection
 from storage.db import transaction
-from storage.messages import Message, find_tool_call, mark_tool_call
+from storage.messages import Message, find_tool_call, mark_tool_call, recent_messages
 from tools.base import ErrorCode, ToolFailure, ToolOutput, ToolResult
 from tools.contract import stored_result
 from tools.interactive import MAX_ANSWER_CHARS, InputMethod, WidgetOutput, apply_answer, check_answer
@@ -204,7 +204,12 @@ def continue_after_answer(services: TurnServices, call: Message, user_id: int, o
 
 def take_approval(conn: DbConnection, call: Message) -> None:
     """Mark an approval answered, once (409 for every later answer, a replay included);
-    nothing ran before this, and the command runs only in the turn it starts."""
+    nothing ran before this, and the command runs only in the turn it starts. A question the
+    user wrote on past (a later message in its chat) has expired: its command would run out
+    of its turn's context (409 `approval_expired`)."""
+    last = recent_messages(conn, call.session_id, 1)
+    if not last or last[-1].id != call.id:
+        raise ApiError(409, "approval_expired", "the chat went on after this question; nothing ran, ask again")
     with transaction(conn):
         if not mark_tool_call(conn, call.id, "answered"):
             raise ApiError(409, "already_answered", "this tool call was already answered")

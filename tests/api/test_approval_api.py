@@ -168,3 +168,21 @@ def test_a_call_that_would_fail_its_validation_is_not_put_to_the_user(app, clien
     body = chat(client, auth, "save").get_json()
     assert [m["role"] for m in body["messages"]] == ["user", "file_tools", "assistant"]
     assert body["messages"][1]["meta"]["code"] == "VALIDATION_FAILED"
+
+
+def test_a_question_the_user_wrote_past_expires(app, client, auth, fake_llm):
+    pending = ask(client, auth, fake_llm)["messages"][1]
+    fake_llm.queue("Hello again.")
+    on = client.post("/chat", json={"message": "never mind", "session_id": pending["session_id"]}, headers=auth)
+    assert on.status_code == 200, on.get_json()
+    seen = fake_llm.requests[-1]["messages"]
+    assert seen[-2:] == [
+        {
+            "role": "assistant",
+            "content": "/write_file notes.md\n\n(The user did not approve this command, so it did not run.)",
+        },
+        {"role": "user", "content": "never mind"},
+    ]
+    late = answer(client, auth, pending, True)
+    assert late.status_code == 409 and late.get_json()["error"]["code"] == "approval_expired"
+    assert written(app) == []
