@@ -4,12 +4,15 @@ pauses on `/write_file`, nothing is written before the user answers, and
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from api.services import services_of
 from tests.conftest import new_token
 from tests.live.test_streams import STREAM, parse
+from tools.base import READ_ONLY_LOCAL, ToolContext, ToolHints
+from tools.generic import TextOutput, schema_tool
 
 WRITE = "/write_file notes.md\n```\nhello <b>world</b>\n```"
 
@@ -186,3 +189,52 @@ def test_a_question_the_user_wrote_past_expires(app, client, auth, fake_llm):
     late = answer(client, auth, pending, True)
     assert late.status_code == 409 and late.get_json()["error"]["code"] == "approval_expired"
     assert written(app) == []
+
+
+def mcp_style(app, name: str, hints: ToolHints | None) -> list[dict[str, Any]]:
+    """Register a tool as the MCP client does (generic binding, role `mcp_tools`, the server's
+    hints); returns the list of the calls its handler received."""
+    calls: list[dict[str, Any]] = []
+
+    def call(arguments: dict[str, Any], ctx: ToolContext) -> TextOutput:
+        calls.append(arguments)
+        return TextOutput(text=f"deleted {arguments.get('path')}")
+
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    tool = schema_tool(name, "an MCP server's tool", schema, call, result_role="mcp_tools")
+    services_of(app).turns.registry.register(dataclasses.replace(tool, annotations=hints))
+    return calls
+
+
+def test_an_mcp_tool_that_says_nothing_asks_and_runs_once_approved(app, client, auth, fake_llm):
+    calls = mcp_style(app, "files_delete", None)
+    fake_llm.queue("/files_delete old.txt", "Deleted.")
+    pending = chat(client, auth, "delete old.txt").get_json()["messages"][-1]
+    assert pending["meta"]["output"]["widget"] == "approval" and calls == []
+    body = answer(client, auth, pending, True).get_json()
+    assert calls == [{"path": "old.txt"}]
+    assert body["messages"][0]["role"] == "mcp_tools" and body["messages"][0]["meta"]["approval"] == "approved"
+    assert "> deleted old.txt" in body["messages"][0]["content"] and body["reply"] == "Deleted."
+
+
+def test_a_read_only_mcp_tool_runs_at_once(app, client, auth, fake_llm):
+    calls = mcp_style(app, "files_stat", READ_ONLY_LOCAL)
+    fake_llm.queue("/files_stat old.txt", "It exists.")
+    body = chat(client, auth, "stat old.txt").get_json()
+    assert [m["role"] for m in body["messages"]] == ["user", "mcp_tools", "assistant"] and calls == [
+        {"path": "old.txt"}
+    ]
+
+
+def test_memory_sql_asks_for_an_update_only(app, client, auth, fake_llm):
+    fake_llm.queue("/memory_sql SELECT count(*) FROM memories", "None yet.")
+    assert [m["role"] for m in chat(client, auth, "count").get_json()["messages"]] == [
+        "user",
+        "memory_sql_tools",
+        "assistant",
+    ]
+    fake_llm.queue("/memory_sql\nUPDATE memories SET importance = 1", "Updated.")
+    pending = chat(client, auth, "lower them").get_json()["messages"][-1]
+    assert pending["role"] == "ui_tools" and pending["meta"]["body"] == "UPDATE memories SET importance = 1"
+    ran = answer(client, auth, pending, True).get_json()["messages"][0]
+    assert ran["role"] == "memory_sql_tools" and ran["meta"]["ok"] is True and ran["meta"]["output"]["kind"] == "update"
