@@ -110,7 +110,7 @@ def stored_answer(call: Message, result: ToolResult) -> tuple[str, ToolMeta]:
 
 @bp.post("/api/ai/tool-result")
 @operation(
-    "Answer an interactive widget (SPEC 8); the model's next pass runs",
+    "Answer an interactive widget or an approval (SPEC 8); the model's next pass runs",
     tag="chat",
     body=ToolResultBody,
     replies={
@@ -119,7 +119,10 @@ def stored_answer(call: Message, result: ToolResult) -> tuple[str, ToolMeta]:
         404: Reply("no such pending call of yours"),
         422: Reply("`PROFILE_UPDATE_FAILED`; the call stays open"),
         **TURN_FAILED,
-        409: Reply("already answered, or the session is answering another turn"),
+        409: Reply(
+            "already answered, an approval the chat went past (`approval_expired`), "
+            "or the session is answering another turn"
+        ),
     },
 )
 @budget("turns")  # a widget's answer runs the model's next pass
