@@ -238,3 +238,16 @@ def test_memory_sql_asks_for_an_update_only(app, client, auth, fake_llm):
     assert pending["role"] == "ui_tools" and pending["meta"]["body"] == "UPDATE memories SET importance = 1"
     ran = answer(client, auth, pending, True).get_json()["messages"][0]
     assert ran["role"] == "memory_sql_tools" and ran["meta"]["ok"] is True and ran["meta"]["output"]["kind"] == "update"
+
+
+def test_a_body_longer_than_the_question_can_show_is_refused(app, client, auth, fake_llm):
+    fake_llm.queue("/write_file big.txt\n" + "x" * (64 * 1024 + 1), "Too long, sorry.")
+    body = chat(client, auth, "save a big file").get_json()
+    assert [m["role"] for m in body["messages"]] == ["user", "file_tools", "assistant"]
+    refused = body["messages"][1]["meta"]
+    assert (
+        refused["ok"] is False
+        and refused["code"] == "VALIDATION_FAILED"
+        and "asks the user first" in refused["message"]
+    )
+    assert not list((Path(services_of(app).settings.data_dir) / "workspaces").rglob("big.txt"))
