@@ -5,6 +5,8 @@ pauses on `/write_file`, nothing is written before the user answers, and
 from __future__ import annotations
 
 import dataclasses
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -251,3 +253,32 @@ def test_a_body_longer_than_the_question_can_show_is_refused(app, client, auth, 
         and "asks the user first" in refused["message"]
     )
     assert not list((Path(services_of(app).settings.data_dir) / "workspaces").rglob("big.txt"))
+
+
+def test_stop_while_the_approved_command_runs(app, client, auth, fake_llm):
+    """Stop during the run it started: the tool stops, its result says so, the turn ends stopped."""
+    started = threading.Event()
+
+    def slow(arguments: dict[str, Any], ctx: ToolContext) -> TextOutput:
+        started.set()
+        ctx.cancel.wait(10)
+        ctx.cancel.raise_if_cancelled()
+        return TextOutput(text="finished")
+
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    tool = schema_tool("files_wipe", "an MCP server's tool", schema, slow, result_role="mcp_tools")
+    services_of(app).turns.registry.register(tool)
+    fake_llm.queue("/files_wipe all", "never asked for")
+    pending = chat(client, auth, "wipe it").get_json()["messages"][-1]
+    session_id = pending["session_id"]
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(lambda: answer(app.test_client(), auth, pending, True, STREAM).get_data(as_text=True))
+        assert started.wait(10)
+        assert client.post(f"/sessions/{session_id}/cancel", headers=auth).status_code == 200
+        frames = parse(running.result(timeout=20))
+    done = next(frame["data"] for frame in frames if frame["event"] == "done")
+    assert done["stopped"] is True
+    finished = next(frame["data"] for frame in frames if frame["event"] == "tool.finished")
+    assert finished["ok"] is False and finished["code"] == "CANCELLED"
+    stored = client.get(f"/sessions/{session_id}/messages", headers=auth).get_json()["messages"]
+    assert [m["role"] for m in stored] == ["user", "ui_tools", "mcp_tools"] and len(fake_llm.requests) == 1
