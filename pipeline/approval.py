@@ -4,9 +4,11 @@
 command. In order: the widgets of SPEC 8 never ask (they are questions already); a `-name`
 never asks; `all` asks; a named command asks; `/memory_sql` asks when its statement is an
 UPDATE (`memory_sql:update`); an MCP server's tool (`result_role` `mcp_tools`) asks under
-`mcp:all`, or under `mcp` when its hints do not say read-only, or say destructive. A server
-that says nothing gets MCP's cautious defaults (`ToolHints()`: not read-only, destructive), so
-it asks.
+`mcp:all`, or under `mcp` when its hints do not say read-only, or say destructive. MCP gives
+the destructive hint a meaning only for a tool that is not read-only (and `ToolHints` cannot
+tell a hint the server gave from its default), so a tool annotated read-only never asks under
+`mcp`. A server that says nothing gets MCP's cautious defaults (`ToolHints()`: not read-only,
+destructive), so it asks.
 
 Only calls the model writes in a turn ask: a direct call (`POST /tools/<name>`, `/mcp`) is the
 user's own, so it runs at once.
@@ -48,7 +50,8 @@ def needs_approval(tool: Tool[Any, Any], command: Command, policy: ApprovalPolic
         return True
     if tool.result_role == MCP_ROLE:
         hints = tool.annotations or ToolHints()
-        return policy.mcp == "all" or (policy.mcp == "hints" and (not hints.read_only or hints.destructive))
+        risky = not hints.read_only  # destructive or not: both ask (the hint matters only here)
+        return policy.mcp == "all" or (policy.mcp == "hints" and risky)
     return False
 
 

@@ -68,7 +68,7 @@ UPDATE_IN_BODY = "/memory_sql\nWITH x AS (SELECT 1) UPDATE memories SET importan
         ("default", READ_ONLY, "/srv_read {}", False),
         ("default", DESTRUCTIVE, "/srv_delete {}", True),
         ("default", WRITES_SAFELY, "/srv_append {}", True),  # not read-only
-        ("default", CONTRADICTS, "/srv_odd {}", True),  # says destructive
+        ("default", CONTRADICTS, "/srv_odd {}", False),  # MCP: destructive means nothing for a read-only tool
         ("default", SILENT, "/srv_silent {}", True),  # MCP's cautious defaults
         ("default", CONFIRM_TOOL, "/confirm location Still Paris?", False),  # a question already
         # narrowed
