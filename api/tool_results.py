@@ -6,6 +6,10 @@ Order of checks: body shape (400 INVALID_TOOL_RESULT), the call exists and is th
 the profile and the call marked answered; the result is stored as a `ui_tools` message and
 the model's next pass runs (JSON answer, or SSE with `Accept: text/event-stream`).
 
+An approval (SPEC 8, Approval: `toolName` the command, `targetField` `approval`, `value`
+true to run it) passes the same checks; the call is marked answered (once: a second answer
+is 409), then the turn runs or declines the command and goes on (`pipeline/approved.py`).
+
 A failing handler (PROFILE_UPDATE_FAILED, or TOOL_EXECUTION_FAILED for anything
 unexpected) is logged with tool, call id and user, stored as an error result, and leaves
 the call pending: the client can fix the cause and send the answer again.
@@ -35,10 +39,11 @@ from api.turns import answer_turn, runner, turn_payload
 from foundation.cancellation import CancelToken
 from live.runner import TurnWork
 from live.turns import TurnLease
+from pipeline.approved import continue_approval
 from pipeline.turn import EventSink, TurnServices, continue_turn
 from storage.connection import DbConnection
 from storage.db import transaction
-from storage.messages import Message, find_tool_call, mark_tool_call
+from storage.messages import Message, find_tool_call, mark_tool_call, recent_messages
 from tools.base import ErrorCode, ToolFailure, ToolOutput, ToolResult
 from tools.contract import stored_result
 from tools.interactive import MAX_ANSWER_CHARS, InputMethod, WidgetOutput, apply_answer, check_answer
@@ -105,7 +110,7 @@ def stored_answer(call: Message, result: ToolResult) -> tuple[str, ToolMeta]:
 
 @bp.post("/api/ai/tool-result")
 @operation(
-    "Answer an interactive widget (SPEC 8); the model's next pass runs",
+    "Answer an interactive widget or an approval (SPEC 8); the model's next pass runs",
     tag="chat",
     body=ToolResultBody,
     replies={
@@ -114,7 +119,10 @@ def stored_answer(call: Message, result: ToolResult) -> tuple[str, ToolMeta]:
         404: Reply("no such pending call of yours"),
         422: Reply("`PROFILE_UPDATE_FAILED`; the call stays open"),
         **TURN_FAILED,
-        409: Reply("already answered, or the session is answering another turn"),
+        409: Reply(
+            "already answered, an approval the chat went past (`approval_expired`), "
+            "or the session is answering another turn"
+        ),
     },
 )
 @budget("turns")  # a widget's answer runs the model's next pass
@@ -130,6 +138,9 @@ def tool_result() -> ResponseReturnValue:
     conn = get_db()
     lease = runner().claim(call.session_id)  # 409 turn_in_progress before the answer is applied
     try:
+        if widget.widget == "approval":
+            take_approval(conn, call)
+            return answer_turn(lease, continue_after_approval(app_services().turns, call, user.id, bool(value)))
         return continue_with_answer(conn, call, user.id, widget, value, method, lease)
     except BaseException:
         runner().live.turns.abandon(lease)
@@ -188,6 +199,32 @@ def continue_after_answer(services: TurnServices, call: Message, user_id: int, o
             result_meta=summary,
             emit=emit,
             cancel=cancel,
+        )
+        return turn_payload(result)
+
+    return work
+
+
+def take_approval(conn: DbConnection, call: Message) -> None:
+    """Mark an approval answered, once (409 for every later answer, a replay included);
+    nothing ran before this, and the command runs only in the turn it starts. A question the
+    user wrote on past (a later message in its chat) has expired: its command would run out
+    of its turn's context (409 `approval_expired`)."""
+    last = recent_messages(conn, call.session_id, 1)
+    if not last or last[-1].id != call.id:
+        raise ApiError(409, "approval_expired", "the chat went on after this question; nothing ran, ask again")
+    with transaction(conn):
+        if not mark_tool_call(conn, call.id, "answered"):
+            raise ApiError(409, "already_answered", "this tool call was already answered")
+
+
+def continue_after_approval(services: TurnServices, call: Message, user_id: int, approved: bool) -> TurnWork:
+    """The rest of a turn that asked for approval (here or by the next message of a /v1
+    client): run or decline the command, then the next provider pass (`pipeline/approved.py`)."""
+
+    def work(conn: DbConnection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
+        result = continue_approval(
+            services, conn, user_id=user_id, call=call, approved=approved, emit=emit, cancel=cancel
         )
         return turn_payload(result)
 

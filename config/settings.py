@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from config.approval import ApprovalPolicy, checked_approval, default_approval
 from observe.tracing import TracingConfig
 from providers import BreakerPolicy, ProviderConfig
 from storage.connection import Store
@@ -248,6 +249,15 @@ class Settings(BaseModel):
         ge=1,
         le=5,
         description="Tool rounds per user turn, 1-5 (1 = strict two-phase: one command, then the answer).",
+    )
+    tool_approval: Annotated[ApprovalPolicy, BeforeValidator(checked_approval)] = Field(
+        default_factory=default_approval,
+        description="Which commands the model writes ask the user before they run (a confirm widget showing the "
+        "exact command; over `/v1` a question the next message answers): a comma list read left to right, "
+        "`default` (MCP tools not annotated read-only or annotated destructive, `/memory_sql` UPDATE, "
+        "`/write_file`, `/edit_file`), `none`, `all`, `mcp`, `mcp:all`, `memory_sql:update` or a command name, "
+        "each `+` (ask) or `-` (never ask), e.g. `default,+run_code,-write_file`; a bad item stops the start "
+        "with an error naming it (see Approval before risky calls). Direct calls (`POST /tools/<name>`, `/mcp`) never ask.",
     )
     prompt_demos: int = Field(
         default=1,

@@ -26,6 +26,7 @@ ImageLoader = Callable[[Message], tuple[str, ...]]
 # SPEC 6.2: a stored tool result whose turn ended without an answer (a crash, the provider
 # failing on the second pass) is closed, so the next question is never read as part of the data
 UNANSWERED = "(This turn ended here, without an answer.)"
+NOT_APPROVED = "(The user did not approve this command, so it did not run.)"  # SPEC 8, Approval
 
 
 def tool_result_framing(command_name: str) -> str:
@@ -108,6 +109,8 @@ def build_context(
         converted.extend(as_provider_messages(message, attached.get(message.id, ())))
         if after is not None and after.role == "user" and unanswered(message):
             converted.append(ChatMessage(role="assistant", content=UNANSWERED))
+        elif after is not None and after.role == "user" and unapproved(message):
+            converted.append(ChatMessage(role="assistant", content=NOT_APPROVED))
     while converted and converted[0].role != "user":
         converted.pop(0)
     return [ChatMessage(role="system", content=system_prompt), *demos, *merge_consecutive(converted)]
@@ -122,6 +125,12 @@ def image_in_window(history: Sequence[Message], followup_turns: int) -> bool:
 def unanswered(message: Message) -> bool:
     """A tool result the model saw as data (not a widget still waiting for its answer)."""
     return is_tool_role(message.role) and ToolMeta.of(message).kind != UI_PENDING
+
+
+def unapproved(message: Message) -> bool:
+    """A command that asked the user first and was left unanswered (the user wrote on instead)."""
+    meta = ToolMeta.of(message)
+    return is_tool_role(message.role) and meta.kind == UI_PENDING and (meta.output or {}).get("widget") == "approval"
 
 
 def needs_vision(context: Sequence[ChatMessage]) -> bool:

@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from commands.detect import Command, detect_command, first_line_and_rest
-from commands.router import Routed, refuse, route
+from commands.router import Routed, command_input, refuse, route
 from config.settings import Settings
 from foundation.cancellation import NEVER, CancelToken
 from llm.hints import fix_hint, what_failed
 from observe.telemetry import Telemetry
+from pipeline.approval import needs_approval
 from pipeline.catalog import Reach, offered
 from pipeline.context import ImageLoader, build_context, image_in_window, is_tool_role, needs_vision
 from pipeline.demos import demonstrations
@@ -43,8 +44,9 @@ from storage.connection import DbConnection, Store, lend_back
 from storage.errors import StorageError
 from storage.learner_tasks import any_open_tasks
 from storage.messages import Message, add_message, recent_messages
-from tools.base import ProgressSink, ToolContext
-from tools.contract import command_text, stored_result
+from tools.base import BindingError, ProgressSink, Tool, ToolContext, ToolResult
+from tools.contract import MAX_BODY_CHARS, command_text, stored_result
+from tools.interactive import approval_widget
 from tools.meta import UI_PENDING, UI_RESULT, ToolMeta, add_tool_message
 from tools.registry import ToolRegistry
 
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     from bounded.pool import WorkerPool
     from judge.service import Judge
 
+UI_ROLE = "ui_tools"  # a question for the user (SPEC 8): a widget, or an approval
 TOOL_LIMIT_REACHED = "I reached the tool limit for this turn before finishing. Please ask again or rephrase."
 EventSink = Callable[[str, dict[str, Any]], None]
 
@@ -227,7 +230,19 @@ def tool_context(
     )
 
 
-def run_command(turn: _Turn, command: Command, user_message_id: int, *, body_cut: bool = False) -> Routed:
+BODY_CUT = (
+    f"the reply was cut at {MAX_REPLY_CHARS:,} characters, more than any command's body may hold; send a shorter body"
+)
+BODY_UNSHOWN = (
+    f"this command asks the user first, who must see all of it: its body may hold at most {MAX_BODY_CHARS:,} "
+    "characters; send a shorter body (write a long file in parts)"
+)
+
+
+def run_command(
+    turn: _Turn, command: Command, user_message_id: int, *, refusal: str | None = None, **extra: Any
+) -> Routed:
+    """Run one command (or refuse it, `refusal`) and store its result; `extra`: more `meta` keys."""
     services = turn.services
 
     def progress(done: float, total: float | None, message: str | None) -> None:  # SPEC 7: a new event
@@ -235,13 +250,8 @@ def run_command(turn: _Turn, command: Command, user_message_id: int, *, body_cut
 
     ctx = tool_context(services, turn.conn, turn.user_id, turn.session_id, user_message_id, turn.cancel, progress)
     turn.emit("tool.started", {"name": command.name})
-    if body_cut:  # never run a tool on part of its body
-        routed = refuse(
-            command,
-            services.registry,
-            f"the reply was cut at {MAX_REPLY_CHARS:,} characters, more "
-            "than any command's body may hold; send a shorter body",
-        )
+    if refusal is not None:  # e.g. never run a tool on part of its body
+        routed = refuse(command, services.registry, refusal)
     else:
         lend_back(turn.conn)  # a tool may wait seconds (the web, the judge): no server connection held meanwhile
         routed = route(command, services.registry, ctx)
@@ -254,11 +264,46 @@ def run_command(turn: _Turn, command: Command, user_message_id: int, *, body_cut
     if routed.awaiting_user:  # SPEC 8: store the pending call; the answer continues the loop
         pending = {"kind": UI_PENDING, "status": "pending", "tool_call_id": f"call_{uuid.uuid4().hex}"}
     stored = stored_result(
-        routed.role, command.name, command.line, result, **pending, **command_text(command.args, command.body)
+        routed.role, command.name, command.line, result, **pending, **command_text(command.args, command.body), **extra
     )  # the UI shows the body
     turn.store(routed.role, stored.content, stored.tool_meta)  # 6.5, 6.8
     turn.last_tool = ToolSummary(name=command.name, ok=result.ok, code=result.error_code)
     return routed
+
+
+def would_run(tool: Tool[Any, Any], command: Command) -> bool:
+    """Whether the command's arguments fit the tool (a call that would fail its validation is
+    answered with its error at once, never put to the user)."""
+    if tool.command is None:
+        return False
+    try:
+        tool.input_model.model_validate(command_input(tool.command, command))
+    except (BindingError, ValueError):  # pydantic's ValidationError is a ValueError
+        return False
+    return True
+
+
+def ask_approval(turn: _Turn, tool: Tool[Any, Any], command: Command) -> TurnResult:
+    """SPEC 8, Approval: store the call as a question (`ui_tools`, pending, with the command
+    whole in `meta`) and end the turn; nothing runs until the user approves
+    (`pipeline/approved.py`)."""
+    widget = approval_widget(command.line)
+    asked = ToolResult(tool=tool.name, ok=True, output=widget.model_dump(mode="json"), text=widget.render())
+    call_id = f"call_{uuid.uuid4().hex}"
+    stored = stored_result(
+        UI_ROLE,
+        command.name,
+        command.line,
+        asked,
+        kind=UI_PENDING,
+        status="pending",
+        tool_call_id=call_id,
+        **command_text(command.args, command.body),
+    )
+    turn.store(UI_ROLE, stored.content, stored.tool_meta)
+    turn.emit("approval.requested", {"name": command.name, "tool_call_id": call_id})
+    turn.last_tool = ToolSummary(name=command.name, ok=True)
+    return turn.result(widget.question)
 
 
 def turn_reach(turn: _Turn) -> Reach:
@@ -328,7 +373,14 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
             turn.emit("answer.delta", {"pass": pass_index, "text": text})
             answer = turn.store("assistant", text)
             return turn.result(answer.content)
-        routed = run_command(turn, command, user_message_id, body_cut=outcome.cut)
+        tool = services.registry.for_command(command.name)
+        if not outcome.cut and tool is not None and needs_approval(tool, command, settings.tool_approval):
+            if len(command.body) > MAX_BODY_CHARS:  # the user approves what they saw, all of it
+                run_command(turn, command, user_message_id, refusal=BODY_UNSHOWN)
+                continue
+            if would_run(tool, command):
+                return ask_approval(turn, tool, command)
+        routed = run_command(turn, command, user_message_id, refusal=BODY_CUT if outcome.cut else None)
         if turn.cancel.cancelled:
             return turn.stop("")
         if routed.terminal:  # 6.7: a successful image result ends the turn

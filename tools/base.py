@@ -54,6 +54,7 @@ class ErrorCode(StrEnum):
     TOOL_EXECUTION_FAILED = "TOOL_EXECUTION_FAILED"
     INVALID_TOOL_RESULT = "INVALID_TOOL_RESULT"
     PROFILE_UPDATE_FAILED = "PROFILE_UPDATE_FAILED"
+    DECLINED = "DECLINED"  # the user declined to run the command (SPEC 8, Approval)
 
 
 class ToolFailure(Exception):

@@ -22,11 +22,15 @@ from storage.connection import DbConnection
 from storage.profile import FIELD_NAME_PATTERN, FieldNotFound, ProfileError, confirm_field, set_field
 from tools.base import CommandBinding, ErrorCode, Need, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 
-Widget = Literal["choice", "text", "confirm"]
+Widget = Literal["choice", "text", "confirm", "approval"]
 InputMethod = Literal["selection", "text", "voice"]
 MAX_ANSWER_CHARS = 2000
 YES = {"yes", "y", "true", "confirm", "confirmed"}
 NO = {"no", "n", "false", "change", "make changes"}
+APPROVE = YES | {"approve", "approved", "run", "allow", "ok"}  # an approval's yes (SPEC 8, Approval)
+DENY = NO | {"deny", "denied", "decline", "declined", "don't run", "do not run", "cancel"}
+APPROVAL_FIELD = "approval"  # an approval's `targetField`: it writes no profile field
+APPROVAL_OPTIONS = ["Run", "Don't run"]
 
 
 OptionText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
@@ -65,6 +69,8 @@ class WidgetOutput(ToolOutput):
     options: list[str] = Field(default_factory=list)
 
     def render(self) -> str:
+        if self.widget == "approval":
+            return "Asked the user to approve this command.\n(waiting for the answer; nothing ran yet)"
         lines = [f"Asked the user: {self.question}"]
         if self.options:
             lines.append("Options: " + " | ".join(self.options))
@@ -134,9 +140,22 @@ def check_answer(widget: WidgetOutput, value: Any) -> Any:
         return value.strip()
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in YES | NO:
-        return value.strip().lower() in YES
-    raise ToolFailure(ErrorCode.INVALID_TOOL_RESULT, "value must be true/false (or yes/no) for a confirmation")
+    yes, no = (APPROVE, DENY) if kind == "approval" else (YES, NO)
+    if isinstance(value, str) and value.strip().lower() in yes | no:
+        return value.strip().lower() in yes
+    what = "an approval (true runs the command)" if kind == "approval" else "a confirmation"
+    raise ToolFailure(ErrorCode.INVALID_TOOL_RESULT, f"value must be true/false (or yes/no) for {what}")
+
+
+def approval_widget(command_line: str) -> WidgetOutput:
+    """The question an approval asks (`pipeline/approval.py` decides when): the command shown
+    whole beside it (the stored call's `command_line`, `args`, `body`)."""
+    return WidgetOutput(
+        widget="approval",
+        target_field=APPROVAL_FIELD,
+        question=f"Allow the assistant to run {command_line[:200]}?",
+        options=APPROVAL_OPTIONS,
+    )
 
 
 def apply_answer(

@@ -9,6 +9,8 @@ Every `<tool>_tools` message stores, next to its contract text, a JSON `meta`:
     kind, status, tool_call_id                       SPEC 8: a widget waiting for the user's answer
                                                      (`ui_pending`, `pending` then `answered`), or
                                                      the answer's result (`ui_result`)
+    approval                                         SPEC 8, Approval: on the result of a command that
+                                                     asked first, `approved` (it ran) or `declined`
 
 `ToolMeta` is that shape. It is built by `tools.contract.stored_result` (the one builder),
 written by `add_tool_message` (the storage boundary: only a `ToolMeta` goes in) and
@@ -54,6 +56,7 @@ class ToolMeta(BaseModel):
     kind: Kind | None = None
     status: CallStatus | None = None  # a pending widget's call: `pending` until answered
     tool_call_id: str | None = None  # the `toolCallId` the client answers with
+    approval: Literal["approved", "declined"] | None = None  # the result of a call that asked first
     args: str | None = None
     body: str | None = None
     body_truncated: bool | None = None

@@ -15,6 +15,10 @@ result stored as a `ui_tools` message, then the model's next pass), with one con
 for typed answers: a choice may be given by its number. An answer that does not fit is not
 stored: the client gets the reason, the question and its options again (the question stays
 open); a message that answers nothing (no pending question) is an ordinary turn.
+
+An approval (SPEC 8, Approval) is answered the same way: `yes` (or approve, run, ok…) runs
+the command, any other message declines it (it is never an invalid answer), and the turn goes
+on (`pipeline/approved.py`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 
 from api.database import get_db
 from api.errors import ApiError
-from api.tool_results import continue_after_answer, fail
+from api.tool_results import continue_after_answer, continue_after_approval, fail, take_approval
 from api.turns import runner
 from api.v1.wire import block_call_ids, pending_widget
 from live.turns import TurnLease
@@ -33,7 +37,7 @@ from storage.connection import DbConnection
 from storage.db import transaction
 from storage.messages import Message, find_tool_call, mark_tool_call, recent_messages
 from tools.base import ErrorCode, ToolFailure
-from tools.interactive import InputMethod, WidgetOutput, apply_answer, check_answer
+from tools.interactive import APPROVE, InputMethod, WidgetOutput, apply_answer, check_answer
 
 ROLE = "ui_tools"
 
@@ -73,6 +77,8 @@ def typed_answer(widget: WidgetOutput, text: str) -> Any:
 
     Raises ToolFailure(INVALID_TOOL_RESULT) with what fits, as `POST /api/ai/tool-result` does."""
     value = text.strip()
+    if widget.widget == "approval":  # yes (or approve, run…) runs it; anything else declines
+        return value.rstrip(".!").strip().lower() in APPROVE
     options = widget.options
     if widget.widget == "choice" and value.rstrip(".").isdigit():
         number = int(value.rstrip("."))
@@ -103,6 +109,10 @@ def start_answer(services: TurnServices, question: PendingQuestion, user_id: int
     the error, leaves the question open and answers its code (`api.tool_results.fail`)."""
     conn = get_db()
     call = question.call
+    if question.widget.widget == "approval":
+        take_approval(conn, call)
+        runner().start(lease, continue_after_approval(services, call, user_id, bool(value)))
+        return
     method: InputMethod = "selection" if question.widget.widget != "text" else "text"
     try:
         with transaction(conn):

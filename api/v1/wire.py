@@ -14,7 +14,8 @@ live events of `events/`) into what an OpenAI client parses; nothing here runs a
 - `usage`: the provider's token counts do not reach the HTTP layer (the pipeline keeps them
   per pass), so `usage` is an estimate, one token per 4 characters (rounded up) of what
   the client sent plus our system prompt, and of the content returned. README says so.
-- A turn that ends on a question for the user (SPEC 8's `/ask_choice`, `/ask_text`, `/confirm`)
+- A turn that ends on a question for the user (SPEC 8's `/ask_choice`, `/ask_text`, `/confirm`,
+  or an approval: the command in a code fence, "reply yes")
   ends with the question as text, its options numbered, and how to answer: an OpenAI client
   has no widget, so its next user message is the answer (`api/v1/widgets.py`). The
   block's `id` is the pending call's `toolCallId`, so a client that resends the history
@@ -144,8 +145,21 @@ def pending_widget(message: dict[str, Any]) -> WidgetOutput | None:
     return ToolMeta.model_validate(message.get("meta") or {}).pending_widget()
 
 
-def widget_prompt(widget: WidgetOutput) -> str:
-    """How an OpenAI client's user answers a widget: the options, then what to send."""
+def fenced(text: str) -> str:
+    """`text` in a code fence longer than any run of backticks inside it (so it cannot end early)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
+
+
+def widget_prompt(widget: WidgetOutput, meta: ToolMeta | None = None) -> str:
+    """How an OpenAI client's user answers a widget: the options, then what to send. An
+    approval shows the exact command (its line and body) and asks for yes or no."""
+    if widget.widget == "approval":
+        line = meta.command_line if meta is not None and meta.command_line else ""
+        body = meta.body if meta is not None and meta.body else ""
+        command = fenced(f"{line}\n{body}" if body else line)
+        return f"\n\n{command}\n\n_Reply **yes** to run it; any other answer declines it._"
     options = widget.options
     if widget.widget == "choice":
         listed = "\n".join(f"{number}. {option}" for number, option in enumerate(options, 1))
@@ -166,7 +180,8 @@ def answer_tail(payload: dict[str, Any], shown: str) -> str:
     messages = payload.get("messages") or []
     widget = pending_widget(messages[-1]) if messages else None
     if widget is not None:
-        return (reply[len(shown) :] if reply.startswith(shown) else reply) + widget_prompt(widget)
+        meta = ToolMeta.model_validate(messages[-1].get("meta") or {})
+        return (reply[len(shown) :] if reply.startswith(shown) else reply) + widget_prompt(widget, meta)
     if messages and is_tool_role(messages[-1]["role"]) and messages[-1].get("content") == reply:
         return ""
     if reply.startswith(shown):

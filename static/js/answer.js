@@ -20,6 +20,8 @@ function answerRefused(widget, turn, refusal) {
     widget.error("This chat is still answering; answer again when it is done.");
     const running = refusal.body && refusal.body.turn_id;
     if (running && !liveTurnFor(turn.sessionId)) followTurn(turn.sessionId, running).attach(messageList());
+  } else if (refusal.code === "approval_expired") {
+    widget.closed(`${code}${message}`); // the chat went on past it: nothing ran
   } else if (refusal.status === 409) {
     widget.answered(null, false);
     widget.error(`${code}${message}`);

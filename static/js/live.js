@@ -84,6 +84,9 @@ export class Progress {
       case "command.detected":
         this.done(`Command /${data.name} detected`);
         break;
+      case "approval.requested":
+        this.done(`Waiting for your approval to run /${data.name}`);
+        break;
       case "tool.started":
         this.step(`tool-${data.name}`, `Running /${data.name}`);
         break;

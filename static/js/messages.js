@@ -3,7 +3,9 @@
 
 import { badge, el, renderMarkdown } from "/static/js/render.js";
 import { renderToolMessage } from "/static/js/toolblocks.js";
-import { isWidgetAnswer, isWidgetCall, renderAnswer, renderWidget, widgetFor } from "/static/js/widgets.js";
+import {
+  isApprovalResult, isWidgetAnswer, isWidgetCall, noteApproval, renderAnswer, renderWidget, widgetFor,
+} from "/static/js/widgets.js";
 
 const $ = (id) => document.getElementById(id);
 const PINNED_PX = 48; // "at the bottom" leaves this much slack
@@ -29,6 +31,7 @@ export function messageNode(message) {
     node.className = "message role-answer";
     node.append(renderAnswer(message));
   } else if (role.endsWith("_tools")) {
+    if (isApprovalResult(message)) noteApproval(message);
     node.append(renderToolMessage(message));
   } else if (role === "user") {
     node.append(el("h2", { class: "visually-hidden", text: "You said" }));

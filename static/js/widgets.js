@@ -1,8 +1,11 @@
 // Interactive widgets (SPEC section 8): a pending `ui_tools` call of /ask_choice, /ask_text
 // or /confirm renders as a small form inside the conversation; its stored answer (a
 // `ui_tools` message with meta.kind "ui_result") renders as a compact "You answered" line.
-// The question and the options come from the model: they only ever go in through
-// textContent (el(..., {text})), never as HTML.
+// An approval (SPEC 8, Approval: widget "approval") shows the exact command the model wants
+// to run (its line and body, meta.command_line and meta.body) with "Run" / "Don't run"; its
+// result is the command's own tool block (meta.approval "approved" or "declined").
+// The question, the options and the command come from the model: they only ever go in
+// through textContent (el(..., {text})), never as HTML.
 
 import { el } from "/static/js/render.js";
 
@@ -10,6 +13,7 @@ export const UI_PENDING = "ui_pending";
 export const UI_RESULT = "ui_result";
 const MAX_ANSWER_CHARS = 2000; // tools/interactive.py MAX_ANSWER_CHARS
 const CONFIRM_LABELS = { true: "Confirm", false: "Make changes" };
+const APPROVAL_LABELS = { true: "Run", false: "Don't run" };
 
 const controllers = new Map(); // tool_call_id -> the widget on the page
 const answers = new Map(); // tool_call_id -> the answer's output, when it was seen first
@@ -20,7 +24,24 @@ export function isWidgetCall(message) {
 }
 
 export function isWidgetAnswer(message) {
-  return (message.meta || {}).kind === UI_RESULT;
+  const meta = message.meta || {};
+  return meta.kind === UI_RESULT && !meta.approval;
+}
+
+// The result of a command that asked first: it renders as the command's tool block; the
+// approval widget above it shows what the user chose.
+export function isApprovalResult(message) {
+  const meta = message.meta || {};
+  return meta.kind === UI_RESULT && (meta.approval === "approved" || meta.approval === "declined");
+}
+
+export function noteApproval(message) {
+  const meta = message.meta || {};
+  if (!meta.tool_call_id) return;
+  const value = meta.approval === "approved";
+  answers.set(meta.tool_call_id, { value });
+  const widget = controllers.get(meta.tool_call_id);
+  if (widget) widget.answered(value);
 }
 
 export function widgetFor(toolCallId) {
@@ -49,6 +70,7 @@ function say(region, text) {
 
 function answerText(widget, value) {
   if (widget === "confirm") return value ? "Confirmed" : "Asked for changes";
+  if (widget === "approval") return value ? "Run" : "Not run";
   return String(value ?? "");
 }
 
@@ -71,11 +93,18 @@ export function renderWidget(message, onAnswer) {
   fieldset.append(legend);
   const status = el("p", { class: "widget-status muted", "aria-live": "polite" });
   const error = el("p", { class: "widget-error", role: "alert", hidden: true });
-  const field = el("p", { class: "widget-field muted" },
-    kind === "confirm" ? "Confirms the profile field " : "Your answer is saved to your profile as ",
-    el("code", { text: output.target_field || "" }), ".");
+  const field = kind === "approval"
+    ? el("p", { class: "widget-field muted", text: "Nothing runs until you choose." })
+    : el("p", { class: "widget-field muted" },
+      kind === "confirm" ? "Confirms the profile field " : "Your answer is saved to your profile as ",
+      el("code", { text: output.target_field || "" }), ".");
+  if (kind === "approval") {
+    const command = [meta.command_line || `/${meta.command || ""}`, meta.body || ""].filter(Boolean).join("\n");
+    fieldset.append(el("pre", { class: "widget-command" }, el("code", { text: command })));
+  }
 
   const choices = []; // [button, value]
+  const yesNo = kind === "confirm" || kind === "approval";
   let textInput = null;
   const submit = (value, inputMethod) => {
     if (root.dataset.status !== "pending" || fieldset.disabled) return;
@@ -107,13 +136,14 @@ export function renderWidget(message, onAnswer) {
   } else {
     form.addEventListener("submit", (event) => event.preventDefault());
     const row = el("div", { class: "widget-options" }); // the fieldset is the labelled group
-    const values = kind === "confirm" ? [true, false] : output.options || [];
+    const labels = kind === "approval" ? APPROVAL_LABELS : CONFIRM_LABELS;
+    const values = yesNo ? [true, false] : output.options || [];
     for (const value of values) {
-      const label = kind === "confirm" ? CONFIRM_LABELS[value] : String(value);
+      const label = yesNo ? labels[value] : String(value);
       const button = el("button", {
         type: "button",
-        class: kind === "confirm" && value ? "primary widget-option" : "widget-option",
-        "aria-label": kind === "confirm" ? label : `Answer: ${label}`,
+        class: yesNo && value ? "primary widget-option" : "widget-option",
+        "aria-label": yesNo ? label : `Answer: ${label}`,
         "aria-describedby": questionId,
         "aria-pressed": "false",
         text: label,
@@ -126,7 +156,7 @@ export function renderWidget(message, onAnswer) {
   }
   form.append(fieldset);
   root.append(
-    el("h2", { class: "visually-hidden", text: "The assistant asks" }),
+    el("h2", { class: "visually-hidden", text: kind === "approval" ? "The assistant asks to run a command" : "The assistant asks" }),
     form, status, error, field,
   );
 
@@ -161,7 +191,7 @@ export function renderWidget(message, onAnswer) {
       fieldset.disabled = true;
       if (known) {
         for (const [button, option] of choices) {
-          const chosen = kind === "confirm" ? option === Boolean(value) : sameOption(option, value);
+          const chosen = yesNo ? option === Boolean(value) : sameOption(option, value);
           button.classList.toggle("chosen", chosen);
           button.setAttribute("aria-pressed", String(chosen));
         }

@@ -31,7 +31,11 @@ def mcp_server() -> Iterator[HttpMcpServer]:
 @pytest.fixture
 def http_app(make_app: Any, fake_llm: Any, tmp_path: Path, mcp_server: HttpMcpServer) -> Flask:
     servers = write_servers(tmp_path, {"faults": {"url": mcp_server.url, "trusted": True, "timeout_s": 4}})
-    app: Flask = make_app(llm_base_url=fake_llm.openai_base_url, mcp_servers=servers, prompt_demos=0)
+    # these turns test what a call's result becomes: the test server's tools say nothing, so
+    # they would ask first (tests/api/test_approval_api.py); here they run at once
+    app: Flask = make_app(
+        llm_base_url=fake_llm.openai_base_url, mcp_servers=servers, prompt_demos=0, tool_approval="none"
+    )
     return app
 
 

@@ -4,8 +4,18 @@ stored, shown, streamed or sent, even when the model's server delivered it with 
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import pytest
 
 from testing.fake_llm import FakeLLMServer, StreamReply
+
+
+@pytest.fixture
+def base_settings(base_settings: dict[str, Any]) -> dict[str, Any]:
+    """`/write_file` runs at once here (asking first: tests/api/test_approval_api.py)."""
+    return {**base_settings, "tool_approval": "none"}
+
 
 SECRET = "LEAKED-LINE-42"
 

@@ -449,6 +449,12 @@ def test_users_cannot_see_each_other(ws: Workspaces) -> None:
 # end to end: one /chat turn per tool -------------------------------------------------------
 
 
+@pytest.fixture
+def base_settings(base_settings: dict[str, Any]) -> dict[str, Any]:
+    """These turns test the tools: writes run at once (asking first: tests/api/test_approval_api.py)."""
+    return {**base_settings, "tool_approval": "none"}
+
+
 def chat(client: FlaskClient, auth: dict[str, str], message: str) -> dict[str, Any]:
     response = client.post("/chat", json={"message": message}, headers=auth)
     assert response.status_code == 200

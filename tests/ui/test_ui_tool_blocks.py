@@ -8,17 +8,28 @@ the page shows that body collapsed, highlighted, as text (never as HTML), and a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from testing.fake_llm import FakeLLMServer
-from tests.ui_support import XSS_MARKER, open_session_id, rest, send, shot
+from tests.ui_support import XSS_MARKER, open_session_id, require_chromium, rest, send, serve, shot
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
+
+
+@pytest.fixture(scope="module")
+def server(llm: FakeLLMServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """These blocks are of commands that ran: `/write_file` runs at once here (asking first:
+    tests/ui/test_ui_approval.py)."""
+    require_chromium()
+    with serve(llm, tmp_path_factory.mktemp("blocks-server"), TOOL_APPROVAL="none") as running:
+        yield running
+
 
 HOSTILE = f'<img src=x onerror="{XSS_MARKER}=1"> & <b>bold</b>'
 SQL = "SELECT id, role, content\nFROM messages\nWHERE role = 'user'\nORDER BY id"

@@ -1,0 +1,137 @@
+"""The approval policy (SPEC 8, Approval): `TOOL_APPROVAL` parsed, and which calls ask first."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from commands.detect import Command, detect_command
+from config.approval import parse_approval
+from config.settings import ConfigError, load_settings
+from pipeline.approval import is_update, needs_approval
+from tools.base import READ_ONLY_LOCAL, Tool, ToolContext, ToolHints
+from tools.catalog import build_registry
+from tools.generic import TextOutput, schema_tool
+from tools.interactive import CONFIRM_TOOL
+
+REGISTRY = build_registry()
+
+
+def nothing(arguments: dict[str, Any], ctx: ToolContext) -> TextOutput:
+    raise AssertionError("never called")
+
+
+def mcp_tool(name: str, hints: ToolHints | None) -> Tool[Any, Any]:
+    """An MCP server's tool as the client registers it: generic binding, role `mcp_tools`,
+    the server's hints (None: it said nothing)."""
+    tool = schema_tool(name, "an MCP tool", {"type": "object", "properties": {}}, nothing, result_role="mcp_tools")
+    return dataclasses.replace(tool, annotations=hints)
+
+
+READ_ONLY = mcp_tool("srv_read", READ_ONLY_LOCAL)
+DESTRUCTIVE = mcp_tool("srv_delete", ToolHints(read_only=False, destructive=True))
+WRITES_SAFELY = mcp_tool("srv_append", ToolHints(read_only=False, destructive=False))
+CONTRADICTS = mcp_tool("srv_odd", ToolHints(read_only=True, destructive=True))
+SILENT = mcp_tool("srv_silent", None)
+
+
+def builtin(name: str) -> Tool[Any, Any]:
+    tool = REGISTRY.for_command(name)
+    assert tool is not None, name
+    return tool
+
+
+def command(text: str) -> Command:
+    parsed = detect_command(text)
+    assert parsed is not None
+    return parsed
+
+
+SELECT = "/memory_sql SELECT content FROM memories WHERE content LIKE '%update%'"
+UPDATE = "/memory_sql UPDATE memories SET importance = 5 WHERE id = 1"
+UPDATE_IN_BODY = "/memory_sql\nWITH x AS (SELECT 1) UPDATE memories SET importance = 1"
+
+
+@pytest.mark.parametrize(
+    ("setting", "tool", "text", "asks"),
+    [
+        # the default
+        ("default", "write_file", "/write_file notes.md\nhello", True),
+        ("default", "edit_file", "/edit_file notes.md\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE", True),
+        ("default", "read_file", "/read_file notes.md", False),
+        ("default", "memory_sql", SELECT, False),
+        ("default", "memory_sql", UPDATE, True),
+        ("default", "memory_sql", UPDATE_IN_BODY, True),
+        ("default", "run_code", "/run_code python\nprint(1)", False),
+        ("default", READ_ONLY, "/srv_read {}", False),
+        ("default", DESTRUCTIVE, "/srv_delete {}", True),
+        ("default", WRITES_SAFELY, "/srv_append {}", True),  # not read-only
+        ("default", CONTRADICTS, "/srv_odd {}", False),  # MCP: destructive means nothing for a read-only tool
+        ("default", SILENT, "/srv_silent {}", True),  # MCP's cautious defaults
+        ("default", CONFIRM_TOOL, "/confirm location Still Paris?", False),  # a question already
+        # narrowed
+        ("none", "write_file", "/write_file notes.md\nhello", False),
+        ("none", "memory_sql", UPDATE, False),
+        ("none", DESTRUCTIVE, "/srv_delete {}", False),
+        ("default,-write_file", "write_file", "/write_file notes.md\nhello", False),
+        ("default,-write_file", "edit_file", "/edit_file a\nb", True),
+        ("default,-mcp", DESTRUCTIVE, "/srv_delete {}", False),
+        ("default,-srv_delete", DESTRUCTIVE, "/srv_delete {}", False),
+        ("default,-memory_sql:update", "memory_sql", UPDATE, False),
+        ("write_file", "edit_file", "/edit_file a\nb", False),
+        ("write_file", "write_file", "/write_file a\nb", True),
+        # widened
+        ("default,+run_code", "run_code", "/run_code python\nprint(1)", True),
+        ("default,memory_sql", "memory_sql", SELECT, True),
+        ("mcp:all", READ_ONLY, "/srv_read {}", True),
+        ("default,+srv_read", READ_ONLY, "/srv_read {}", True),
+        ("all", "read_file", "/read_file notes.md", True),
+        ("all,-read_file", "read_file", "/read_file notes.md", False),
+        ("all", CONFIRM_TOOL, "/confirm location Still Paris?", False),
+        # later items win
+        ("-write_file,+write_file", "write_file", "/write_file a\nb", True),
+        ("default,-mcp,+mcp", SILENT, "/srv_silent {}", True),
+    ],
+)
+def test_policy_table(setting: str, tool: str | Tool[Any, Any], text: str, asks: bool) -> None:
+    unit = builtin(tool) if isinstance(tool, str) else tool
+    assert needs_approval(unit, command(text), parse_approval(setting)) is asks
+
+
+@pytest.mark.parametrize(
+    ("sql", "update"),
+    [
+        ("SELECT * FROM memories", False),
+        ("select content from memories where content like '%UPDATE%'", False),
+        ('SELECT "update" FROM memories', False),  # a quoted name
+        ("SELECT 1 -- update later\n", False),
+        ("SELECT 1 /* update */", False),
+        ("SELECT 'it''s' AS a", False),
+        ("UPDATE memories SET importance = 2", True),
+        ("  update memories set content = 'x'", True),
+        ("WITH t AS (SELECT 1) UPDATE memories SET importance = 1", True),
+        ("SELECT 'open", True),  # a literal left open: ask
+        ("SELECT 1 /* open", True),
+        ("", False),
+    ],
+)
+def test_update_statements(sql: str, update: bool) -> None:
+    assert is_update(sql) is update
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["default,+run code", "default,none", "write_file,all", "+none", "default,,x", "mcp:some", "-default:x"],
+)
+def test_a_bad_setting_stops_the_start_naming_it(value: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_settings({"TOOL_APPROVAL": value}, None)
+    assert "TOOL_APPROVAL" in str(error.value)
+
+
+def test_unset_is_the_default() -> None:
+    policy = load_settings({}, None).tool_approval
+    assert policy == parse_approval("default")
+    assert policy.commands == {"write_file", "edit_file"} and policy.memory_sql_update and policy.mcp == "hints"
