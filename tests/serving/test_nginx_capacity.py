@@ -35,7 +35,7 @@ from serving.nginx_conf import worker_connections, worker_open_files
 from testing.fake_llm import FakeLLMServer, StreamReply
 from tests.live_client import READ_S, new_session, shown_text, streamed_chat
 from tests.multiprocess_support import ServerProcess, server_env, start_server
-from tests.nginx_support import Nginx, free_port, running_nginx
+from tests.nginx_support import Nginx, free_port, nginx_required, running_nginx
 from tests.process_support import run_app, stop_process
 
 pytestmark = pytest.mark.slow
@@ -52,13 +52,17 @@ THREADS_GROWTH = WEB_THREADS + 4  # the pool, and a few of uvicorn's and the tur
 
 def raise_own_open_files(wanted: int, nginx_wants: int) -> None:
     """This process holds one socket per stream, and nginx (its child) may lift its own soft limit
-    only up to the hard limit it inherits: lift both, or skip where they cannot be."""
+    only up to the hard limit it inherits: lift both, or skip where they cannot be (fail under CI
+    or NGINX_REQUIRED=1, where the capacity must be proved)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < nginx_wants:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, nginx_wants), nginx_wants))
         except (OSError, ValueError):
-            pytest.skip(f"the hard open-file limit {hard} is below the {nginx_wants} nginx's worker is set to")
+            message = f"the hard open-file limit {hard} is below the {nginx_wants} nginx's worker is set to"
+            if nginx_required():
+                pytest.fail(message)
+            pytest.skip(message)
         hard = nginx_wants
     if soft != resource.RLIM_INFINITY and soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
