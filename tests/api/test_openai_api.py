@@ -8,7 +8,6 @@ import io
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from html.parser import HTMLParser
 from typing import Any
 
 import openai
@@ -19,6 +18,7 @@ from api.v1.wire import tool_block
 from testing.fake_llm import FakeLLMServer
 from testing.hostile import ServerUnderTest, running_server
 from testing.waiting import wait_until
+from tests.markup_support import DetailsParser
 
 pytestmark = pytest.mark.slow
 
@@ -61,15 +61,6 @@ def ask(server: ServerUnderTest, text: str, **kwargs: Any) -> Any:
     return client(server).chat.completions.create(
         model="orchestrator", messages=[{"role": "user", "content": text}], **kwargs
     )
-
-
-class DetailsParser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.elements: list[tuple[str, dict[str, str | None]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.elements.append((tag, dict(attrs)))
 
 
 def test_models_lists_the_orchestrator(server: ServerUnderTest) -> None:

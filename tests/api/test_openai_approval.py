@@ -14,7 +14,7 @@ import requests
 
 from testing.fake_llm import FakeLLMServer
 from testing.hostile import ServerUnderTest, running_server
-from tests.api.test_openai_api import DetailsParser
+from tests.markup_support import DetailsParser
 
 pytestmark = pytest.mark.slow
 
