@@ -31,7 +31,8 @@ else
   log "Python packages are up to date"
 fi
 
-# Browser libraries of the web UI (marked, DOMPurify, highlight.js), pinned by
+# Browser libraries of the web UI (marked, DOMPurify, highlight.js, KaTeX; axe-core is read by the
+# browser tests from web/node_modules), pinned by
 # web/package-lock.json; npm runs only when the lock changed. Their browser builds are
 # copied to static/vendor/ (not committed), which the page loads from this server.
 web_stamp=web/node_modules/.lock.sha256
@@ -45,6 +46,14 @@ if [ ! -f "$web_stamp" ] || [ "$(cat "$web_stamp")" != "$want" ] || [ ! -f stati
   cp web/node_modules/dompurify/dist/purify.es.mjs static/vendor/purify.es.js
   cp web/node_modules/@highlightjs/cdn-assets/es/highlight.min.js static/vendor/highlight.min.js
   cp web/node_modules/@highlightjs/cdn-assets/styles/github.min.css static/vendor/highlight-github.css
+  # KaTeX (math) and marked's KaTeX extension; the extension's bare `katex` import is pointed
+  # at the vendored module, since the page's CSP allows no import map.
+  mkdir -p static/vendor/katex
+  cp web/node_modules/katex/dist/katex.mjs static/vendor/katex/katex.mjs
+  cp web/node_modules/katex/dist/katex.min.css static/vendor/katex/katex.min.css
+  cp -r web/node_modules/katex/dist/fonts static/vendor/katex/
+  sed "s#from 'katex'#from './katex.mjs'#" web/node_modules/marked-katex-extension/lib/index.esm.js \
+    > static/vendor/katex/marked-katex.js
   echo "$want" > "$web_stamp"
 else
   log "web UI libraries are up to date"
