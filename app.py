@@ -37,6 +37,7 @@ from api import (
 )
 from api import headers as security_headers
 from api import judge as judge_api
+from api import settings as settings_api
 from api import turns as turn_answers
 from api.database import init_app as init_database
 from api.errors import register_error_handlers
@@ -179,6 +180,7 @@ def create_app(settings: Settings | None = None, telemetry: Telemetry | None = N
     security_headers.init_app(app)
     blueprints: tuple[ModuleType, ...] = (
         *(auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui, instructor),
+        settings_api,  # GET/PATCH /api/settings, GET /api/models (SPEC 17)
         observe,  # GET /metrics (SPEC 16)
         openai_api,  # /v1: the OpenAI-compatible API (SPEC 11)
         openapi,  # GET /openapi.json and GET /docs (api/openapi/document.py)

@@ -70,6 +70,7 @@ __all__ = [
     "StreamSink",
     "build_chain",
     "build_provider",
+    "entry_id",
     "load_script",
     "parse_fallbacks",
     "provider_registry",
@@ -108,6 +109,11 @@ def build_provider(
     return cls(config, http=http, sleep=sleep)
 
 
+def entry_id(provider: Provider) -> str:
+    """A chain entry's id: `provider:model`, as `LLM_FALLBACKS` writes it."""
+    return f"{provider.name}:{provider.model}"
+
+
 class FallbackChain:
     """What the pipeline holds: the primary provider, then ``LLM_FALLBACKS`` in order.
 
@@ -135,6 +141,24 @@ class FallbackChain:
         """Close every provider's idle connections (the app is shutting down)."""
         for provider in self.providers:
             provider.close()
+
+    def entry_ids(self) -> list[str]:
+        """Each provider's `provider:model` id, in chain order (the ids `LLM_FALLBACKS` uses)."""
+        return [entry_id(provider) for provider in self.providers]
+
+    def starting_with(self, chosen: str) -> FallbackChain | None:
+        """The same chain with entry `chosen` first and the others after it in their order, or
+        None when no entry has that id. The providers, their circuits and the telemetry are
+        shared, so a provider's circuit is the same whichever entry a session starts with."""
+        ids = self.entry_ids()
+        if chosen not in ids:
+            return None
+        first = ids.index(chosen)
+        order = [first, *(index for index in range(len(ids)) if index != first)]
+        chain = FallbackChain([self.providers[index] for index in order], None, self.telemetry)
+        if self.breakers is not None:
+            chain.breakers = tuple(self.breakers[index] for index in order)
+        return chain
 
     def breaker_states(self) -> list[BreakerState] | None:
         """Each provider's circuit, in chain order (None without a breaker policy)."""
@@ -234,6 +258,11 @@ class ProviderProbe:
                 self._results = [provider.probe(PROBE_TIMEOUT_S) for provider in self.chain.providers]
                 self._checked_at = time.monotonic()
             return list(self._results)
+
+    def known(self) -> list[ProbeResult] | None:
+        """The last probe's results without probing again (None before the first probe)."""
+        with self._lock:
+            return None if self._checked_at == float("-inf") else list(self._results)
 
     def report(self) -> dict[str, Any]:
         """The primary's entry, then every provider with its probe and its circuit (read now,

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from flask import Blueprint, jsonify, request
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from api.auth import current_user, require_user
 from api.bodies import json_body
@@ -17,8 +17,10 @@ from api.errors import ApiError, not_found
 from api.openapi.models import MessageOut, public_messages
 from api.rate_limits import charge
 from api.services import services
+from api.settings import check_model
 from storage.messages import recent_messages
 from storage.sessions import ChatSession, create_session, delete_session, get_session, list_sessions, rename_session
+from storage.user_settings import session_model, set_session_model
 
 bp = Blueprint("sessions", __name__)
 bp.before_request(require_user)
@@ -36,8 +38,19 @@ class SessionCreate(BaseModel):
 
 
 class SessionRename(BaseModel):
+    """What to change; a field not named is kept. `model: null` forgets the session's choice."""
+
     model_config = ConfigDict(extra="forbid")
-    name: SessionName
+    name: SessionName | None = None
+    model: str | None = Field(default=None, max_length=300, description="a `GET /api/models` id, or null")
+
+    @model_validator(mode="after")
+    def names_something(self) -> SessionRename:
+        if not self.model_fields_set:
+            raise ValueError("name at least one field to change")
+        if "name" in self.model_fields_set and self.name is None:
+            raise ValueError("a session's name cannot be null")
+        return self
 
 
 class CancelBody(BaseModel):
@@ -60,6 +73,9 @@ class SessionList(BaseModel):
 
 class SessionDetail(ChatSession):
     active_turn: ActiveTurn | None
+    model: str | None = Field(
+        default=None, description="the chain entry its turns start with (null: the chain's order)"
+    )
 
 
 class Cancelled(BaseModel):
@@ -132,7 +148,11 @@ def create() -> ResponseReturnValue:
 @bp.get("/sessions/<session_id>")
 @operation("One session, with its running turn", replies={200: Reply("the session", SessionDetail), 404: NOT_FOUND})
 def show(session_id: str) -> ResponseReturnValue:
-    detail = SessionDetail(**owned_session(session_id).model_dump(), active_turn=active_turn(session_id))
+    detail = SessionDetail(
+        **owned_session(session_id).model_dump(),
+        active_turn=active_turn(session_id),
+        model=session_model(get_db(), current_user().id, session_id),
+    )
     return jsonify(detail.model_dump(mode="json"))
 
 
@@ -163,13 +183,19 @@ def cancel(session_id: str) -> ResponseReturnValue:
 
 
 @bp.patch("/sessions/<session_id>")
-@operation("Rename a session", body=SessionRename, replies={200: Reply("renamed", ChatSession), 404: NOT_FOUND})
+@operation(
+    "Rename a session, or choose the model its turns start with",
+    body=SessionRename,
+    replies={200: Reply("changed", SessionDetail), 400: Reply("`unknown_model`: not in the chain"), 404: NOT_FOUND},
+)
 def rename(session_id: str) -> ResponseReturnValue:
     owned_session(session_id)
     body: SessionRename = json_body(SessionRename)
-    session = rename_session(get_db(), current_user().id, session_id, body.name)
-    assert session is not None
-    return jsonify(session.model_dump(mode="json"))
+    if "model" in body.model_fields_set:
+        set_session_model(get_db(), current_user().id, session_id, check_model(body.model))
+    if body.name is not None:
+        rename_session(get_db(), current_user().id, session_id, body.name)
+    return show(session_id)
 
 
 @bp.delete("/sessions/<session_id>")

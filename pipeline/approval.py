@@ -10,6 +10,11 @@ tell a hint the server gave from its default), so a tool annotated read-only nev
 `mcp`. A server that says nothing gets MCP's cautious defaults (`ToolHints()`: not read-only,
 destructive), so it asks.
 
+A user may narrow this further (SPEC 8; `storage/user_settings.py`): their `UserApproval` adds
+commands that ask, or every command; it has no way to say "never ask", so an operator's ask
+always holds. `standing_rule` says, per command and without a call, what the operator's policy
+does with it: what the settings panel shows and whether the user may change it.
+
 Only calls the model writes in a turn ask: a direct call (`POST /tools/<name>`, `/mcp`) is the
 user's own, so it runs at once.
 
@@ -22,11 +27,12 @@ statement it cannot read, the word `update` anywhere outside a literal).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from commands.detect import Command
 from commands.router import command_input
 from config.approval import ApprovalPolicy
+from storage.user_settings import UserApproval
 from tools.base import BindingError, Tool, ToolHints
 
 MCP_ROLE = "mcp_tools"
@@ -35,13 +41,39 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 _CLOSERS = {"'": "'", '"': '"', "`": "`", "[": "]"}
 
 
-def needs_approval(tool: Tool[Any, Any], command: Command, policy: ApprovalPolicy) -> bool:
-    """Whether the user approves this call before it runs."""
-    if tool.interactive:
-        return False
-    names = {tool.name.lower(), command.name.lower()}
+Standing = Literal["always", "sometimes", "never"]
+
+
+def tool_names(tool: Tool[Any, Any], command: Command | None = None) -> set[str]:
+    """Every name a rule may use for this tool: its own, its command's, the one written."""
+    names = {tool.name.lower()}
     if tool.command is not None:
         names.add(tool.command.name.lower())
+    if command is not None:
+        names.add(command.name.lower())
+    return names
+
+
+def user_asks(tool: Tool[Any, Any], user: UserApproval | None) -> bool:
+    """Whether the user's own addition makes this tool ask (never a widget: it is a question)."""
+    if user is None or tool.interactive:
+        return False
+    return user.every_command or bool(tool_names(tool) & {name.lower() for name in user.commands})
+
+
+def needs_approval(
+    tool: Tool[Any, Any], command: Command, policy: ApprovalPolicy, user: UserApproval | None = None
+) -> bool:
+    """Whether the user approves this call before it runs: the operator's policy asks, or the
+    user's addition does."""
+    return operator_asks(tool, command, policy) or user_asks(tool, user)
+
+
+def operator_asks(tool: Tool[Any, Any], command: Command, policy: ApprovalPolicy) -> bool:
+    """Whether `TOOL_APPROVAL` alone makes this call ask."""
+    if tool.interactive:
+        return False
+    names = tool_names(tool, command)
     if names & policy.exempt:
         return False
     if policy.every_command or names & policy.commands:
@@ -53,6 +85,24 @@ def needs_approval(tool: Tool[Any, Any], command: Command, policy: ApprovalPolic
         risky = not hints.read_only  # destructive or not: both ask (the hint matters only here)
         return policy.mcp == "all" or (policy.mcp == "hints" and risky)
     return False
+
+
+def standing_rule(tool: Tool[Any, Any], policy: ApprovalPolicy) -> Standing:
+    """What `TOOL_APPROVAL` does with every call of this tool: `always` asks, `sometimes`
+    (`/memory_sql` for an UPDATE), `never`. The same order of rules as `operator_asks`."""
+    if tool.interactive:
+        return "never"
+    names = tool_names(tool)
+    if names & policy.exempt:
+        return "never"
+    if policy.every_command or names & policy.commands:
+        return "always"
+    if MEMORY_SQL in names and policy.memory_sql_update:
+        return "sometimes"
+    if tool.result_role == MCP_ROLE:
+        hints = tool.annotations or ToolHints()
+        return "always" if policy.mcp == "all" or (policy.mcp == "hints" and not hints.read_only) else "never"
+    return "never"
 
 
 def statement_of(tool: Tool[Any, Any], command: Command) -> str | None:

@@ -36,6 +36,7 @@ from pipeline.catalog import Reach, offered
 from pipeline.context import ImageLoader, build_context, image_in_window, is_tool_role, needs_vision
 from pipeline.demos import demonstrations
 from pipeline.passes import provider_pass
+from pipeline.preferences import turn_preferences
 from pipeline.prompt import PromptBook
 from pipeline.reply_cap import MAX_REPLY_CHARS, clip_answer
 from pipeline.reply_gate import Decision
@@ -323,19 +324,20 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
     services, settings = turn.services, turn.services.settings
     max_rounds = settings.max_tool_rounds
     reach = turn_reach(turn)
+    mine = turn_preferences(turn.conn, turn.user_id, turn.session_id, services.chat)  # SPEC 17: the user's settings
     for pass_index in range(first_pass, max_rounds + 1):
         if turn.cancel.cancelled:
             return turn.stop("")
         with_demos = bool(settings.prompt_demos) and pass_index == 0  # a first pass only
         context = build_context(
-            services.prompts.system_prompt(reach, demos=with_demos),
+            services.prompts.system_prompt(reach, demos=with_demos, preferences=mine.prompt),
             turn.history,
             followup_turns=settings.vision_followup_turns,
             load_images=services.load_images,
             demos=demonstrations(offered(services.registry, reach)) if with_demos else (),
         )
         last_pass = pass_index >= max_rounds
-        chain = services.vision if needs_vision(context) else services.chat  # 6.9
+        chain = services.vision if needs_vision(context) else mine.chain  # 6.9
         lend_back(turn.conn)  # the model may take minutes: no server connection held meanwhile
         outcome = provider_pass(
             chain,
@@ -374,7 +376,11 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
             answer = turn.store("assistant", text)
             return turn.result(answer.content)
         tool = services.registry.for_command(command.name)
-        if not outcome.cut and tool is not None and needs_approval(tool, command, settings.tool_approval):
+        if (
+            not outcome.cut
+            and tool is not None
+            and needs_approval(tool, command, settings.tool_approval, mine.approval)
+        ):
             if len(command.body) > MAX_BODY_CHARS:  # the user approves what they saw, all of it
                 run_command(turn, command, user_message_id, refusal=BODY_UNSHOWN)
                 continue

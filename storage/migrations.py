@@ -608,6 +608,33 @@ M102_MEMORY_SQL_ALLOW_LIST = Migration(
     postgresql=m102_memory_sql_allow_list,
 )
 
+M106_USER_SETTINGS = Migration(
+    name="m106_user_settings",
+    doc="""Each user's settings of the web UI (theme, a personal system-prompt addition, the tools
+that ask the user before they run besides the operator's), and the model a session starts with
+(`sessions.model`, a chain entry's `provider:model` id; NULL: the configured chain).""",
+    sqlite="""
+        CREATE TABLE user_settings (
+            user_id INTEGER PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+            theme TEXT NOT NULL DEFAULT 'system' CHECK (theme IN ('system', 'light', 'dark')),
+            system_prompt TEXT NOT NULL DEFAULT '',
+            approval TEXT NOT NULL DEFAULT '{}',
+            updated_at TEXT NOT NULL
+        );
+        ALTER TABLE sessions ADD COLUMN model TEXT;
+""",
+    postgresql="""
+        CREATE TABLE user_settings (
+            user_id BIGINT PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+            theme TEXT NOT NULL DEFAULT 'system' CHECK (theme IN ('system', 'light', 'dark')),
+            system_prompt TEXT NOT NULL DEFAULT '',
+            approval TEXT NOT NULL DEFAULT '{}',
+            updated_at TEXT NOT NULL
+        );
+        ALTER TABLE sessions ADD COLUMN model TEXT;
+""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     M001_INITIAL,
     M002_FULL_TEXT_SEARCH,
@@ -617,6 +644,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     M006_WEB_SESSIONS,
     M101_MEMORY_SQL_CONFINEMENT,  # numbered apart when it shipped on PostgreSQL alone; append after it
     M102_MEMORY_SQL_ALLOW_LIST,
+    M106_USER_SETTINGS,
 )
 
 # Columns one engine has and the other has not, by table: PostgreSQL's explicit `rowid` (SQLite's

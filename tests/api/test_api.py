@@ -239,7 +239,7 @@ def test_show_session(client, auth):
     created = new_session(client, auth, "Shown")
     response = client.get(f"/sessions/{created['id']}", headers=auth)
     assert response.status_code == 200
-    assert response.get_json() == {**created, "active_turn": None}
+    assert response.get_json() == {**created, "active_turn": None, "model": None}
 
 
 def test_rename_session(client, auth):

@@ -31,6 +31,7 @@ SHIPPED = (
     "m006_web_sessions",
     "m101_memory_sql_confinement",
     "m102_memory_sql_allow_list",
+    "m106_user_settings",
 )
 POSTGRESQL_ONLY = ("m101_memory_sql_confinement", "m102_memory_sql_allow_list")
 
@@ -40,7 +41,7 @@ TABLES: dict[str, list[str]] = {
     "_migrations": ["name", "applied_at"],
     "users": ["id", "name", "role", "profile", "created_at"],
     "api_tokens": ["id", "user_id", "token_hash", "created_at"],
-    "sessions": ["id", "user_id", "name", "created_at", "updated_at"],
+    "sessions": ["id", "user_id", "name", "created_at", "updated_at", "model"],
     "chat_messages": ["id", "session_id", "user_id", "role", "content", "meta", "created_at"],
     "user_memories": ["id", "user_id", "content", "importance", "created_at", "updated_at"],
     "activities": [
@@ -117,6 +118,7 @@ TABLES: dict[str, list[str]] = {
     ],
     "help_requests": ["id", "learner_id", "task_pk", "message", "status", "created_at", "resolved_by", "resolved_at"],
     "web_sessions": ["id_hash", "user_id", "token_id", "created_at", "expires_at"],
+    "user_settings": ["user_id", "theme", "system_prompt", "approval", "updated_at"],
 }
 # Each engine's own index objects, read from its catalog besides the tables above.
 SQLITE_INDEX_TABLES = {"chat_messages_fts", "user_memories_fts"}
@@ -154,8 +156,16 @@ def index_names(store: Store, conn: DbConnection) -> set[str]:
 
 
 def expected_tables(dialect: str) -> dict[str, list[str]]:
+    """TABLES' columns, an engine's own columns where that engine puts them: after the columns
+    of the step that made the table (a later `ALTER TABLE … ADD COLUMN` comes after them)."""
     extra = ENGINE_COLUMNS[dialect]
-    return {table: columns + list(extra.get(table, ())) for table, columns in TABLES.items()}
+    added_later = {"sessions": ["model"]}
+    expected = {}
+    for table, columns in TABLES.items():
+        later = [c for c in added_later.get(table, ()) if c in columns]
+        first = [c for c in columns if c not in later]
+        expected[table] = first + list(extra.get(table, ())) + later
+    return expected
 
 
 def test_the_shipped_steps_keep_their_names_and_order() -> None:
