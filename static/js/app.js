@@ -18,6 +18,7 @@ import { setWidgetHandler } from "/static/js/messages.js";
 import { initCodePanel, initProblemsPanel, loadActivity } from "/static/js/panels.js";
 import { send } from "/static/js/send.js";
 import { initSessions, refreshSessions } from "/static/js/sessions.js";
+import { initSettings } from "/static/js/settings.js";
 import { idle } from "/static/js/state.js";
 import { initTasksPanel } from "/static/js/tasks.js";
 import { initTurns } from "/static/js/turns.js";
@@ -36,4 +37,5 @@ initGenerate((activityId) => {
   refreshSessions(); // the job made a "Practice: …" chat
 });
 initTasksPanel();
+initSettings();
 boot();
