@@ -236,3 +236,34 @@ def test_axe_finds_nothing_serious_in_either_theme(page_ui: Any, llm: FakeLLMSer
     page.keyboard.press("Escape")
     shot(page, f"settings-chat-code-{theme}")
     assert serious_violations(page) == []
+
+
+def test_every_surface_in_the_dark(page_ui: Any, llm: FakeLLMServer, server: dict[str, str], page_size: str) -> None:
+    """Tool blocks, an approval widget, the side panel and the sign-in page in the dark theme:
+    axe finds no serious contrast (or other) problem on any of them."""
+    page = page_ui
+    page.emulate_media(color_scheme="dark")  # "system", on a dark system
+    assert background(page) == DARK_BG
+    llm.queue("/remember tea at five", "Noted: **tea** at five.")
+    send(page, "remember tea")
+    page.locator(".role-tool .tool-block").first.wait_for()
+    page.locator(".role-assistant").first.wait_for()
+    llm.queue("/write_file notes.md\nhello")
+    send(page, "save a note")
+    page.locator(".widget-approval[data-status='pending']").wait_for()
+    wait_turn_over(server, open_session_id(page))
+    assert serious_violations(page) == []
+    shot(page, f"settings-{page_size}-dark-tools")
+    page.click("#code-toggle")
+    page.locator("#code-panel").wait_for()
+    assert serious_violations(page) == []
+    shot(page, f"settings-{page_size}-dark-panel")
+    page.click("#side-close")
+    page.click("#logout-button")
+    page.locator("#login-view").wait_for()
+    page.fill("#login-token", "not-a-token")
+    page.press("#login-token", "Enter")
+    page.wait_for_function("() => document.getElementById('login-error').textContent !== ''")
+    assert background(page) == DARK_BG
+    assert serious_violations(page) == []
+    shot(page, f"settings-{page_size}-dark-login")
