@@ -17,6 +17,9 @@ The unset setting is `default`. Examples: `default,+run_code,-write_file`; `none
 `write_file,edit_file` (only those two); `all,-read_file,-list_files`. A command name is
 checked for its shape only: MCP servers' tools join the registry after the start.
 
+A user may only narrow this (their settings add commands that ask, `storage/user_settings.py`);
+nothing they set makes a command named here run without asking.
+
 The decision for one call is `pipeline/approval.py`'s; this module only reads the setting,
 so a mistake stops the start with an error that names the item.
 """

@@ -3,7 +3,7 @@
 // send.js, answer.js, login.js) reads and writes it here, so "which chat is on screen" has
 // one definition (`onScreen`).
 
-export const LAST_SESSION_KEY = "orchestrator.lastSession"; // the only thing kept in localStorage
+export const LAST_SESSION_KEY = "orchestrator.lastSession"; // kept in localStorage (with settings.js's theme)
 
 const $ = (id) => document.getElementById(id);
 
