@@ -168,7 +168,9 @@ def test_a_tool_the_user_marks_asks_first_and_the_operators_stay_locked(
     assert "/remember tea at five" in widget.locator(".widget-command").inner_text()
 
 
-def test_instructions_with_their_counter_reach_the_model(page_ui: Any, llm: FakeLLMServer, server: dict[str, str]) -> None:
+def test_instructions_with_their_counter_reach_the_model(
+    page_ui: Any, llm: FakeLLMServer, server: dict[str, str]
+) -> None:
     page = page_ui
     open_dialog(page)
     page.fill("#settings-prompt", "Answer like a pirate.")
