@@ -47,7 +47,7 @@ OPERATOR_REASON = {
 class ApprovalBody(BaseModel):
     """The user's whole addition to the operator's approval policy (it replaces the stored one)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # `0` is not `false`
     every_command: bool = False
     commands: list[CommandName] = Field(default_factory=list, max_length=MAX_APPROVAL_COMMANDS)
 
@@ -55,7 +55,7 @@ class ApprovalBody(BaseModel):
 class SettingsPatch(BaseModel):
     """The settings to change; those not named are kept."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     theme: Theme | None = None
     system_prompt: str | None = Field(default=None, max_length=MAX_PROMPT_CHARS)
     approval: ApprovalBody | None = None

@@ -80,6 +80,7 @@ def test_defaults_then_a_patch_keeps_what_it_does_not_name(client, auth, app):
         ({"theme": "sepia"}, "invalid_request"),
         ({"system_prompt": "x" * (MAX_PROMPT_CHARS + 1)}, "invalid_request"),
         ({"colour": "red"}, "invalid_request"),  # extra=forbid
+        ({"approval": {"every_command": 0}}, "invalid_request"),  # strict: 0 is not false
         ({"approval": {"commands": ["write_file"], "never": ["edit_file"]}}, "invalid_request"),
         ({"approval": {"commands": ["no_such_command"]}}, "unknown_command"),
         ({"approval": {"commands": ["ask_choice"]}}, "unknown_command"),  # a widget is a question already
