@@ -144,11 +144,16 @@ function drawTools() {
   }
 }
 
-async function saveTools() {
-  const commands = current.commands
-    .filter((row) => !row.locked && $(`settings-tool-${row.command}`)?.checked)
-    .map((row) => row.command);
+// "Every tool" keeps the user's own list as it was (its boxes only show what every-tool does);
+// a command's box changes the list.
+async function saveTools(event) {
   const every = $("settings-ask-all").checked;
+  const commands =
+    event.target.id === "settings-ask-all"
+      ? [...current.approval.commands]
+      : current.commands
+          .filter((row) => !row.locked && $(`settings-tool-${row.command}`)?.checked)
+          .map((row) => row.command);
   if (await save({ approval: { every_command: every, commands } })) drawTools();
 }
 

@@ -160,6 +160,15 @@ def test_a_tool_the_user_marks_asks_first_and_the_operators_stay_locked(
     page.wait_for_function("() => document.getElementById('settings-status').textContent === 'Saved.'")
     assert rest(server, "GET", "/api/settings")["approval"]["commands"] == ["remember"]
     shot(page, f"settings-{page_size}-tools")
+    page.locator("#settings-ask-all").check()  # every tool asks: each box shows it, none can change
+    page.wait_for_function("() => document.getElementById('settings-tool-weather').disabled")
+    assert page.locator("#settings-tool-weather").is_checked()
+    assert rest(server, "GET", "/api/settings")["approval"] == {"every_command": True, "commands": ["remember"]}
+    page.locator("#settings-ask-all").uncheck()  # back: the user's own list is as it was
+    page.wait_for_function("() => !document.getElementById('settings-tool-weather').disabled")
+    assert not page.locator("#settings-tool-weather").is_checked()
+    assert page.locator("#settings-tool-remember").is_checked()
+    assert rest(server, "GET", "/api/settings")["approval"] == {"every_command": False, "commands": ["remember"]}
     page.keyboard.press("Escape")
     llm.queue("/remember tea at five")
     send(page, "remember tea")
