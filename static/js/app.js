@@ -14,11 +14,13 @@ import { initGenerate } from "/static/js/generate.js";
 import { initHistory } from "/static/js/history.js";
 import { initLayout } from "/static/js/layout.js";
 import { boot, initLogin } from "/static/js/login.js";
+import { initMemories } from "/static/js/memories.js";
 import { setWidgetHandler } from "/static/js/messages.js";
 import { initCodePanel, initProblemsPanel, loadActivity } from "/static/js/panels.js";
 import { send } from "/static/js/send.js";
 import { initSessions, refreshSessions } from "/static/js/sessions.js";
 import { idle } from "/static/js/state.js";
+import { initStatus } from "/static/js/status.js";
 import { initTasksPanel } from "/static/js/tasks.js";
 import { initTurns } from "/static/js/turns.js";
 
@@ -36,4 +38,6 @@ initGenerate((activityId) => {
   refreshSessions(); // the job made a "Practice: …" chat
 });
 initTasksPanel();
+initStatus();
+initMemories();
 boot();
