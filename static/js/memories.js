@@ -40,6 +40,10 @@ function dialog() {
     view.opener = null;
     if (opener) opener.focus();
   });
+  // the page's own Escape (layout.js: close the side panel) is not for a key pressed in here
+  node.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") event.stopPropagation();
+  });
   // Escape ends an edit or a pending delete first; the next Escape closes the page
   node.addEventListener("cancel", (event) => {
     const pending = node.querySelector(".memory-item.editing, .memory-item.confirming");
