@@ -83,7 +83,8 @@ def model_down_line(report: dict[str, Any], base_url: str) -> list[ReportLine]:
         return []
     return [
         ReportLine(
-            text=f"the model at {shown_url(base_url)} does not answer: the server starts, but chats fail until it "
+            text=f"the model at {shown_url(base_url)} does not answer ({report['detail']}): the server starts, "
+            "but chats fail until it "
             "does. To try the product without a model, stop this and run `make demo` (a scripted model).",
             warning=True,
         )

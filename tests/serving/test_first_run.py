@@ -35,7 +35,7 @@ def test_no_model_says_where_it_looked_and_how_to_try_the_demo(tmp_path):
         assert requests.get(f"{server.base}/health", timeout=10).status_code == 200  # it serves anyway
     lines = startup_lines(tmp_path)
     hint = next(line for line in lines if line.startswith("the model at "))
-    assert hint.startswith(f"the model at http://127.0.0.1:{port}/v1 does not answer")
+    assert hint.startswith(f"the model at http://127.0.0.1:{port}/v1 does not answer (connection failed)")
     assert "`make demo`" in hint
     assert "s3cret" not in "\n".join(lines) and "hidden" not in "\n".join(lines)
     assert lines.index(hint) < next(i for i, line in enumerate(lines) if line.startswith("provider:"))
