@@ -49,7 +49,7 @@ function dialog() {
     const pending = node.querySelector(".memory-item.editing, .memory-item.confirming");
     if (pending) {
       event.preventDefault();
-      showItem(pending, pending.memory, { focus: "edit" });
+      showItem(pending, pending.memory, { focus: pending.classList.contains("confirming") ? "delete" : "edit" });
     }
   });
   $("memories-search-form").addEventListener("submit", (event) => {

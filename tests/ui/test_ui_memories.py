@@ -130,6 +130,11 @@ def test_list_search_edit_and_delete_by_keyboard(ui: Any, server: dict[str, str]
     ui.keyboard.press("Enter")
     expect(dialog.locator(".memory-keep")).to_be_focused()
     shot(ui, "care-memories-confirm-delete")
+    ui.keyboard.press("Escape")  # Escape keeps the memory, and the focus goes back to its Delete
+    expect(dialog).to_be_visible()
+    expect(dialog.locator(".memory-item .memory-delete").first).to_be_focused()
+    ui.keyboard.press("Enter")
+    expect(dialog.locator(".memory-keep")).to_be_focused()
     ui.keyboard.press("Shift+Tab")
     expect(dialog.locator(".memory-confirm")).to_be_focused()
     ui.keyboard.press("Enter")
