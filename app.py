@@ -26,10 +26,12 @@ from api import (
     files,
     health,
     instructor,
+    memories,
     observe,
     profile,
     rate_limits,
     sessions,
+    status,
     streams,
     tool_results,
     tools,
@@ -48,6 +50,7 @@ from api.v1 import routes as openai_api
 from bounded.pool import WorkerPool
 from config.settings import Settings, load_settings
 from judge.engine import EngineAddress
+from judge.preparing import build_running
 from judge.reaper import reap
 from judge.service import Judge
 from live.backends import build_live
@@ -106,9 +109,9 @@ def build_judge(settings: Settings, telemetry: Telemetry | None = None) -> tuple
     judge = Judge.from_env(
         address=address, pool_size=settings.judge_pool_size, runs=settings.judge_runs, telemetry=telemetry
     )
-    if judge.client is None and not address.remote:
+    if judge.client is None and not address.remote and not build_running(settings.data_dir):
         return None, {"available": False, "reason": judge.available()[1]}
-    if judge.client is None:  # a judge host down at start: the judge connects once it answers
+    if judge.client is None:  # a judge host down at start, or dockerd started by a build: it connects once it answers
         return judge, {"available": False, "reason": judge.available()[1]}
     removed = reap(judge.client)
     if removed:
@@ -179,8 +182,23 @@ def create_app(settings: Settings | None = None, telemetry: Telemetry | None = N
     rate_limits.init_app(app)  # RATE_LIMITS and MAX_STREAMS_PER_USER
     security_headers.init_app(app)
     blueprints: tuple[ModuleType, ...] = (
-        *(auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui, instructor),
         settings_api,  # GET/PATCH /api/settings, GET /api/models (SPEC 17)
+        *(
+            auth,
+            chat,
+            tool_results,
+            judge_api,
+            sessions,
+            streams,
+            files,
+            tools,
+            health,
+            profile,
+            ui,
+            instructor,
+            memories,
+            status,
+        ),
         observe,  # GET /metrics (SPEC 16)
         openai_api,  # /v1: the OpenAI-compatible API (SPEC 11)
         openapi,  # GET /openapi.json and GET /docs (api/openapi/document.py)

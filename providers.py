@@ -252,9 +252,12 @@ class ProviderProbe:
         self._checked_at = float("-inf")
         self._results: list[ProbeResult] = []
 
-    def results(self) -> list[ProbeResult]:
+    def results(self, max_age_s: float | None = None) -> list[ProbeResult]:
+        """The cached probes, probed again when older than `ttl_s` (or `max_age_s`, when shorter:
+        a page that saw a turn fail asks again sooner, still at most once per `max_age_s`)."""
+        ttl_s = self.ttl_s if max_age_s is None else min(self.ttl_s, max_age_s)
         with self._lock:
-            if time.monotonic() - self._checked_at > self.ttl_s:
+            if time.monotonic() - self._checked_at > ttl_s:
                 self._results = [provider.probe(PROBE_TIMEOUT_S) for provider in self.chain.providers]
                 self._checked_at = time.monotonic()
             return list(self._results)
@@ -264,10 +267,10 @@ class ProviderProbe:
         with self._lock:
             return None if self._checked_at == float("-inf") else list(self._results)
 
-    def report(self) -> dict[str, Any]:
+    def report(self, max_age_s: float | None = None) -> dict[str, Any]:
         """The primary's entry, then every provider with its probe and its circuit (read now,
         not cached): the chain is ok when some provider is reachable and its circuit not open."""
-        results = self.results()
+        results = self.results(max_age_s)
         entries: list[dict[str, Any]] = [
             {"name": provider.name, "model": provider.model, "ok": result.ok, "detail": result.detail}
             for provider, result in zip(self.chain.providers, results, strict=True)

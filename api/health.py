@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field
 
 from api.declare import Reply, operation
 from api.services import services_of
+from judge.preparing import JudgeStateName, build_running, judge_state
 from storage.health import DatabaseHealth, probe_database
 
 bp = Blueprint("health", __name__)
@@ -110,10 +111,14 @@ def judge_probe(app: Flask) -> Callable[[], dict[str, Any]]:
         """Asked of the engine (a ping and an image list) when the judge exists, else why not."""
         app_services = services_of(app)
         judge = app_services.judge
+        preparing = build_running(app_services.settings.data_dir)
         if judge is None:
-            return dict(app_services.judge_status)
+            status = dict(app_services.judge_status)
+            state = judge_state(bool(status["available"]), str(status.get("reason") or ""), preparing)
+            return {**status, "state": state}
         available, reason = judge.available()
-        return {"available": available, "reason": reason, "pool": judge.pool is not None}
+        state = judge_state(available, reason, preparing)
+        return {"available": available, "reason": reason, "pool": judge.pool is not None, "state": state}
 
     return probe
 
@@ -209,6 +214,10 @@ class JudgeState(BaseModel):
     available: bool
     reason: str | None
     pool: bool | None = None
+    state: JudgeStateName = Field(
+        description="`ready`; `preparing` while `scripts/judge_images.sh` builds the images (`make run` starts it "
+        "in the background); `off` (JUDGE_ENABLED=0); `unavailable`"
+    )
 
 
 class RedisState(BaseModel):

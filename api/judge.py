@@ -1,7 +1,8 @@
 """`POST /run`, `POST /submit`, and generated activities (SPEC section 9).
 
 Every endpoint answers 503 `judge_unavailable` (with the reason) when the Docker judge
-cannot run here; the rest of the product keeps working. `/submit` runs the problem's
+cannot run here, or 503 `judge_preparing` while `scripts/judge_images.sh` still builds its
+images (`judge/preparing.py`: `make run` serves the chat meanwhile); the rest of the product keeps working. `/submit` runs the problem's
 stored, hidden tests: the client never sends tests, and the answer lists each test's
 name and pass/fail message, never its expected output.
 """
@@ -26,6 +27,7 @@ from api.turns import runner
 from foundation.cancellation import CancelToken
 from judge.files import SubmissionError
 from judge.models import Language, RunRequest, SqlCase, TestCase, Verdict
+from judge.preparing import build_running
 from judge.service import Judge
 from pipeline.turn import EventSink
 from storage.connection import DbConnection
@@ -44,8 +46,13 @@ bp = Blueprint("judge", __name__)
 bp.before_request(require_user)
 
 MAX_FILES_BYTES = 1024 * 1024
+PREPARING_MESSAGE = (
+    "The code runner is being prepared: its images are being built (the first time takes several minutes). "
+    "The chat works meanwhile; try again in a few minutes."
+)
 JUDGE_OFF = Reply(
-    "the Docker judge cannot run here or is switched off (`judge_unavailable`, with the reason), or every run "
+    "the Docker judge cannot run here or is switched off (`judge_unavailable`, with the reason), its images are "
+    "still being built (`judge_preparing`), or every run "
     "place stayed held by other users' runs (`busy`, with `Retry-After`)",
     headers=("Retry-After",),
 )
@@ -100,13 +107,17 @@ class ActivityDetail(Activity):
 
 
 def ready_judge() -> Judge:
+    """The judge, or 503: `judge_preparing` while its images are being built, else `judge_unavailable`."""
     judge = app_services().judge
     if judge is None:
-        raise ApiError(503, "judge_unavailable", str(app_services().judge_status["reason"]))
-    available, reason = judge.available()
-    if not available:
-        raise ApiError(503, "judge_unavailable", reason)
-    return judge
+        available, reason = False, str(app_services().judge_status["reason"])
+    else:
+        available, reason = judge.available()
+    if available and judge is not None:
+        return judge
+    if build_running(app_services().settings.data_dir):
+        raise ApiError(503, "judge_preparing", PREPARING_MESSAGE)
+    raise ApiError(503, "judge_unavailable", reason)
 
 
 def checked_size(files: dict[str, str]) -> dict[str, str]:

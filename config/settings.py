@@ -448,6 +448,15 @@ class Settings(BaseModel):
         "`GET /health/live` probes nothing.",
     )
 
+    provider_recheck_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=60,
+        description="How old the providers' probe (reused up to 30 s) must be before `GET /api/status?recheck=1` "
+        "(the web UI's model banner: on load, on window focus, after a failed turn, while the model is down) "
+        "probes them again: one probe per this many seconds at most, however many pages ask.",
+    )
+
     metrics_token: str | None = Field(
         default=None,
         description="Bearer token `GET /metrics` (Prometheus text) asks for: `Authorization: Bearer <token>`. "

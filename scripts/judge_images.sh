@@ -73,6 +73,13 @@ build() {
   fi
 }
 
+# While this runs, DATA_DIR/judge-images/building holds its process id: the server reports the
+# judge as "preparing" (judge/preparing.py) instead of unavailable. Removed however this ends.
+MARKER_DIR="${DATA_DIR:-data}/judge-images"
+mkdir -p "$MARKER_DIR"
+echo "$$" >"$MARKER_DIR/building"
+trap 'rm -f "$MARKER_DIR/building"' EXIT
+
 apt_install docker.io mmdebstrap || give_up "could not install docker.io and mmdebstrap"
 start_dockerd || give_up "no Docker engine could be started"
 mkdir -p "$LOG_DIR"

@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from flask import Flask
 from pydantic import BaseModel, ConfigDict
 
 from api.services import services_of
 from config.settings import Settings
+from judge.preparing import build_running
 
 log = logging.getLogger("startup")
 
@@ -64,10 +66,42 @@ def provider_lines(report: dict[str, Any]) -> list[ReportLine]:
     return lines
 
 
-def judge_line(status: dict[str, Any]) -> ReportLine:
-    """The judge's state as `create_app` found it (`Services.judge_status`)."""
+def shown_url(url: str) -> str:
+    """A base URL without what could be a secret in it (user, password, query)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def model_down_line(report: dict[str, Any], base_url: str) -> list[ReportLine]:
+    """When no provider of the chain answers, one plain line before the details: where the model
+    was looked for, that the server serves anyway, and the way to try it without a model."""
+    if report["ok"]:
+        return []
+    return [
+        ReportLine(
+            text=f"the model at {shown_url(base_url)} does not answer ({report['detail']}): the server starts, "
+            "but chats fail until it "
+            "does. To try the product without a model, stop this and run `make demo` (a scripted model).",
+            warning=True,
+        )
+    ]
+
+
+def judge_line(status: dict[str, Any], preparing: bool = False) -> ReportLine:
+    """The judge's state as `create_app` found it (`Services.judge_status`); `preparing` while
+    `scripts/judge_images.sh` builds the images (`make run` starts it in the background)."""
     if status.get("available"):
         return ReportLine(text="judge: available (code runs in Docker containers)")
+    if preparing:
+        return ReportLine(
+            text="judge: being prepared (its images are being built in the background; the first build takes "
+            "minutes, log in DATA_DIR/judge-images/build.log); the chat works meanwhile, /run answers "
+            "`judge_preparing` until it is ready"
+        )
     reason = str(status.get("reason") or "unknown reason")
     if "JUDGE_ENABLED" in reason:
         return ReportLine(text=f"judge: off ({reason}); /run_code and task checks answer that it is unavailable")
@@ -90,11 +124,14 @@ def database_line(settings: Settings) -> ReportLine:
 
 def startup_report(app: Flask, settings: Settings) -> list[ReportLine]:
     """The report's lines, in the order a newcomer needs them."""
+    probe = services_of(app).provider_probe
+    report = probe.report()
     return [
         ReportLine(text=f"open {open_url(settings.host, settings.port)} in a browser"),
         token_line(settings.auth_token_file),
-        *provider_lines(services_of(app).provider_probe.report()),
-        judge_line(services_of(app).judge_status),
+        *model_down_line(report, probe.chain.providers[0].base_url),
+        *provider_lines(report),
+        judge_line(services_of(app).judge_status, build_running(settings.data_dir)),
         database_line(settings),
     ]
 

@@ -127,6 +127,7 @@ class FakeLLMServer(LoopbackServer):
         trickle_s: float = 0.0,
         hang_after_headers: bool = False,
         hang_s: float = HANG_S,
+        port: int = 0,
     ) -> None:
         self._replies: deque[Reply] = deque(replies)
         self.default_reply = default_reply
@@ -148,7 +149,7 @@ class FakeLLMServer(LoopbackServer):
         self.released = threading.Event()  # cleared: chat answers wait until a test sets it (no race on a delay)
         self.released.set()
         self._stopping = threading.Event()
-        super().__init__()
+        super().__init__(port)
 
     @property
     def openai_base_url(self) -> str:
@@ -229,6 +230,9 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 server.connections += 1
 
         def do_GET(self) -> None:
+            if server._stopping.is_set():  # stopped: a kept-alive connection is closed unanswered, as by a dead server
+                self.close_connection = True
+                return
             with server._lock:
                 server.get_paths.append(self.path)
             if self.path.endswith("/models"):
@@ -239,6 +243,9 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {"error": "not found"})
 
         def do_POST(self) -> None:
+            if server._stopping.is_set():
+                self.close_connection = True
+                return
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
             with server._lock:

@@ -28,9 +28,10 @@ class QuietHandler(BaseHTTPRequestHandler):
 class LoopbackServer(ABC):
     """Subclasses implement `_handler_class()` (a `QuietHandler` subclass) and keep state."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
+        """`port` 0: a free one; a given port lets a test stop a server and start another in its place."""
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": POLL_INTERVAL_S}, daemon=True

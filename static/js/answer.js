@@ -14,23 +14,23 @@ const $ = (id) => document.getElementById(id);
 // The server refused the answer before any turn ran: say why next to the widget.
 function answerRefused(widget, turn, refusal) {
   widget.busy(false);
+  // the server's message is written for people; its code (PROFILE_UPDATE_FAILED…) is not shown
   const message = refusal.message || "the answer could not be sent";
-  const code = refusal.code ? `${refusal.code}: ` : "";
   if (refusal.code === "turn_in_progress") {
     widget.error("This chat is still answering; answer again when it is done.");
     const running = refusal.body && refusal.body.turn_id;
     if (running && !liveTurnFor(turn.sessionId)) followTurn(turn.sessionId, running).attach(messageList());
   } else if (refusal.code === "approval_expired") {
-    widget.closed(`${code}${message}`); // the chat went on past it: nothing ran
+    widget.closed(message); // the chat went on past it: nothing ran
   } else if (refusal.status === 409) {
     widget.answered(null, false);
-    widget.error(`${code}${message}`);
+    widget.error(message);
   } else if (refusal.status === 404) {
-    widget.closed(`${code}${message}`);
+    widget.closed(message);
   } else {
     // 400 (the value does not fit), 422 PROFILE_UPDATE_FAILED, 500 TOOL_EXECUTION_FAILED,
     // or the network: the question is still open, the user can answer again.
-    widget.error(`${code}${message}`);
+    widget.error(message);
     widget.focus();
   }
   scrollToEnd();

@@ -14,12 +14,14 @@ import { initGenerate } from "/static/js/generate.js";
 import { initHistory } from "/static/js/history.js";
 import { initLayout } from "/static/js/layout.js";
 import { boot, initLogin } from "/static/js/login.js";
+import { initMemories } from "/static/js/memories.js";
 import { setWidgetHandler } from "/static/js/messages.js";
 import { initCodePanel, initProblemsPanel, loadActivity } from "/static/js/panels.js";
 import { send } from "/static/js/send.js";
 import { initSessions, refreshSessions } from "/static/js/sessions.js";
 import { initSettings } from "/static/js/settings.js";
 import { idle } from "/static/js/state.js";
+import { initStatus } from "/static/js/status.js";
 import { initTasksPanel } from "/static/js/tasks.js";
 import { initTurns } from "/static/js/turns.js";
 
@@ -38,4 +40,6 @@ initGenerate((activityId) => {
 });
 initTasksPanel();
 initSettings();
+initStatus();
+initMemories();
 boot();

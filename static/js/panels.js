@@ -29,6 +29,7 @@ const $ = (id) => document.getElementById(id);
 
 export function judgeErrorText(error, what) {
   if (!(error instanceof ApiError)) return `${what} failed: ${error.message || error}`;
+  if (error.code === "judge_preparing") return error.message; // "The code runner is being prepared…" (status.js)
   if (error.code === "judge_unavailable" || error.status === 503) {
     return `The code judge is unavailable on this server (judge_unavailable). ${error.message || ""}`.trim();
   }

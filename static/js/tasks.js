@@ -1,10 +1,14 @@
 // The Tasks panel: the learner's imported tasks (SPEC section 10) through the same tools the
 // model uses, called directly (`POST /tools/<name>`): get_ready lists what can be worked on,
-// show_task opens one, start_task starts it, submit grades an answer. Task tools answer
-// errors as `{"success": false, "error_code", "message"}`; the message says how to fix it.
+// show_task opens one, start_task starts it, submit grades an answer, request_help asks an
+// instructor, go_back reopens a closed task (its reason goes into the task's history). Task
+// tools answer errors as `{"success": false, "error_code", "message"}`; those messages (and
+// the tools' `message` fields) tell the model which command to call next, so the panel says
+// things in its own words instead (task_texts.js) and offers buttons, never commands.
 
 import { api, ApiError } from "/static/js/api.js";
 import { el, renderMarkdown } from "/static/js/render.js";
+import { failure, nextStep, readySummary, submitted } from "/static/js/task_texts.js";
 
 const $ = (id) => document.getElementById(id);
 const LIST_LIMIT = 20; // get_ready's own maximum
@@ -48,7 +52,7 @@ export async function listTasks() {
   summary.textContent = "Loading tasks…";
   try {
     const data = await callTaskTool("get_ready", { limit: LIST_LIMIT });
-    summary.textContent = data.message || "";
+    summary.textContent = readySummary(data);
     list.replaceChildren(
       ...(data.tasks || []).map((task) => {
         const open = el("button", { type: "button", class: "task-open", "data-task": task.id },
@@ -61,7 +65,7 @@ export async function listTasks() {
   } catch (error) {
     summary.textContent = "";
     list.replaceChildren();
-    say(`Could not list your tasks (${error.code}): ${error.message}`, "error");
+    say(failure("list", error), "error");
   }
 }
 
@@ -77,7 +81,7 @@ export async function openTask(taskId, { quiet = false } = {}) {
     }
     return task;
   } catch (error) {
-    say(`Could not open task “${taskId}” (${error.code}): ${error.message}`, "error");
+    say(failure("open", error), "error");
     return null;
   }
 }
@@ -110,8 +114,9 @@ function renderTask(task) {
     }))));
   }
   const attempts = task.submission_count ? `${task.submission_count} attempt(s), latest ${task.latest_result}` : "No attempts yet";
-  parts.push(el("p", { class: "muted", text: attempts }), el("p", { class: "task-next", text: `Next: ${task.next_step}` }));
+  parts.push(el("p", { class: "muted", text: attempts }), el("p", { class: "task-next", text: nextStep(task) }));
   parts.push(actions(task));
+  if (task.history && task.history.length) parts.push(historySection(task.history));
   parts.push(el("div", { id: "task-result", class: "verdict-box" }));
   detail.replaceChildren(...parts);
 }
@@ -136,6 +141,13 @@ function actions(task) {
     if (blocked) box.append(el("p", { class: "muted", text: `Blocked until you close: ${task.blocked_by.join(", ")}` }));
     start.addEventListener("click", () => startTask(task, start));
     box.append(start);
+  } else if (task.status === "closed") {
+    const reopen = el("button", { type: "button", class: "task-reopen", text: "Reopen task" });
+    reopen.addEventListener("click", () => askText(box, reopen, {
+      id: "task-reopen-reason", label: "Why do you reopen it? (kept in the task's history)", value: "I want to work on it again.",
+      action: "Reopen", run: (text, button) => reopenTask(task, text, button),
+    }));
+    box.append(reopen);
   } else if (task.status === "in_progress" || task.status === "submitted") {
     const id = "task-answer";
     const answer = el("textarea", { id, class: "code-input", rows: "8", spellcheck: "false" });
@@ -147,7 +159,96 @@ function actions(task) {
     });
     box.append(form);
   }
+  if (task.status !== "closed") {
+    const help = el("button", { type: "button", class: "task-help", text: "Ask for help" });
+    help.addEventListener("click", () => askText(box, help, {
+      id: "task-help-message", label: "What are you stuck on? (an instructor reads it)", value: "",
+      action: "Send to an instructor", run: (text, button) => askForHelp(task, text, button),
+    }));
+    box.append(help);
+  }
   return box;
+}
+
+// A small inline form (a reason to reopen, a question for an instructor) opened by `opener`;
+// Cancel or Escape closes it and gives the focus back to the opener.
+function askText(box, opener, { id, label, value, action, run }) {
+  const old = document.getElementById(id);
+  if (old) {
+    old.focus();
+    return;
+  }
+  const text = el("textarea", { id, rows: "3", maxlength: "1000", required: true });
+  text.value = value;
+  const send = el("button", { type: "submit", class: "primary", text: action });
+  const cancel = el("button", { type: "button", text: "Cancel" });
+  const form = el("form", { class: "stack task-ask" }, el("label", { for: id, text: label }), text,
+    el("div", { class: "row" }, send, cancel));
+  const close = () => {
+    form.remove();
+    opener.hidden = false;
+    opener.focus();
+  };
+  cancel.addEventListener("click", close);
+  form.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      event.preventDefault();
+      event.stopPropagation(); // the form closes, not the whole panel (layout.js)
+      close();
+    }
+  });
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (text.value.trim().length < 3) {
+      say("Write a few words (at least 3 characters) first.", "error");
+      text.focus();
+      return;
+    }
+    run(text.value.trim(), send);
+  });
+  opener.hidden = true;
+  opener.after(form);
+  text.focus();
+  text.select();
+}
+
+const HISTORY_WORDS = { start: "Started", submit: "Submitted", review: "Reviewed", go_back: "Reopened" };
+
+function historySection(events) {
+  return section("History", el("ol", { class: "task-history" }, ...events.map((event) => el("li", {},
+    el("span", { text: `${HISTORY_WORDS[event.action] || event.action}: ${event.from_status.replace("_", " ")} → ${event.to_status.replace("_", " ")}` }),
+    event.reason ? el("span", { class: "muted", text: ` (“${event.reason}”)` }) : null,
+    el("span", { class: "muted", text: ` · ${new Date(event.created_at).toLocaleString()}` })))));
+}
+
+async function reopenTask(task, reason, button) {
+  button.disabled = true;
+  const ref = `${task.project_id}/${task.id}`;
+  try {
+    await callTaskTool("go_back", { task_id: ref, reason });
+    await openTask(ref, { quiet: true });
+    say(`Reopened “${task.title}”: you can work on it and submit a new answer.`);
+    const answer = $("task-answer");
+    if (answer) answer.focus();
+    listTasks();
+  } catch (error) {
+    button.disabled = false;
+    say(failure("reopen", error, task.title), "error");
+  }
+}
+
+async function askForHelp(task, message, button) {
+  button.disabled = true;
+  const ref = `${task.project_id}/${task.id}`;
+  try {
+    await callTaskTool("request_help", { task_id: ref, message });
+    await openTask(ref, { quiet: true });
+    say(`Your question about “${task.title}” is sent; an instructor will answer.`);
+    $("task-title").focus();
+  } catch (error) {
+    button.disabled = false;
+    say(failure("help", error, task.title), "error");
+  }
 }
 
 async function startTask(task, button) {
@@ -155,13 +256,13 @@ async function startTask(task, button) {
   try {
     const data = await callTaskTool("start_task", { task_id: `${task.project_id}/${task.id}` });
     await openTask(`${task.project_id}/${task.id}`, { quiet: true });
-    say(data.message);
+    say(data.new_status !== data.old_status ? `Started '${task.title}'.` : `You are already working on '${task.title}'.`);
     const answer = $("task-answer");
     if (answer) answer.focus();
     listTasks();
   } catch (error) {
     button.disabled = false;
-    say(`Could not start the task (${error.code}): ${error.message}`, "error");
+    say(failure("start", error, task.title), "error");
   }
 }
 
@@ -179,7 +280,7 @@ async function submitAnswer(task, answer, button) {
     const reopened = await openTask(ref, { quiet: true });
     const result = renderSubmission(data);
     $("task-result").replaceChildren(result);
-    say(data.message);
+    say(submitted(data, task.title));
     const again = $("task-answer");
     if (reopened && again) {
       again.value = answer.value; // keep the text to fix it
@@ -190,7 +291,7 @@ async function submitAnswer(task, answer, button) {
     listTasks();
   } catch (error) {
     button.disabled = false;
-    say(`The answer was not graded (${error.code}): ${error.message}`, "error");
+    say(failure("submit", error, task.title), "error");
   }
 }
 

@@ -12,6 +12,7 @@ const RETRYABLE = new Set(["provider_unavailable", "storage_unavailable", "netwo
 // `sent`: {text, files, firstTurn, resend(retry)} when this page sent the message, else null.
 export function turnErrorNode(data, sent, turn) {
   const error = data.error || {};
+  if (error.code === "provider_unavailable") document.dispatchEvent(new CustomEvent("provider-unavailable")); // status.js
   const node = el("div", { class: "notice notice-error turn-error" });
   const kept = data.user_message_id !== undefined || error.code === "provider_unavailable";
   let explanation;

@@ -239,8 +239,8 @@ export function renderAnswer(message) {
       el(
         "div",
         { class: "answer-failed" },
-        el("span", { class: "badge badge-error", text: meta.code || "error" }),
-        el("span", { text: ` Your answer was not saved: ${meta.message || "the tool failed"}` }),
+        el("span", { class: "badge badge-error", title: meta.code || "error", text: "not saved" }),
+        el("span", { text: ` Your answer was not saved: ${meta.message || "something went wrong"}` }),
       ),
     );
   }

@@ -128,7 +128,11 @@ def test_judge_endpoints_answer_503_when_disabled(client, auth):
     ):
         response = client.post(path, json=body, headers=auth)
         assert response.status_code == 503 and response.get_json()["error"]["code"] == "judge_unavailable"
-    assert client.get("/health").get_json()["judge"] == {"available": False, "reason": "disabled by JUDGE_ENABLED=0"}
+    assert client.get("/health").get_json()["judge"] == {
+        "available": False,
+        "reason": "disabled by JUDGE_ENABLED=0",
+        "state": "off",
+    }
 
 
 def test_run_code_command_in_chat(jclient, jauth, fake_llm):
