@@ -10,6 +10,7 @@
 
 import { answerWidget } from "/static/js/answer.js";
 import { initComposer } from "/static/js/composer.js";
+import { initFollow } from "/static/js/follow.js";
 import { initGenerate } from "/static/js/generate.js";
 import { initHistory } from "/static/js/history.js";
 import { initLayout } from "/static/js/layout.js";
@@ -23,6 +24,7 @@ import { initTasksPanel } from "/static/js/tasks.js";
 import { initTurns } from "/static/js/turns.js";
 
 initLogin();
+initFollow();
 initSessions();
 initHistory();
 initTurns();
