@@ -23,12 +23,14 @@ from api import (
     auth,
     bodies,
     chat,
+    export,
     files,
     health,
     instructor,
     observe,
     profile,
     rate_limits,
+    search,
     sessions,
     streams,
     tool_results,
@@ -178,7 +180,22 @@ def create_app(settings: Settings | None = None, telemetry: Telemetry | None = N
     rate_limits.init_app(app)  # RATE_LIMITS and MAX_STREAMS_PER_USER
     security_headers.init_app(app)
     blueprints: tuple[ModuleType, ...] = (
-        *(auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui, instructor),
+        *(
+            auth,
+            chat,
+            tool_results,
+            judge_api,
+            sessions,
+            export,
+            search,
+            streams,
+            files,
+            tools,
+            health,
+            profile,
+            ui,
+            instructor,
+        ),
         observe,  # GET /metrics (SPEC 16)
         openai_api,  # /v1: the OpenAI-compatible API (SPEC 11)
         openapi,  # GET /openapi.json and GET /docs (api/openapi/document.py)

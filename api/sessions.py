@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from flask import Blueprint, jsonify, request
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 
 from api.auth import current_user, require_user
 from api.bodies import json_body
@@ -18,7 +18,15 @@ from api.openapi.models import MessageOut, public_messages
 from api.rate_limits import charge
 from api.services import services
 from storage.messages import recent_messages
-from storage.sessions import ChatSession, create_session, delete_session, get_session, list_sessions, rename_session
+from storage.sessions import (
+    ChatSession,
+    create_session,
+    delete_session,
+    get_session,
+    list_sessions,
+    pin_session,
+    rename_session,
+)
 
 bp = Blueprint("sessions", __name__)
 bp.before_request(require_user)
@@ -36,8 +44,11 @@ class SessionCreate(BaseModel):
 
 
 class SessionRename(BaseModel):
+    """A rename, a pin (`pinned`), or both."""
+
     model_config = ConfigDict(extra="forbid")
-    name: SessionName
+    name: SessionName | None = None
+    pinned: StrictBool | None = Field(default=None, description="pinned chats are listed first")
 
 
 class CancelBody(BaseModel):
@@ -110,7 +121,7 @@ def session_for(session_id: str | None, name: str) -> ChatSession:
 
 
 @bp.get("/sessions")
-@operation("The user's chat sessions", replies={200: Reply("newest first", SessionList)})
+@operation("The user's chat sessions", replies={200: Reply("pinned first, then newest first", SessionList)})
 def index() -> ResponseReturnValue:
     sessions = list_sessions(get_db(), current_user().id)
     return jsonify(SessionList(sessions=sessions).model_dump(mode="json"))
@@ -163,11 +174,14 @@ def cancel(session_id: str) -> ResponseReturnValue:
 
 
 @bp.patch("/sessions/<session_id>")
-@operation("Rename a session", body=SessionRename, replies={200: Reply("renamed", ChatSession), 404: NOT_FOUND})
+@operation("Rename or pin a session", body=SessionRename, replies={200: Reply("changed", ChatSession), 404: NOT_FOUND})
 def rename(session_id: str) -> ResponseReturnValue:
-    owned_session(session_id)
+    session: ChatSession | None = owned_session(session_id)
     body: SessionRename = json_body(SessionRename)
-    session = rename_session(get_db(), current_user().id, session_id, body.name)
+    if body.name is not None:
+        session = rename_session(get_db(), current_user().id, session_id, body.name)
+    if body.pinned is not None:
+        session = pin_session(get_db(), current_user().id, session_id, body.pinned)
     assert session is not None
     return jsonify(session.model_dump(mode="json"))
 

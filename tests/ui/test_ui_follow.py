@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from testing.fake_llm import FakeLLMServer, StreamReply
-from tests.ui_support import open_session_id, rest, send, shot
+from tests.ui_support import rest, send, shot
 
 pytestmark = [
     pytest.mark.browser,
@@ -53,8 +53,12 @@ def max_gap_while_streaming(ui: Any) -> float:
     )
 
 
-@pytest.mark.parametrize("viewport", [{"width": 1280, "height": 800}, {"width": 390, "height": 844}], ids=["desktop", "phone"])
-def test_follows_a_streamed_answer_in_a_tall_chat(ui: Any, server: dict[str, str], llm: FakeLLMServer, viewport: dict[str, int]) -> None:
+@pytest.mark.parametrize(
+    "viewport", [{"width": 1280, "height": 800}, {"width": 390, "height": 844}], ids=["desktop", "phone"]
+)
+def test_follows_a_streamed_answer_in_a_tall_chat(
+    ui: Any, server: dict[str, str], llm: FakeLLMServer, viewport: dict[str, int]
+) -> None:
     ui.set_viewport_size(viewport)
     tall_chat(ui, server, llm)
     assert ui.evaluate("document.getElementById('messages').scrollHeight") > 4 * viewport["height"]
@@ -66,7 +70,9 @@ def test_follows_a_streamed_answer_in_a_tall_chat(ui: Any, server: dict[str, str
     assert ui.evaluate(GAP_PX) <= 48
 
 
-@pytest.mark.parametrize("viewport", [{"width": 1280, "height": 800}, {"width": 390, "height": 844}], ids=["desktop", "phone"])
+@pytest.mark.parametrize(
+    "viewport", [{"width": 1280, "height": 800}, {"width": 390, "height": 844}], ids=["desktop", "phone"]
+)
 def test_scrolling_up_stops_following_and_jump_to_latest_resumes(
     ui: Any, server: dict[str, str], llm: FakeLLMServer, viewport: dict[str, int]
 ) -> None:
