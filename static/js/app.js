@@ -9,6 +9,8 @@
 // history.js fills in at start-up.
 
 import { answerWidget } from "/static/js/answer.js";
+import { initChatSearch } from "/static/js/chat_search.js";
+import { initChatTransfer } from "/static/js/chat_transfer.js";
 import { initComposer } from "/static/js/composer.js";
 import { initFollow } from "/static/js/follow.js";
 import { initGenerate } from "/static/js/generate.js";
@@ -26,6 +28,8 @@ import { initTurns } from "/static/js/turns.js";
 initLogin();
 initFollow();
 initSessions();
+initChatSearch();
+initChatTransfer();
 initHistory();
 initTurns();
 setWidgetHandler(answerWidget);

@@ -2,6 +2,7 @@
 // (history.js, turns.js) and the live turn (live.js); nothing here knows which chat is on screen.
 
 import { followEnd, following } from "/static/js/follow.js";
+import { messageActions } from "/static/js/message_actions.js";
 import { badge, el, renderMarkdown } from "/static/js/render.js";
 import { renderToolMessage } from "/static/js/toolblocks.js";
 import {
@@ -53,6 +54,7 @@ export function messageNode(message) {
     node.append(body);
     if (message.meta && message.meta.stopped) node.append(stoppedNote());
   }
+  if ((role === "user" || role === "assistant") && message.id !== undefined) node.append(messageActions(message));
   return node;
 }
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from testing.fake_llm import FakeLLMServer, StreamReply
-from tests.ui_support import rest, send, shot
+from tests.ui_support import SCREENSHOTS, rest, send
 
 pytestmark = [
     pytest.mark.browser,
@@ -89,7 +89,8 @@ def test_scrolling_up_stops_following_and_jump_to_latest_resumes(
     ui.wait_for_function("n => document.querySelectorAll('.live-answer .bubble p').length >= n", arg=8, polling="raf")
     assert ui.evaluate("document.getElementById('messages').scrollTop") == top, "the view moved while the user read"
     assert ui.evaluate(GAP_PX) > 48
-    shot(ui, f"chatui-follow-jump-{'phone' if viewport['width'] < 500 else 'desktop'}")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    ui.screenshot(path=str(SCREENSHOTS / f"chatui-follow-jump-{'phone' if viewport['width'] < 500 else 'desktop'}.png"))
     jump.focus()  # keyboard: the button is reachable and works with Enter
     ui.keyboard.press("Enter")
     assert jump.is_hidden()
