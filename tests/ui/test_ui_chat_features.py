@@ -129,7 +129,9 @@ def test_a_search_result_opens_its_chat_at_an_old_message(ui: Any, server: dict[
     open_chat(ui, rest(server, "POST", "/sessions", json={"name": "Elsewhere"})["id"])  # another chat on screen
     if viewport:
         ui.get_by_role("button", name="Show conversations").click()
-        ui.wait_for_function("() => getComputedStyle(document.getElementById('sessions-panel')).transform === 'none'")  # drawn, for the screenshot
+        ui.wait_for_function(
+            "() => getComputedStyle(document.getElementById('sessions-panel')).transform === 'none'"
+        )  # drawn, for the screenshot
     ui.get_by_role("searchbox", name="Search your chats").fill(word)
     ui.keyboard.press("Enter")
     result = ui.locator("#chat-search-results .hit-open").first
