@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from flask import Blueprint, jsonify, request
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, model_validator
 
 from api.auth import current_user, require_user
 from api.bodies import json_body
@@ -49,6 +49,12 @@ class SessionRename(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: SessionName | None = None
     pinned: StrictBool | None = Field(default=None, description="pinned chats are listed first")
+
+    @model_validator(mode="after")
+    def something_to_change(self) -> SessionRename:
+        if self.name is None and self.pinned is None:
+            raise ValueError("give a `name`, `pinned`, or both")
+        return self
 
 
 class CancelBody(BaseModel):
