@@ -12,6 +12,7 @@ what a direct `POST /tools/<name>` spends on the tool (`Tool.budget`). The budge
 - `sessions`: every request that creates a chat session (`POST /sessions`, a `POST /chat`,
   `POST /v1/chat/completions` or `POST /activities/generate` without a session); charged by
   the view, which knows (`new_session` in `api/sessions.py`).
+- `imports`: `POST /sessions/import` (which also spends one `sessions`).
 - `login`: `POST /api/login`, charged by the view: see `api/auth.py` for its two keys.
 
 A budget declared as charged is spent by `charge_endpoint`, once the request is

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from flask import Blueprint, jsonify, request
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, model_validator
 
 from api.auth import current_user, require_user
 from api.bodies import json_body
@@ -19,7 +19,15 @@ from api.rate_limits import charge
 from api.services import services
 from api.settings import check_model
 from storage.messages import recent_messages
-from storage.sessions import ChatSession, create_session, delete_session, get_session, list_sessions, rename_session
+from storage.sessions import (
+    ChatSession,
+    create_session,
+    delete_session,
+    get_session,
+    list_sessions,
+    pin_session,
+    rename_session,
+)
 from storage.user_settings import session_model, set_session_model
 
 bp = Blueprint("sessions", __name__)
@@ -42,14 +50,16 @@ class SessionRename(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     name: SessionName | None = None
+    pinned: StrictBool | None = Field(default=None, description="pinned chats are listed first")
     model: str | None = Field(default=None, max_length=300, description="a `GET /api/models` id, or null")
 
     @model_validator(mode="after")
     def names_something(self) -> SessionRename:
         if not self.model_fields_set:
-            raise ValueError("name at least one field to change")
-        if "name" in self.model_fields_set and self.name is None:
-            raise ValueError("a session's name cannot be null")
+            raise ValueError("name at least one field to change: `name`, `pinned` or `model`")
+        for field in ("name", "pinned"):
+            if field in self.model_fields_set and getattr(self, field) is None:
+                raise ValueError(f"a session's `{field}` cannot be null")
         return self
 
 
@@ -126,7 +136,7 @@ def session_for(session_id: str | None, name: str) -> ChatSession:
 
 
 @bp.get("/sessions")
-@operation("The user's chat sessions", replies={200: Reply("newest first", SessionList)})
+@operation("The user's chat sessions", replies={200: Reply("pinned first, then newest first", SessionList)})
 def index() -> ResponseReturnValue:
     sessions = list_sessions(get_db(), current_user().id)
     return jsonify(SessionList(sessions=sessions).model_dump(mode="json"))
@@ -184,7 +194,7 @@ def cancel(session_id: str) -> ResponseReturnValue:
 
 @bp.patch("/sessions/<session_id>")
 @operation(
-    "Rename a session, or choose the model its turns start with",
+    "Rename or pin a session, or choose the model its turns start with",
     body=SessionRename,
     replies={200: Reply("changed", SessionDetail), 400: Reply("`unknown_model`: not in the chain"), 404: NOT_FOUND},
 )
@@ -195,6 +205,8 @@ def rename(session_id: str) -> ResponseReturnValue:
         set_session_model(get_db(), current_user().id, session_id, check_model(body.model))
     if body.name is not None:
         rename_session(get_db(), current_user().id, session_id, body.name)
+    if body.pinned is not None:
+        pin_session(get_db(), current_user().id, session_id, body.pinned)
     return show(session_id)
 
 

@@ -45,7 +45,7 @@ class Rate(BaseModel):
 class RateLimits(BaseModel):
     """`RATE_LIMITS`, parsed: the per-user budget of each limited action (None = unlimited).
 
-    `sessions` (chat sessions created) and `tools` (direct `POST /tools/<name>` calls of tools
+    `sessions` (chat sessions created), `imports` (chats imported) and `tools` (direct `POST /tools/<name>` calls of tools
     that reach no paid service) are not in SPEC's example; they have built-in defaults like the
     others, so a RATE_LIMITS that names only some keys keeps the rest."""
 
@@ -57,11 +57,14 @@ class RateLimits(BaseModel):
     login: Rate | None = None
     sessions: Rate | None = None
     tools: Rate | None = None
+    imports: Rate | None = None  # chats imported from a JSON export (`POST /sessions/import`)
 
 
 _RATE = re.compile(r"^\s*(\d+)\s*(?:/|per)\s*(\d+)?\s*(second|minute|hour|day)s?\s*$", re.IGNORECASE)
 _UNIT_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
-DEFAULT_RATE_LIMITS = "turns=30/minute,runs=60/minute,generate=5/hour,login=10/minute,sessions=60/hour,tools=60/minute"
+DEFAULT_RATE_LIMITS = (
+    "turns=30/minute,runs=60/minute,generate=5/hour,login=10/minute,sessions=60/hour,tools=60/minute,imports=20/hour"
+)
 
 
 def parse_rate(key: str, text: str) -> Rate | None:

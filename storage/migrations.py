@@ -608,6 +608,14 @@ M102_MEMORY_SQL_ALLOW_LIST = Migration(
     postgresql=m102_memory_sql_allow_list,
 )
 
+M105_PINNED_SESSIONS = Migration(
+    name="m105_pinned_sessions",
+    doc="""A pinned chat: `sessions.pinned_at` (when it was pinned, NULL when it is not); the
+conversations list shows pinned chats first, the latest pinned on top.""",
+    sqlite="ALTER TABLE sessions ADD COLUMN pinned_at TEXT;",
+    postgresql="ALTER TABLE sessions ADD COLUMN pinned_at TEXT;",
+)
+
 M106_USER_SETTINGS = Migration(
     name="m106_user_settings",
     doc="""Each user's settings of the web UI (theme, a personal system-prompt addition, the tools
@@ -644,6 +652,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     M006_WEB_SESSIONS,
     M101_MEMORY_SQL_CONFINEMENT,  # numbered apart when it shipped on PostgreSQL alone; append after it
     M102_MEMORY_SQL_ALLOW_LIST,
+    M105_PINNED_SESSIONS,
     M106_USER_SETTINGS,
 )
 

@@ -18,10 +18,17 @@ class ChatSession(BaseModel):
     name: str
     created_at: str
     updated_at: str
+    pinned_at: str | None = None  # pinned chats come first in the list
 
 
 def _session(row: DbRow) -> ChatSession:
-    return ChatSession(id=row["id"], name=row["name"], created_at=row["created_at"], updated_at=row["updated_at"])
+    return ChatSession(
+        id=row["id"],
+        name=row["name"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        pinned_at=row["pinned_at"],
+    )
 
 
 def create_session(conn: DbConnection, user_id: int, name: str | None = None) -> ChatSession:
@@ -40,7 +47,11 @@ def get_session(conn: DbConnection, user_id: int, session_id: str) -> ChatSessio
 
 
 def list_sessions(conn: DbConnection, user_id: int) -> list[ChatSession]:
-    rows = conn.execute("SELECT * FROM sessions WHERE user_id = ? ORDER BY updated_at DESC, rowid DESC", (user_id,))
+    rows = conn.execute(
+        "SELECT * FROM sessions WHERE user_id = ?"
+        " ORDER BY pinned_at IS NULL, pinned_at DESC, updated_at DESC, rowid DESC",
+        (user_id,),
+    )
     return [_session(row) for row in rows]
 
 
@@ -48,6 +59,17 @@ def rename_session(conn: DbConnection, user_id: int, session_id: str, name: str)
     conn.execute(
         "UPDATE sessions SET name = ?, updated_at = ? WHERE id = ? AND user_id = ?",
         (name, utc_now(), session_id, user_id),
+    )
+    return get_session(conn, user_id, session_id)
+
+
+def pin_session(conn: DbConnection, user_id: int, session_id: str, pinned: bool) -> ChatSession | None:
+    """Pin (first in the list, newest pin on top) or unpin a session; pinning again keeps the
+    first pin's time. Not a change of the chat itself: `updated_at` stays."""
+    conn.execute(
+        "UPDATE sessions SET pinned_at = CASE WHEN ? THEN COALESCE(pinned_at, ?) ELSE NULL END"
+        " WHERE id = ? AND user_id = ?",
+        (pinned, utc_now(), session_id, user_id),
     )
     return get_session(conn, user_id, session_id)
 

@@ -9,7 +9,10 @@
 // history.js fills in at start-up.
 
 import { answerWidget } from "/static/js/answer.js";
+import { initChatSearch } from "/static/js/chat_search.js";
+import { initChatTransfer } from "/static/js/chat_transfer.js";
 import { initComposer } from "/static/js/composer.js";
+import { initFollow } from "/static/js/follow.js";
 import { initGenerate } from "/static/js/generate.js";
 import { initHistory } from "/static/js/history.js";
 import { initLayout } from "/static/js/layout.js";
@@ -26,7 +29,10 @@ import { initTasksPanel } from "/static/js/tasks.js";
 import { initTurns } from "/static/js/turns.js";
 
 initLogin();
+initFollow();
 initSessions();
+initChatSearch();
+initChatTransfer();
 initHistory();
 initTurns();
 setWidgetHandler(answerWidget);

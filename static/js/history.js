@@ -61,17 +61,18 @@ function showMessages(id) {
 }
 
 // The page before the oldest message shown, put above it (messages already shown are skipped).
-async function loadOlder() {
-  if (!state.sessionId || state.oldestId === null) return;
+// Answers whether older messages remain (search results load pages until their message shows).
+export async function loadOlder() {
+  if (!state.sessionId || state.oldestId === null) return false;
   const sessionId = state.sessionId;
   let page;
   try {
     page = await api("GET", `/sessions/${sessionId}/messages?limit=${PAGE_SIZE}&before=${state.oldestId}`);
   } catch (error) {
     flash(`Could not load older messages: ${error.message}`);
-    return;
+    return false;
   }
-  if (state.sessionId !== sessionId) return; // another chat was opened meanwhile
+  if (state.sessionId !== sessionId) return false; // another chat was opened meanwhile
   const list = messageList();
   const first = list.firstChild;
   for (const message of visibleMessages(page.messages)) {
@@ -79,6 +80,7 @@ async function loadOlder() {
   }
   if (page.messages.length) state.oldestId = page.messages[0].id;
   $("load-older").hidden = !page.has_more;
+  return page.has_more;
 }
 
 export function initHistory() {

@@ -1,6 +1,8 @@
 // Stored messages -> DOM nodes, and the message list's scrolling. Shared by the chat
 // (history.js, turns.js) and the live turn (live.js); nothing here knows which chat is on screen.
 
+import { followEnd, following } from "/static/js/follow.js";
+import { messageActions } from "/static/js/message_actions.js";
 import { badge, el, renderMarkdown } from "/static/js/render.js";
 import { renderToolMessage } from "/static/js/toolblocks.js";
 import {
@@ -8,7 +10,6 @@ import {
 } from "/static/js/widgets.js";
 
 const $ = (id) => document.getElementById(id);
-const PINNED_PX = 48; // "at the bottom" leaves this much slack
 
 let onWidgetAnswer = () => {};
 
@@ -53,6 +54,7 @@ export function messageNode(message) {
     node.append(body);
     if (message.meta && message.meta.stopped) node.append(stoppedNote());
   }
+  if ((role === "user" || role === "assistant") && message.id !== undefined) node.append(messageActions(message));
   return node;
 }
 
@@ -104,22 +106,20 @@ export function updateEmptyHint() {
   $("empty-hint").hidden = messageList().childElementCount > 0;
 }
 
-// Whether the user is at the bottom of the conversation (then new text keeps it there).
+// Whether the view follows the end of the conversation (follow.js decides).
 export function isPinned() {
-  const box = $("messages");
-  return box.scrollHeight - box.scrollTop - box.clientHeight <= PINNED_PX;
+  return following();
 }
 
 export function scrollToEnd() {
-  const box = $("messages");
-  box.scrollTop = box.scrollHeight;
+  followEnd();
 }
 
-// Run `change` (which adds to the list) and follow it down only if the user was at the bottom.
+// Run `change` (which adds to the list) and follow it down only if the view follows the end
+// (follow.js also keeps it there when the list grows later, e.g. an image that loads).
 export function keepPinned(change) {
-  const pinned = isPinned();
   const result = change();
-  if (pinned) scrollToEnd();
+  if (following()) followEnd();
   return result;
 }
 

@@ -5,6 +5,7 @@
 import { Marked } from "/static/vendor/marked.esm.js";
 import DOMPurify from "/static/vendor/purify.es.js";
 import hljs from "/static/vendor/highlight.min.js";
+import { mathExtension, renderMath } from "/static/js/math.js";
 
 const markdown = new Marked({ gfm: true, breaks: true, async: false });
 
@@ -19,6 +20,7 @@ markdown.use({
     },
   },
 });
+markdown.use(mathExtension()); // LaTeX: math.js
 
 export function escapeHtml(text) {
   return String(text ?? "")
@@ -81,6 +83,7 @@ export function el(tag, attrs = {}, ...children) {
 export function renderMarkdown(text, { live = false } = {}) {
   const html = markdown.parse(String(text ?? ""));
   const fragment = DOMPurify.sanitize(html, PURIFY_CONFIG);
+  renderMath(fragment);
   enhanceCode(fragment, live);
   return fragment;
 }

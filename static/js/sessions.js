@@ -58,6 +58,11 @@ function renderSessions() {
       openSession(session.id);
       closeDrawer();
     });
+    const pin = item.querySelector(".session-pin");
+    pin.setAttribute("aria-pressed", String(Boolean(session.pinned_at)));
+    pin.setAttribute("aria-label", `${session.pinned_at ? "Unpin" : "Pin"} ${name}`);
+    pin.addEventListener("click", () => togglePin(session));
+    if (session.pinned_at) item.classList.add("pinned");
     item.querySelector(".session-rename").setAttribute("aria-label", `Rename ${name}`);
     item.querySelector(".session-delete").setAttribute("aria-label", `Delete ${name}`);
     item.querySelector(".session-rename").addEventListener("click", () => startRename(item, session));
@@ -97,12 +102,29 @@ function startRename(item, session) {
   input.addEventListener("blur", () => finish(true));
 }
 
+async function togglePin(session) {
+  try {
+    await api("PATCH", `/sessions/${session.id}`, { pinned: !session.pinned_at });
+  } catch (error) {
+    flash(`Pin failed: ${error.message}`);
+  }
+  await reloadSessionsOrSay();
+  const item = [...$("session-list").children].find((node) => node.dataset.sessionId === session.id);
+  if (item) item.querySelector(".session-pin").focus(); // the list moved: the focus stays on the chat's pin
+}
+
+// Delete asks first, in a modal dialog (focus inside it, Escape or Cancel keeps the chat and
+// gives the focus back to the Delete button that opened it).
 function confirmDelete(item, session) {
-  const yes = el("button", { type: "button", class: "danger", text: "Delete" });
-  const no = el("button", { type: "button", text: "Cancel" });
-  item.replaceChildren(el("span", { class: "confirm-text", text: `Delete “${session.name || "Untitled"}”?` }), yes, no);
-  no.addEventListener("click", () => renderSessions());
-  yes.addEventListener("click", async () => {
+  const dialog = $("delete-dialog");
+  const opener = item.querySelector(".session-delete");
+  $("delete-dialog-text").textContent = `“${session.name || "Untitled"}” and all its messages will be deleted.`;
+  const confirm = $("delete-dialog-confirm");
+  const cancel = $("delete-dialog-cancel");
+  let deleted = false;
+  const onConfirm = async () => {
+    deleted = true;
+    dialog.close();
     try {
       await api("DELETE", `/sessions/${session.id}`);
     } catch (error) {
@@ -111,8 +133,26 @@ function confirmDelete(item, session) {
     if (session.id === state.sessionId) startNewChat();
     await reloadSessionsOrSay();
     $("new-session").focus();
-  });
-  yes.focus();
+  };
+  const onCancel = () => dialog.close();
+  const onKey = (event) => {
+    if (event.key === "Escape") event.stopPropagation(); // the dialog closes itself; the drawer stays
+  };
+  confirm.addEventListener("click", onConfirm, { once: true });
+  cancel.addEventListener("click", onCancel, { once: true });
+  dialog.addEventListener("keydown", onKey);
+  dialog.addEventListener(
+    "close",
+    () => {
+      confirm.removeEventListener("click", onConfirm);
+      cancel.removeEventListener("click", onCancel);
+      dialog.removeEventListener("keydown", onKey);
+      if (!deleted && opener.isConnected) opener.focus();
+    },
+    { once: true },
+  );
+  dialog.showModal();
+  cancel.focus();
 }
 
 export function startNewChat() {

@@ -182,7 +182,7 @@ def test_other_users_file_answers_404(client, auth, other, fake_llm):
 def test_create_session_with_and_without_name(client, auth):
     named = new_session(client, auth, "Trip planning")
     assert named["name"] == "Trip planning"
-    assert set(named) == {"id", "name", "created_at", "updated_at"}
+    assert set(named) == {"id", "name", "created_at", "updated_at", "pinned_at"}
     assert ISO_MS.match(named["created_at"])
     assert new_session(client, auth)["name"] == "New chat"
 

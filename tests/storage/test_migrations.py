@@ -31,6 +31,7 @@ SHIPPED = (
     "m006_web_sessions",
     "m101_memory_sql_confinement",
     "m102_memory_sql_allow_list",
+    "m105_pinned_sessions",
     "m106_user_settings",
 )
 POSTGRESQL_ONLY = ("m101_memory_sql_confinement", "m102_memory_sql_allow_list")
@@ -41,7 +42,7 @@ TABLES: dict[str, list[str]] = {
     "_migrations": ["name", "applied_at"],
     "users": ["id", "name", "role", "profile", "created_at"],
     "api_tokens": ["id", "user_id", "token_hash", "created_at"],
-    "sessions": ["id", "user_id", "name", "created_at", "updated_at", "model"],
+    "sessions": ["id", "user_id", "name", "created_at", "updated_at"],
     "chat_messages": ["id", "session_id", "user_id", "role", "content", "meta", "created_at"],
     "user_memories": ["id", "user_id", "content", "importance", "created_at", "updated_at"],
     "activities": [
@@ -155,17 +156,17 @@ def index_names(store: Store, conn: DbConnection) -> set[str]:
     return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('index', 'table')")}
 
 
+# Columns later steps add (ALTER TABLE … ADD COLUMN), after the engine's own columns.
+ADDED_LATER: dict[str, list[str]] = {"sessions": ["pinned_at", "model"]}  # m105_pinned_sessions, m106_user_settings
+
+
 def expected_tables(dialect: str) -> dict[str, list[str]]:
     """TABLES' columns, an engine's own columns where that engine puts them: after the columns
     of the step that made the table (a later `ALTER TABLE … ADD COLUMN` comes after them)."""
     extra = ENGINE_COLUMNS[dialect]
-    added_later = {"sessions": ["model"]}
-    expected = {}
-    for table, columns in TABLES.items():
-        later = [c for c in added_later.get(table, ()) if c in columns]
-        first = [c for c in columns if c not in later]
-        expected[table] = first + list(extra.get(table, ())) + later
-    return expected
+    return {
+        table: columns + list(extra.get(table, ())) + ADDED_LATER.get(table, []) for table, columns in TABLES.items()
+    }
 
 
 def test_the_shipped_steps_keep_their_names_and_order() -> None:
@@ -214,7 +215,7 @@ def test_both_engines_build_the_same_tables_and_columns(tmp_path: Path, pg_empty
                 }
     finally:
         postgresql.close()
-    assert found["sqlite"] == found["postgresql"] == TABLES
+    assert found["sqlite"] == found["postgresql"] == {t: c + ADDED_LATER.get(t, []) for t, c in TABLES.items()}
 
 
 RACING_MIGRATOR = """

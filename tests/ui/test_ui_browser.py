@@ -199,7 +199,7 @@ def test_reload_keeps_history_and_sessions_can_be_renamed_and_deleted(ui: Any, l
 
     count = ui.locator(".session-item").count()
     ui.locator(".session-item.active .session-delete").click()
-    ui.locator(".session-item button.danger").click()
+    ui.locator("#delete-dialog button.danger").click()  # the delete dialog (chat_features)
     ui.wait_for_function(f"() => document.querySelectorAll('.session-item').length === {count - 1}")
     assert ui.locator("#message-list .message").count() == 0
 

@@ -360,7 +360,7 @@ def test_first_message_from_a_blank_screen_creates_its_chat(
     ui: Any, llm: FakeLLMServer, server: dict[str, str]
 ) -> None:
     ui.locator(".session-item.active .session-delete").click()  # no chat open any more
-    ui.locator(".session-item button.danger").click()
+    ui.locator("#delete-dialog button.danger").click()  # the delete dialog (chat_features)
     ui.wait_for_function("() => localStorage.getItem('orchestrator.lastSession') === null")
     llm.queue(slow("A new ", "chat ", "is ", "born ", "right ", "here."))
     send(ui, "hello from nowhere")
