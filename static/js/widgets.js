@@ -174,6 +174,12 @@ export function renderWidget(message, onAnswer) {
       };
     },
     busy(on) {
+      // Disabling the focused option would drop the focus to <body>: the widget holds it
+      // (and says "Sending your answer…") until the answer is in.
+      if (on && fieldset.contains(document.activeElement)) {
+        root.tabIndex = -1;
+        root.focus();
+      }
       fieldset.disabled = on || root.dataset.status !== "pending";
       root.setAttribute("aria-busy", String(on));
       root.classList.toggle("widget-busy", on);
