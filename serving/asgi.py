@@ -10,6 +10,13 @@ an open stream, or a `POST /chat` waiting for its turn, costs a coroutine, not a
 `/mcp` goes to the MCP endpoint (`mcp_server/`), an ASGI app of its own: the SDK's transport
 reads and answers there, and only the tool calls take a thread. Its task group starts with
 the ASGI lifespan and stops at shutdown.
+
+The page and its bundle (`/` and `/static/...`, all text but the images and fonts) go out
+gzip-compressed to a client that accepts it, through Starlette's GZipMiddleware (a
+dependency of the MCP SDK, pinned). Only those paths: an event stream, `/chat` or `/v1`
+never meets a compressor, which would hold back its frames until a block fills. Flask's
+static route already answers with an ETag and `Cache-Control: no-cache`, so a reload
+revalidates (304) and gets each file only when it changed.
 """
 
 from __future__ import annotations
@@ -18,11 +25,16 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
 
 from flask import Flask
+from starlette.middleware.gzip import GZipMiddleware
 
 from api.live import HANDOFF_KEY, HandoffSlot, Receive, Send
 from mcp_server.endpoint import PATH as MCP_PATH
 from mcp_server.endpoint import McpEndpoint
 from serving.wsgi_bridge import WsgiBridge
+
+BUNDLE_PREFIX = "/static/"
+GZIP_LEVEL = 6  # zlib's default: nearly all of level 9's saving on text for a fraction of the CPU
+GZIP_MIN_BYTES = 1024  # smaller files gain less than the header costs
 
 
 class OrchestratorApp:
@@ -30,6 +42,7 @@ class OrchestratorApp:
         self.flask_app = flask_app
         self.wsgi = WsgiBridge(flask_app, threads=threads)
         self.mcp = McpEndpoint(flask_app, threads=threads)
+        self.bundle = GZipMiddleware(self.flask, minimum_size=GZIP_MIN_BYTES, compresslevel=GZIP_LEVEL)
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -41,6 +54,12 @@ class OrchestratorApp:
         if scope["path"].rstrip("/") == MCP_PATH:
             await self.mcp(scope, receive, send)
             return
+        if scope["path"] == "/" or scope["path"].startswith(BUNDLE_PREFIX):
+            await self.bundle(scope, receive, send)
+            return
+        await self.flask(scope, receive, send)
+
+    async def flask(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         slot = HandoffSlot()
         answer = await self.wsgi.answer({**scope, HANDOFF_KEY: slot}, receive, ready=slot.ready)
         if slot.body is None:

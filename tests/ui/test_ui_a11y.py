@@ -90,7 +90,9 @@ def chat_with_messages(page: Any, server: dict[str, str], llm: FakeLLMServer) ->
 
 def approval(page: Any, server: dict[str, str], llm: FakeLLMServer) -> None:
     new_chat(page, server)
-    answered(page, llm, "save my note", "/write_file notes/a11y.md\nhello", wait=".widget-approval[data-status='pending']")
+    answered(
+        page, llm, "save my note", "/write_file notes/a11y.md\nhello", wait=".widget-approval[data-status='pending']"
+    )
 
 
 def turn_error(page: Any, server: dict[str, str], llm: FakeLLMServer) -> None:

@@ -38,7 +38,9 @@ def kb(request: pytest.FixtureRequest, browser: Any, llm: FakeLLMServer) -> Iter
 
 
 def focused_matches(page: Any, selector: str) -> bool:
-    return bool(page.evaluate("(sel) => Boolean(document.activeElement && document.activeElement.matches(sel))", selector))
+    return bool(
+        page.evaluate("(sel) => Boolean(document.activeElement && document.activeElement.matches(sel))", selector)
+    )
 
 
 def visible_focus(page: Any, after: str) -> dict[str, Any]:
