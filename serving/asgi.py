@@ -21,11 +21,13 @@ revalidates (304) and gets each file only when it changed.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from typing import Any
+from typing import Any, cast
 
 from flask import Flask
 from starlette.middleware.gzip import GZipMiddleware
+from starlette.types import ASGIApp
 
 from api.live import HANDOFF_KEY, HandoffSlot, Receive, Send
 from mcp_server.endpoint import PATH as MCP_PATH
@@ -36,13 +38,17 @@ BUNDLE_PREFIX = "/static/"
 GZIP_LEVEL = 6  # zlib's default: nearly all of level 9's saving on text for a fraction of the CPU
 GZIP_MIN_BYTES = 1024  # smaller files gain less than the header costs
 
+HttpApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
+
 
 class OrchestratorApp:
     def __init__(self, flask_app: Flask, *, threads: int) -> None:
         self.flask_app = flask_app
         self.wsgi = WsgiBridge(flask_app, threads=threads)
         self.mcp = McpEndpoint(flask_app, threads=threads)
-        self.bundle = GZipMiddleware(self.flask, minimum_size=GZIP_MIN_BYTES, compresslevel=GZIP_LEVEL)
+        # Starlette types a scope as a MutableMapping, this module as a dict: the same object.
+        gzip = GZipMiddleware(cast("ASGIApp", self.flask), minimum_size=GZIP_MIN_BYTES, compresslevel=GZIP_LEVEL)
+        self.bundle = cast("HttpApp", gzip)
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

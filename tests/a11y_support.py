@@ -60,7 +60,7 @@ def assert_accessible(page: Any, what: str) -> None:
 
 def focus_ring(page: Any) -> dict[str, Any]:
     """The focused element and whether it shows a focus outline (keyboard tests)."""
-    return page.evaluate(
+    ring: dict[str, Any] = page.evaluate(
         """() => {
             const el = document.activeElement;
             const style = el ? getComputedStyle(el) : null;
@@ -74,3 +74,4 @@ def focus_ring(page: Any) -> dict[str, Any]:
             };
         }"""
     )
+    return ring

@@ -54,7 +54,8 @@ function showMessages(id) {
     if (state.page !== token) return;
     updateEmptyHint();
     updateComposer();
-    scrollToEnd();
+    scrollToEnd(); // reads the height: the page's layout is done here
+    performance.mark("messages-shown", { detail: { count: messageList().childElementCount } }); // bench/ui.py
   })();
   state.pageLoad = load;
   return load;

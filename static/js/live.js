@@ -8,7 +8,7 @@
 
 import { ApiError, cancelTurn, followTurn, streamTurn } from "/static/js/api.js";
 import { hasMessage, keepPinned, messageNode, showTurnMessages } from "/static/js/messages.js";
-import { badge, el, formatMs, morph, renderMarkdown } from "/static/js/render.js";
+import { badge, el, formatMs, morph, renderMarkdown, settledLength } from "/static/js/render.js";
 
 const MAX_RECONNECT_FAILURES = 5; // connection attempts in a row that bring no event
 const MAX_RECONNECTS = 100; // connections per turn, whatever they bring
@@ -131,6 +131,12 @@ export class LiveTurn {
     this.answer = null; // the growing answer, from the first answer.delta
     this.body = null;
     this.frame = 0;
+    this.deltas = 0; // answer pieces received, and
+    this.renders = 0; // times the answer was drawn (at most once a frame; bench/ui.py)
+    this.settled = 0; // the answer's text before this is drawn for good (settledLength)
+    this.settledNodes = 0; // as that many leading nodes of the body
+    this.parsed = 0; // characters of Markdown rendered, all frames together (bench/ui.py)
+    this.slowest = 0; // the longest render, in ms
     this.lastEventId = null;
     this.events = 0;
     this.gap = false;
@@ -261,6 +267,7 @@ export class LiveTurn {
 
   appendText(text) {
     if (!text) return;
+    this.deltas += 1;
     this.text += text;
     if (!this.answer) this.createAnswer();
     this.scheduleRender();
@@ -273,6 +280,8 @@ export class LiveTurn {
     if (this.answer) this.answer.remove();
     this.answer = null;
     this.body = null;
+    this.settled = 0;
+    this.settledNodes = 0;
   }
 
   createAnswer() {
@@ -299,12 +308,26 @@ export class LiveTurn {
 
   render() {
     if (!this.answer || !this.answer.isConnected) return;
+    this.renders += 1;
+    const started = performance.now();
     keepPinned(() => {
-      morph(this.body, renderMarkdown(this.text, { live: true }));
+      // Only the unfinished end is rendered again: the cost of a frame stays that of the last
+      // blocks, not of the whole answer so far.
+      const settled = settledLength(this.text, this.settled);
+      if (settled > this.settled) {
+        const done = renderMarkdown(this.text.slice(this.settled, settled), { live: true });
+        this.parsed += settled - this.settled;
+        morph(this.body, done, this.settledNodes);
+        this.settledNodes = this.body.childNodes.length;
+        this.settled = settled;
+      }
+      morph(this.body, renderMarkdown(this.text.slice(this.settled), { live: true }), this.settledNodes);
+      this.parsed += this.text.length - this.settled;
       if (this.gap && !this.answer.querySelector(".gap-note")) {
         this.answer.append(el("p", { class: "gap-note muted", text: "Part of this answer was missed while the connection was down; all of it shows when it is finished." }));
       }
     });
+    this.slowest = Math.max(this.slowest, performance.now() - started);
   }
 
   // ------------------------------------------------------------ stop
@@ -336,6 +359,8 @@ export class LiveTurn {
     if (this.frame) cancelAnimationFrame(this.frame);
     this.frame = 0;
     this.progress.end(status);
+    const { deltas, renders, parsed, slowest } = this;
+    performance.mark("answer-drawn", { detail: { deltas, renders, parsed, slowest, chars: this.text.length } });
     if (this.answer) {
       this.answer.removeAttribute("aria-busy");
       this.body.classList.remove("streaming");

@@ -88,11 +88,12 @@ export function renderMarkdown(text, { live = false } = {}) {
   return fragment;
 }
 
-// Make `target`'s children those of `fragment`, keeping the leading ones that did not change
-// (a growing answer re-renders without its earlier paragraphs, images or code blocks flickering).
-export function morph(target, fragment) {
+// Make `target`'s children from index `from` on those of `fragment`, keeping the leading ones
+// that did not change (a growing answer re-renders without its earlier paragraphs, images or
+// code blocks flickering).
+export function morph(target, fragment, from = 0) {
   const next = [...fragment.childNodes];
-  const current = [...target.childNodes];
+  const current = [...target.childNodes].slice(from);
   let same = 0;
   while (same < next.length && same < current.length && current[same].isEqualNode(next[same])) same += 1;
   for (const node of current.slice(same)) node.remove();
@@ -118,6 +119,34 @@ function enhanceCode(root, live = false) {
     pre.replaceWith(wrapper);
     wrapper.append(bar, pre);
   }
+}
+
+// Where the finished part of a growing Markdown text ends: the start of the last line that
+// begins a new top-level block (unindented, after a blank line, outside a code fence),
+// searched from `from` (itself such a start, or 0). What comes before it renders the same
+// whatever is appended (bar reference links defined later, which models do not write), so a
+// streamed answer draws it once and re-renders only the rest, each frame.
+export function settledLength(text, from = 0) {
+  let settled = from;
+  let fence = null; // the open fence's marker ("```" or "~~~", at least), or null
+  let blank = false;
+  let at = from;
+  while (at < text.length) {
+    const end = text.indexOf("\n", at);
+    if (end === -1) break; // the last line is still being written
+    const line = text.slice(at, end);
+    const marker = /^ {0,3}(`{3,}|~{3,})/.exec(line);
+    if (fence) {
+      const closes = marker && marker[1][0] === fence[0] && marker[1].length >= fence.length;
+      if (closes && !line.trim().slice(marker[1].length)) fence = null;
+    } else {
+      if (blank && /^\S/.test(line)) settled = at;
+      if (marker) fence = marker[1];
+    }
+    blank = !fence && !line.trim();
+    at = end + 1;
+  }
+  return settled;
 }
 
 export async function copyText(text, button) {

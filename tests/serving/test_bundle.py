@@ -56,7 +56,11 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("bundle")
-    settings = {"database_path": tmp / "app.db", "data_dir": tmp, "auth_token_file": tmp / "admin.token"}
+    settings: dict[str, object] = {
+        "database_path": tmp / "app.db",
+        "data_dir": tmp,
+        "auth_token_file": tmp / "admin.token",
+    }
     port = free_port()
     with FakeLLMServer() as llm:
         env = clean_env(

@@ -142,7 +142,7 @@ def a11y_page(request: pytest.FixtureRequest, browser: Any, llm: FakeLLMServer) 
     add_axe(context)
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
-    page.viewport_name = request.param  # type: ignore[attr-defined]
+    page.viewport_name = request.param
     yield page
     context.close()
 

@@ -32,7 +32,7 @@ def kb(request: pytest.FixtureRequest, browser: Any, llm: FakeLLMServer) -> Iter
     context = browser.new_context(viewport=VIEWPORTS[request.param])
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
-    page.viewport_name = request.param  # type: ignore[attr-defined]
+    page.viewport_name = request.param
     yield page
     context.close()
 
