@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -119,7 +120,7 @@ def build_chats(base: str, token: str, llm: FakeLLMServer, messages: int) -> tup
     return big, small
 
 
-def wait_mark(page: Any, name: str, after: float = 0.0, timeout_s: float = 30) -> float:
+def wait_mark(page: Any, name: str, after: float = 0.0, timeout_s: float = 90) -> float:
     """The start time of the newest `name` mark later than `after` (polled: the page's CSP
     forbids the string evaluation `wait_for_function` needs)."""
     deadline = time.monotonic() + timeout_s
@@ -131,7 +132,12 @@ def wait_mark(page: Any, name: str, after: float = 0.0, timeout_s: float = 30) -
         if found:
             return float(max(found))
         time.sleep(0.01)
-    raise SystemExit(f"the page never set the mark {name!r}")
+    state = page.evaluate(
+        "() => ({ login: !document.getElementById('login-view').hidden,"
+        " busy: document.getElementById('app-view').getAttribute('aria-busy'),"
+        " error: document.getElementById('login-error').textContent, url: location.href })"
+    )
+    raise SystemExit(f"the page never set the mark {name!r}: {state}")
 
 
 def wait_detail(page: Any, name: str) -> dict[str, Any]:
@@ -265,6 +271,8 @@ def main() -> None:
 
     from playwright.sync_api import sync_playwright
 
+    load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
+
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
         server, port = start_server(tmp, str(Path(tmp) / "app.db"), llm.openai_base_url)
         base = f"http://127.0.0.1:{port}"
@@ -281,6 +289,7 @@ def main() -> None:
         finally:
             stop_server(server)
 
+    print(f"load average before/after: {load_before} / {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"a. first render (navigation start -> chat usable), median of {args.runs}:")
     print(
         f"   cold profile {median(first['cold']):6.1f} ms  (first contentful paint {median(first['fcp_cold']):.1f} ms,"

@@ -14,8 +14,9 @@ import { resetWidgets } from "/static/js/widgets.js";
 const $ = (id) => document.getElementById(id);
 const DEFAULT_SESSION_NAME = "New chat"; // storage/sessions.py DEFAULT_NAME
 
-export async function loadSessions() {
-  const data = await api("GET", "/sessions");
+// `early`: the list already asked for (a promise of it, or of null when that failed).
+export async function loadSessions(early = null) {
+  const data = (early && (await early)) || (await api("GET", "/sessions"));
   state.sessions = data.sessions || [];
   renderSessions();
 }

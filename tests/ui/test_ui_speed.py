@@ -6,6 +6,7 @@
   its unfinished end is parsed again each time: the Markdown parsed over the whole stream is
   bounded by the answer's length plus, per frame, its longest block, not by the answer's
   length per frame (which made each frame of a long answer slower than the last);
+- the conversations list is asked for together with the signed-in user, not after it;
 - the page marks when the chat is usable and when an opened chat is drawn (the bench's marks).
 """
 
@@ -56,6 +57,17 @@ def test_every_module_is_preloaded_by_the_page(ui: Any) -> None:
     late = sorted(path for path, start in modules.items() if start >= entry)
     assert late == [], f"modules fetched only once app.js had arrived: {late}"
     assert ui.evaluate("performance.getEntriesByName('chat-usable').length") == 1
+
+
+def test_the_conversations_are_asked_for_with_the_user_not_after(ui: Any) -> None:
+    ui.reload()
+    ui.wait_for_selector("#app-view[aria-busy='false']")
+    timing = ui.evaluate(
+        """() => Object.fromEntries(performance.getEntriesByType('resource')
+            .filter((e) => ['/api/me', '/sessions'].includes(new URL(e.name).pathname))
+            .map((e) => [new URL(e.name).pathname, [e.startTime, e.responseEnd]]))"""
+    )
+    assert timing["/sessions"][0] < timing["/api/me"][1], timing
 
 
 def test_a_streamed_answer_is_redrawn_per_frame_and_parsed_per_block(ui: Any, llm: FakeLLMServer) -> None:
