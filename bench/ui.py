@@ -148,7 +148,9 @@ def wait_detail(page: Any, name: str) -> dict[str, Any]:
 
 def signed_in_context(browser: Any, base: str, token: str) -> Any:
     context = browser.new_context(viewport=VIEWPORT)
-    context.request.post(base + "/api/login", data={"token": token})
+    answer = context.request.post(base + "/api/login", data={"token": token})
+    if not answer.ok:
+        raise SystemExit(f"sign-in failed: {answer.status} {answer.text()}")
     return context
 
 
@@ -274,7 +276,9 @@ def main() -> None:
     load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
 
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
-        server, port = start_server(tmp, str(Path(tmp) / "app.db"), llm.openai_base_url)
+        # every run signs in again: no login limit (nor the others, which start_server lifts)
+        limits = {"RATE_LIMITS": "turns=off,sessions=off,runs=off,generate=off,login=off"}
+        server, port = start_server(tmp, str(Path(tmp) / "app.db"), llm.openai_base_url, limits)
         base = f"http://127.0.0.1:{port}"
         try:
             token = (Path(tmp) / "admin.token").read_text().strip()
