@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import requests
 
-from api.ui import PAGE_HEADERS
+from api.ui import PAGE_HEADERS, page_html
 from testing.fake_llm import FakeLLMServer, StreamReply
 from tests.process_support import ROOT, clean_env, free_port, stop_process, wait_until_serving
 
@@ -82,7 +82,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def source(path: str) -> bytes:
-    return (ROOT / "static" / ("index.html" if path == "/" else path.removeprefix("/static/"))).read_bytes()
+    if path == "/":  # index.html with the module preloads written in (api/ui.py)
+        return page_html(ROOT / "static").encode()
+    return (ROOT / "static" / path.removeprefix("/static/")).read_bytes()
 
 
 @pytest.mark.parametrize("path", list(TEXT_ASSETS))
