@@ -120,7 +120,39 @@ def side_panel(which: str) -> Callable[[Any, dict[str, str], FakeLLMServer], Non
     return setup
 
 
-# name -> setup: from a fresh page to the screen (the other helpers' screens are added here)
+def dialog(opener: str, selector: str) -> Callable[[Any, dict[str, str], FakeLLMServer], None]:
+    def setup(page: Any, server: dict[str, str], llm: FakeLLMServer) -> None:
+        new_chat(page, server)
+        page.click(opener)
+        page.wait_for_selector(f"{selector}[open]")
+        page.wait_for_load_state("networkidle")
+
+    return setup
+
+
+def search_results(page: Any, server: dict[str, str], llm: FakeLLMServer) -> None:
+    new_chat(page, server)
+    answered(page, llm, "tell me about quokkas", "Quokkas live on Rottnest Island.")
+    if page.locator("#sessions-toggle").is_visible():
+        page.click("#sessions-toggle")
+        page.wait_for_selector("body.drawer-open")
+        page.wait_for_timeout(300)  # the slide-in transition
+    page.fill("#chat-search-input", "quokkas")
+    page.press("#chat-search-input", "Enter")
+    page.locator("#chat-search-results .hit-open").first.wait_for()
+
+
+def dark(
+    setup: Callable[[Any, dict[str, str], FakeLLMServer], None],
+) -> Callable[[Any, dict[str, str], FakeLLMServer], None]:
+    def in_dark(page: Any, server: dict[str, str], llm: FakeLLMServer) -> None:
+        page.emulate_media(color_scheme="dark")  # the default theme follows the system
+        setup(page, server, llm)
+
+    return in_dark
+
+
+# name -> setup: from a fresh page to the screen (a new screen is one more entry)
 SCREENS: dict[str, Callable[[Any, dict[str, str], FakeLLMServer], None]] = {
     "login": login,
     "login-error": login_error,
@@ -132,6 +164,11 @@ SCREENS: dict[str, Callable[[Any, dict[str, str], FakeLLMServer], None]] = {
     "panel-code": side_panel("code"),
     "panel-problems": side_panel("problems"),
     "panel-tasks": side_panel("tasks"),
+    "settings": dialog("#settings-open", "#settings-dialog"),
+    "memories": dialog("#memories-toggle", "#memories-dialog"),
+    "search-results": search_results,
+    "dark-chat-with-messages": dark(chat_with_messages),
+    "dark-login": dark(login),
 }
 
 
