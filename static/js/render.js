@@ -128,20 +128,20 @@ function enhanceCode(root, live = false) {
 // streamed answer draws it once and re-renders only the rest, each frame.
 export function settledLength(text, from = 0) {
   let settled = from;
-  let fence = null; // the open fence's marker ("```" or "~~~", at least), or null
+  let fence = null; // the open fence's marker ("```" or "~~~", at least, or "$$"), or null
   let blank = false;
   let at = from;
   while (at < text.length) {
     const end = text.indexOf("\n", at);
     if (end === -1) break; // the last line is still being written
     const line = text.slice(at, end);
-    const marker = /^ {0,3}(`{3,}|~{3,})/.exec(line);
+    const marker = /^ {0,3}(`{3,}|~{3,}|\$\$\s*$)/.exec(line); // code fences, and display math (math.js)
     if (fence) {
-      const closes = marker && marker[1][0] === fence[0] && marker[1].length >= fence.length;
-      if (closes && !line.trim().slice(marker[1].length)) fence = null;
+      const closes = marker && marker[1][0] === fence[0] && marker[1].trim().length >= fence.length;
+      if (closes && !line.trim().slice(marker[1].trim().length)) fence = null;
     } else {
       if (blank && /^\S/.test(line)) settled = at;
-      if (marker) fence = marker[1];
+      if (marker) fence = marker[1].trim();
     }
     blank = !fence && !line.trim();
     at = end + 1;
