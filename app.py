@@ -34,6 +34,7 @@ from api import (
     tool_results,
     tools,
     ui,
+    versions,
 )
 from api import headers as security_headers
 from api import judge as judge_api
@@ -179,6 +180,7 @@ def create_app(settings: Settings | None = None, telemetry: Telemetry | None = N
     security_headers.init_app(app)
     blueprints: tuple[ModuleType, ...] = (
         *(auth, chat, tool_results, judge_api, sessions, streams, files, tools, health, profile, ui, instructor),
+        versions,  # regenerate, versions of a chat (SPEC 17)
         observe,  # GET /metrics (SPEC 16)
         openai_api,  # /v1: the OpenAI-compatible API (SPEC 11)
         openapi,  # GET /openapi.json and GET /docs (api/openapi/document.py)

@@ -185,6 +185,23 @@ def siblings(conn: DbConnection, session_id: str, messages: list[Message]) -> di
     return {m.id: by_parent[m.parent_id] for m in messages if len(by_parent.get(m.parent_id, ())) > 1}
 
 
+def on_active_branch(conn: DbConnection, session_id: str, message_id: int) -> bool:
+    """Whether the message is on the branch on screen (walked up from the leaf only as far as
+    its id: ids grow along a branch)."""
+    row = conn.execute(
+        """
+        WITH RECURSIVE up(id, parent_id) AS (
+            SELECT id, parent_id FROM chat_messages WHERE id = (SELECT active_leaf_id FROM sessions WHERE id = ?)
+            UNION ALL
+            SELECT m.id, m.parent_id FROM chat_messages m JOIN up u ON m.id = u.parent_id WHERE m.id >= ?
+        )
+        SELECT 1 FROM up WHERE id = ?
+        """,
+        (session_id, message_id, message_id),
+    ).fetchone()
+    return row is not None
+
+
 def session_tree(conn: DbConnection, session_id: str) -> list[Message]:
     """Every message of the session, every branch, in id order."""
     cursor = conn.execute(f"SELECT {COLUMNS} FROM chat_messages WHERE session_id = ? ORDER BY id", (session_id,))
