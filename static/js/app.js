@@ -21,12 +21,14 @@ import { initSessions, refreshSessions } from "/static/js/sessions.js";
 import { idle } from "/static/js/state.js";
 import { initTasksPanel } from "/static/js/tasks.js";
 import { initTurns } from "/static/js/turns.js";
+import { initVersions } from "/static/js/versions.js";
 
 initLogin();
 initSessions();
 initHistory();
 initTurns();
 setWidgetHandler(answerWidget);
+initVersions();
 initComposer({ canSend: idle, onSend: (text, files) => send(text, files) });
 initLayout();
 initCodePanel();

@@ -11,6 +11,12 @@ const $ = (id) => document.getElementById(id);
 const PINNED_PX = 48; // "at the bottom" leaves this much slack
 
 let onWidgetAnswer = () => {};
+let decorateMessage = () => {}; // versions.js: Edit, Regenerate, the version switcher
+
+// versions.js adds its buttons to each stored message drawn (handed over at start-up).
+export function setMessageDecorator(decorate) {
+  decorateMessage = decorate;
+}
 
 // app.js says what answering a widget does (answer.js posts the answer as a new turn).
 export function setWidgetHandler(handler) {
@@ -53,6 +59,7 @@ export function messageNode(message) {
     node.append(body);
     if (message.meta && message.meta.stopped) node.append(stoppedNote());
   }
+  decorateMessage(node, message);
   return node;
 }
 
