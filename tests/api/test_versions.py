@@ -213,3 +213,32 @@ def test_a_failed_turn_is_marked_on_its_message_and_regenerate_retries_it(client
     shown = branch(client, auth, session_id)
     assert [m["content"] for m in shown] == ["first", "fine", "will fail", "answered now"]
     assert "meta" not in shown[2]  # the mark is gone with the answer
+
+
+CHOICE = "/ask_choice experience How much Python have you written?\n- none\n- some\n- a lot"
+
+
+def test_a_question_of_another_version_answers_409_until_it_is_shown(client, auth, fake_llm):
+    fake_llm.queue(CHOICE, "plain answer", "Thanks, some it is.")
+    first = chat(client, auth, "ask me")
+    session_id, question, pending = first["session_id"], first["messages"][0]["id"], first["messages"][1]
+    assert pending["meta"]["status"] == "pending"
+    assert regenerate(client, auth, session_id, question).get_json()["reply"] == "plain answer"
+    meta = pending["meta"]
+    body = {
+        "conversationId": session_id,
+        "toolCallId": meta["tool_call_id"],
+        "toolName": "ask_choice",
+        "targetField": "experience",
+        "value": "some",
+    }
+    calls = len(fake_llm.requests)
+    refused = client.post("/api/ai/tool-result", json=body, headers=auth)
+    assert refused.status_code == 409 and refused.get_json()["error"]["code"] == "not_on_active_branch"
+    assert len(fake_llm.requests) == calls
+    assert switch(client, auth, session_id, pending["id"]).status_code == 200
+    answered = client.post("/api/ai/tool-result", json=body, headers=auth)
+    assert answered.status_code == 200, answered.get_json()
+    shown = branch(client, auth, session_id)
+    assert [m["role"] for m in shown] == ["user", "ui_tools", "ui_tools", "assistant"]
+    assert shown[-1]["content"] == "Thanks, some it is."
