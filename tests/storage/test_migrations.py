@@ -120,7 +120,14 @@ TABLES: dict[str, list[str]] = {
 }
 # Each engine's own index objects, read from its catalog besides the tables above.
 SQLITE_INDEX_TABLES = {"chat_messages_fts", "user_memories_fts"}
-INDEXES = {"messages_by_session", "messages_by_parent", "messages_by_user", "memories_by_user", "sessions_by_user", "web_sessions_by_token"}
+INDEXES = {
+    "messages_by_session",
+    "messages_by_parent",
+    "messages_by_user",
+    "memories_by_user",
+    "sessions_by_user",
+    "web_sessions_by_token",
+}
 APPLIED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 

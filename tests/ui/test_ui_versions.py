@@ -68,7 +68,11 @@ def test_regenerate_edit_switch_and_reload(ui: Any, llm: FakeLLMServer, width: s
     llm.queue("Owls hunt at night.")
     send(ui, "When do they hunt?")
     wait_answer(ui, "Owls hunt at night.")
-    assert seen_by_model(llm, "Tell me about owls") == ["Tell me about owls", "First answer about owls.", "When do they hunt?"]
+    assert seen_by_model(llm, "Tell me about owls") == [
+        "Tell me about owls",
+        "First answer about owls.",
+        "When do they hunt?",
+    ]
 
     llm.queue("Herons stand still.")
     ui.get_by_role("button", name="Edit this message").first.click()
@@ -161,4 +165,3 @@ def test_failed_turn_keeps_its_error_and_retry_after_a_reload(
     ui.locator(ANSWER, has_text="Recovered answer.").wait_for()
     assert ui.locator(".turn-error").count() == 0
     assert ui.locator(".role-user .bubble").all_inner_texts() == ["hello", "this one fails"]
-
