@@ -165,10 +165,14 @@ export function showBranchEnd(messages, running) {
   const failure = user.meta && user.meta.turn_error;
   const unanswered = after.length === 0 || (failure && !after.some((message) => message.role === "assistant"));
   if (!unanswered) return;
-  const code = failure ? failure.code : "no_answer";
+  let title = "This message has no answer.";
+  let detail = "The turn ended without one (it was stopped, or the server stopped). Retry asks again.";
+  if (failure) {
+    title = failure.code === "provider_unavailable" ? "The model did not answer. Your message was kept." : `The reply failed (${failure.code}). Your message was kept.`;
+    detail = failure.message;
+  }
   const node = el("div", { class: "notice notice-error turn-error branch-error" },
-    el("strong", { text: code === "provider_unavailable" ? "The model did not answer. Your message was kept." : `The reply failed (${code}). Your message was kept.` }),
-    el("p", { class: "muted", text: failure ? failure.message : "This message got no answer." }));
+    el("strong", { text: title }), el("p", { class: "muted", text: detail }));
   const retry = el("button", { type: "button", class: "primary retry-button", text: "Retry" });
   retry.addEventListener("click", () => {
     if (!idle()) return;
