@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from testing.fake_llm import FakeLLMServer
-from tests.ui_support import open_session_id, rest, send, shot, wait_turn_over
+from testing.fake_llm import FakeLLMServer, StreamReply
+from tests.ui_support import open_session_id, rest, send, shot, wait_turn_over, wait_turn_running
 
 pytestmark = [
     pytest.mark.browser,
@@ -165,3 +165,23 @@ def test_failed_turn_keeps_its_error_and_retry_after_a_reload(
     ui.locator(ANSWER, has_text="Recovered answer.").wait_for()
     assert ui.locator(".turn-error").count() == 0
     assert ui.locator(".role-user .bubble").all_inner_texts() == ["hello", "this one fails"]
+
+
+def test_an_unanswered_message_offers_retry_after_a_reload(ui: Any, llm: FakeLLMServer, server: dict[str, str]) -> None:
+    """A turn that stored no answer and no failure mark (stopped before any text; as a turn whose
+    server died, `turn_lost`) still ends the chat with Retry after a reload."""
+    llm.queue(StreamReply(pieces=("never shown",), delay_s=5.0))
+    send(ui, "stop me")
+    session_id = open_session_id(ui)
+    wait_turn_running(server, session_id)
+    ui.get_by_role("button", name="Stop the answer").click()
+    wait_turn_over(server, session_id)
+    ui.reload()
+    error = ui.locator(".branch-error")
+    error.wait_for()
+    assert "This message has no answer." in error.inner_text()
+    llm.reset()
+    llm.queue("Answered after all.")
+    error.get_by_role("button", name="Retry").click()
+    wait_answer(ui, "Answered after all.")
+    assert ui.locator(".role-user .bubble").all_inner_texts() == ["stop me"]
