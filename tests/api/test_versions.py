@@ -2,6 +2,7 @@
 
 The fake provider records every request: each test checks that the model saw exactly the
 branch on screen (never the other version), and that SPEC 6's order rules hold on each branch.
+Both engines: SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ from flask.testing import FlaskClient
 from api.services import services_of
 from testing.fake_llm import FakeLLMServer
 from tests.conftest import new_token
+
+
+@pytest.fixture
+def base_settings(base_settings: dict[str, Any], backend_settings: dict[str, str]) -> dict[str, Any]:
+    """Every test here runs on SQLite and on PostgreSQL (tests/pg_support.py)."""
+    return {**base_settings, **backend_settings}
 
 
 def chat(client: FlaskClient, auth: dict[str, str], message: str, **extra: Any) -> dict[str, Any]:
