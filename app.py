@@ -38,6 +38,7 @@ from api import (
     tool_results,
     tools,
     ui,
+    versions,
 )
 from api import headers as security_headers
 from api import judge as judge_api
@@ -203,6 +204,7 @@ def create_app(settings: Settings | None = None, telemetry: Telemetry | None = N
             memories,
             status,
         ),
+        versions,  # regenerate, versions of a chat (SPEC 17)
         observe,  # GET /metrics (SPEC 16)
         openai_api,  # /v1: the OpenAI-compatible API (SPEC 11)
         openapi,  # GET /openapi.json and GET /docs (api/openapi/document.py)

@@ -14,15 +14,15 @@ from api.auth import current_user, require_user
 from api.bodies import json_object, validated
 from api.database import get_db
 from api.declare import JSON, NOT_FOUND, SSE, TURN_FAILED, Reply, budget, operation, session_links
-from api.errors import ApiError
+from api.errors import ApiError, not_found
 from api.services import services as app_services
 from api.sessions import session_for
 from api.turns import TurnAnswer, answer_turn, runner, turn_payload
 from foundation.cancellation import CancelToken
 from live.turns import TurnLease
-from pipeline.turn import EventSink, run_turn
+from pipeline.turn import EventSink, Fork, run_turn
 from storage.connection import DbConnection
-from storage.messages import Message, recent_messages
+from storage.messages import Message, recent_messages, session_message
 from storage.uploads import (
     MAX_IMAGE_BYTES,
     MAX_IMAGES_PER_TURN,
@@ -51,6 +51,9 @@ class ChatRequest(BaseModel):
     session_id: str | None = Field(default=None, max_length=64)
     images: list[str] = Field(default_factory=list, max_length=MAX_IMAGES_PER_TURN)
     retry_of: int | None = Field(default=None, ge=1)  # answer this stored user message again
+    edit_of: int | None = Field(
+        default=None, ge=1, le=2**62, description="a user message of this session: the new one is its new version"
+    )
 
 
 ImageSource = bytes | FileStorage  # a data URL's image, decoded; a multipart file, where Werkzeug spooled it
@@ -79,7 +82,7 @@ def parse_chat_request() -> tuple[ChatRequest, list[ImageSource]]:
         if len(files) > MAX_IMAGES_PER_TURN:
             raise ApiError(400, "invalid_request", f"at most {MAX_IMAGES_PER_TURN} images per message")
         raw: dict[str, Any] = {"message": request.form.get("message", "")}
-        for name in ("session_id", "retry_of"):
+        for name in ("session_id", "retry_of", "edit_of"):
             if request.form.get(name):
                 raw[name] = request.form[name]
         sources += files
@@ -90,6 +93,8 @@ def parse_chat_request() -> tuple[ChatRequest, list[ImageSource]]:
         raise ApiError(400, "empty_message", "message must not be empty")
     if chat.retry_of is not None and chat.session_id is None:
         raise ApiError(400, "invalid_request", "retry_of needs the session_id of the chat it belongs to")
+    if chat.edit_of is not None and (chat.session_id is None or chat.retry_of is not None):
+        raise ApiError(400, "invalid_request", "edit_of needs the session_id of its chat, and no retry_of")
     try:
         sources += [decode_data_url(url) for url in chat.images]
         for source in sources:  # reject before anything (a session, a file) is written
@@ -128,12 +133,28 @@ def retried_message(
     return last[0]
 
 
+def edited_message(conn: DbConnection, session_id: str, chat: ChatRequest) -> Message | None:
+    """The user message an edit makes a new version of (404 unless it is one of this chat's)."""
+    if chat.edit_of is None:
+        return None
+    edited = session_message(conn, session_id, chat.edit_of)
+    if edited is None:
+        raise not_found("message")
+    if edited.role != "user":
+        raise ApiError(400, "invalid_request", "edit_of must name a user message; regenerate an answer instead")
+    return edited
+
+
 @bp.post("/chat")
 @operation(
     "Send a message and get the turn's answer (JSON, or SSE with `Accept: text/event-stream`)",
     body=ChatRequest,
     multipart=True,
-    description="Without `session_id` a new session is created. `retry_of` answers a stored user message again.",
+    description=(
+        "Without `session_id` a new session is created. `retry_of` answers a stored user message again. "
+        "`edit_of` stores the message as a new version of that user message (same parent) and answers it "
+        "there; the old version stays (SPEC 17)."
+    ),
     replies={200: TURN_STREAM, 404: NOT_FOUND, **TURN_FAILED},
 )
 @budget("turns", by_view=("sessions",))  # a retry too: it calls the model again
@@ -143,6 +164,7 @@ def chat() -> ResponseReturnValue:
     conn = get_db()
     user = current_user()
     session = session_for(chat_request.session_id, " ".join(chat_request.message.split())[:SESSION_NAME_CHARS])
+    edited = edited_message(conn, session.id, chat_request)
     lease = runner().claim(session.id)  # 409 turn_in_progress before anything is written
     retried = retried_message(conn, session.id, chat_request, blobs, lease)
     try:
@@ -151,6 +173,8 @@ def chat() -> ResponseReturnValue:
         runner().live.turns.abandon(lease)
         raise ApiError(400, "invalid_image", str(error)) from error
     meta = {"images": [image.model_dump() for image in images]} if images else None
+    if edited is not None and not images and edited.meta and edited.meta.get("images"):
+        meta = {"images": edited.meta["images"]}  # an edited text keeps the message's images
 
     def work(conn: DbConnection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
         result = run_turn(
@@ -163,6 +187,7 @@ def chat() -> ResponseReturnValue:
             emit=emit,
             cancel=cancel,
             retry_of=retried,
+            fork=Fork(edited.parent_id) if edited is not None else None,
         )
         return turn_payload(result)
 

@@ -14,11 +14,12 @@ from api.bodies import json_body
 from api.database import get_db
 from api.declare import NOT_FOUND, Param, Reply, budget, operation, session_links
 from api.errors import ApiError, not_found
-from api.openapi.models import MessageOut, public_messages
+from api.openapi.models import MessageOut, Versions, public_messages
 from api.rate_limits import charge
 from api.services import services
 from api.settings import check_model
-from storage.messages import recent_messages
+from storage.connection import DbConnection
+from storage.messages import active_leaf, recent_messages, session_tree, siblings
 from storage.sessions import (
     ChatSession,
     create_session,
@@ -94,10 +95,25 @@ class Cancelled(BaseModel):
 
 
 class MessagePage(BaseModel):
-    """Up to `limit` messages before `before`, oldest first; `has_more` says whether older ones exist."""
+    """Up to `limit` messages of the branch on screen before `before`, oldest first; `has_more`
+    says whether older ones exist. With `?tree=1`: every message of the session."""
 
     messages: list[MessageOut]
     has_more: bool
+    active_leaf_id: int | None = Field(default=None, description="with `?tree=1`: the tip of the branch on screen")
+
+
+def branch_page(conn: DbConnection, session_id: str, limit: int, before: int | None) -> MessagePage:
+    """A page of the active branch, each message with its versions where it has some."""
+    page = recent_messages(conn, session_id, limit + 1, before_id=before)  # one extra row decides has_more
+    shown = page[-limit:]
+    versions = siblings(conn, session_id, shown)
+    out = public_messages(shown)
+    for message in out:
+        ids = versions.get(message.id)
+        if ids:
+            message.versions = Versions(index=ids.index(message.id) + 1, count=len(ids), ids=ids)
+    return MessagePage(messages=out, has_more=len(page) > limit)
 
 
 def active_turn(session_id: str) -> ActiveTurn | None:
@@ -233,17 +249,23 @@ def int_arg(name: str, default: int | None, low: int, high: int) -> int | None:
 
 @bp.get("/sessions/<session_id>/messages")
 @operation(
-    "A page of a session's messages, oldest first",
+    "A page of the branch on screen (or, with `tree=1`, every message), oldest first",
     replies={200: Reply("the page", MessagePage), 400: Reply("a bad `limit` or `before`"), 404: NOT_FOUND},
     params=(
         Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": DEFAULT_PAGE}),
-        Param("before", "query", {"type": "integer", "minimum": 1}, "only messages with a smaller id"),
+        Param("before", "query", {"type": "integer", "minimum": 1}, "the messages above this one on its branch"),
+        Param("tree", "query", {"type": "integer", "enum": [0, 1]}, "1: every message of every version"),
     ),
 )
 def messages(session_id: str) -> ResponseReturnValue:
     owned_session(session_id)
+    conn = get_db()
     limit = int_arg("limit", DEFAULT_PAGE, 1, MAX_PAGE) or DEFAULT_PAGE
     before = int_arg("before", None, 1, 2**62)
-    page = recent_messages(get_db(), session_id, limit + 1, before_id=before)  # one extra row decides has_more
-    answer = MessagePage(messages=public_messages(page[-limit:]), has_more=len(page) > limit)
-    return jsonify(answer.model_dump(mode="json", exclude_unset=True))
+    if int_arg("tree", 0, 0, 1):
+        tree = session_tree(conn, session_id)
+        answer = MessagePage(
+            messages=public_messages(tree), has_more=False, active_leaf_id=active_leaf(conn, session_id)
+        )
+        return jsonify(answer.model_dump(mode="json", exclude_unset=True))
+    return jsonify(branch_page(conn, session_id, limit, before).model_dump(mode="json", exclude_unset=True))

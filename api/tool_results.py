@@ -43,7 +43,7 @@ from pipeline.approved import continue_approval
 from pipeline.turn import EventSink, TurnServices, continue_turn
 from storage.connection import DbConnection
 from storage.db import transaction
-from storage.messages import Message, find_tool_call, mark_tool_call, recent_messages
+from storage.messages import Message, find_tool_call, mark_tool_call, on_active_branch, recent_messages
 from tools.base import ErrorCode, ToolFailure, ToolOutput, ToolResult
 from tools.contract import stored_result
 from tools.interactive import MAX_ANSWER_CHARS, InputMethod, WidgetOutput, apply_answer, check_answer
@@ -120,8 +120,8 @@ def stored_answer(call: Message, result: ToolResult) -> tuple[str, ToolMeta]:
         422: Reply("`PROFILE_UPDATE_FAILED`; the call stays open"),
         **TURN_FAILED,
         409: Reply(
-            "already answered, an approval the chat went past (`approval_expired`), "
-            "or the session is answering another turn"
+            "already answered, an approval the chat went past (`approval_expired`), a question of "
+            "another version of the chat (`not_on_active_branch`), or the session is answering another turn"
         ),
     },
 )
@@ -138,6 +138,10 @@ def tool_result() -> ResponseReturnValue:
     conn = get_db()
     lease = runner().claim(call.session_id)  # 409 turn_in_progress before the answer is applied
     try:
+        if not on_active_branch(conn, call.session_id, call.id):  # its answer would land on the version on screen
+            raise ApiError(
+                409, "not_on_active_branch", "this question belongs to another version of the chat; show it first"
+            )
         if widget.widget == "approval":
             take_approval(conn, call)
             return answer_turn(lease, continue_after_approval(app_services().turns, call, user.id, bool(value)))

@@ -32,6 +32,7 @@ from observe.telemetry import Telemetry
 from pipeline.turn import EventSink, ProviderUnavailable, StorageUnavailable, TurnFailed
 from storage.connection import DbConnection, Store
 from storage.errors import storage_fault
+from storage.messages import set_turn_error
 
 log = logging.getLogger("turns")
 
@@ -93,6 +94,18 @@ class TurnRunner:
         with self.telemetry.turn(lease.kind, lease.session_id, lease.turn_id) as observed:
             observed.outcome = self._run_observed(lease, work)
 
+    def _mark_failed(self, failure: TurnFailure) -> None:
+        """Keep the failure on its user message (`meta.turn_error`), so a reload still shows the
+        error with Retry (SPEC 17). A database that refuses this write too leaves no mark: the
+        UI then reads a branch that ends on a user message as unanswered, as after `turn_lost`."""
+        if failure.user_message_id is None:
+            return
+        try:
+            error = {"code": failure.code, "message": failure.message}
+            set_turn_error(self.database.thread_connection(), failure.user_message_id, error)
+        except Exception:
+            log.warning("could not mark message %s as failed", failure.user_message_id, exc_info=True)
+
     def _run_observed(self, lease: TurnLease, work: TurnWork) -> str:
         """Run the turn; its outcome for the metrics: `done`, `stopped` or the failure's code."""
         bus, session_id = self.live.bus, lease.session_id
@@ -106,6 +119,7 @@ class TurnRunner:
             outcome = TurnDone({"turn_id": lease.turn_id, **payload})
         except Exception as error:  # every failure ends the turn with a terminal event
             outcome = failure_of(error, lease)
+            self._mark_failed(outcome)
         finally:
             self.database.release_thread_connection()  # PostgreSQL: back to the pool
         if isinstance(outcome, TurnDone):

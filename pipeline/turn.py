@@ -44,7 +44,7 @@ from providers import Completion, FallbackChain
 from storage.connection import DbConnection, Store, lend_back
 from storage.errors import StorageError
 from storage.learner_tasks import any_open_tasks
-from storage.messages import Message, add_message, recent_messages
+from storage.messages import Message, add_message, recent_messages, set_active_leaf, set_turn_error
 from tools.base import BindingError, ProgressSink, Tool, ToolContext, ToolResult
 from tools.contract import MAX_BODY_CHARS, command_text, stored_result
 from tools.interactive import approval_widget
@@ -418,6 +418,27 @@ def read_history(conn: DbConnection, session_id: str, limit: int) -> list[Messag
         raise StorageUnavailable(f"the database refused a read: {error}", None) from error
 
 
+@dataclass(frozen=True)
+class Fork:
+    """Where a new version starts (SPEC 17, edit and regenerate): the branch on screen is cut
+    back to `leaf_id` (None: before the first message) before the turn reads or stores
+    anything, so the old version stays in the tree and the turn sees only the branch it makes."""
+
+    leaf_id: int | None
+
+
+def start_branch(conn: DbConnection, session_id: str, fork: Fork | None, retry_of: Message | None) -> None:
+    """Move the session's active leaf to the fork, and drop the failure mark of a message
+    answered again (a new failure marks it again)."""
+    try:
+        if fork is not None:
+            set_active_leaf(conn, session_id, fork.leaf_id)
+        if retry_of is not None:
+            set_turn_error(conn, retry_of.id, None)
+    except StorageError as error:
+        raise StorageUnavailable(f"the database refused a write: {error}", None) from error
+
+
 def run_turn(
     services: TurnServices,
     conn: DbConnection,
@@ -429,12 +450,16 @@ def run_turn(
     emit: EventSink = ignore_event,
     cancel: CancelToken = NEVER,
     retry_of: Message | None = None,
+    fork: Fork | None = None,
 ) -> TurnResult:
     """Run one validated user turn in an owned session (validation is the caller's, 6.1).
 
-    `retry_of`: the session's last message, a user message whose turn failed; it is answered
-    again instead of being stored a second time (the caller checked it is the last one).
+    `retry_of`: a stored user message answered again instead of being stored a second time:
+    the session's last message whose turn failed (the caller checked), or, with `fork` at
+    that message, the message a regenerate answers anew. `fork`: see `Fork`; run under the
+    caller's claim on the session, before anything is read.
     """
+    start_branch(conn, session_id, fork, retry_of)
     history = read_history(conn, session_id, services.settings.context_messages)  # 6.2
     turn = _Turn(services, conn, user_id, session_id, emit, history, cancel)
     emit("turn.started", {"session_id": session_id, **({"retry_of": retry_of.id} if retry_of else {})})

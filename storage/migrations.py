@@ -608,6 +608,71 @@ M102_MEMORY_SQL_ALLOW_LIST = Migration(
     postgresql=m102_memory_sql_allow_list,
 )
 
+M103_MESSAGE_TREE = Migration(
+    name="m103_message_tree",
+    doc="""Messages form a tree (SPEC 17: regenerate and edit keep the old version).
+
+`chat_messages.parent_id` is the message a row answers or follows (NULL: a first message), and
+`sessions.active_leaf_id` the tip of the branch on screen. The database keeps both for every
+insert, whoever writes it: a row stored without a parent is attached under its session's
+active leaf, and becomes the leaf, in the same statement (as `m003` keeps `updated_at`). So
+every append path lands on the branch on screen; only a fork (edit, regenerate) moves the leaf
+itself first (`storage.messages.set_active_leaf`).
+
+The parent's foreign key takes no action on delete, on purpose: a message is deleted only with
+its session, newest first (`storage.sessions.delete_session`), so its children (larger ids)
+are gone by the end of the same statement; `ON DELETE CASCADE` made SQLite recurse once per
+level of a branch ("too many levels of trigger recursion" past ~1,000 messages). `active_leaf_id` has no foreign key: a
+session's messages are deleted before the session, in batches, and a dangling leaf reads as an
+empty branch.
+
+Existing chats become one branch each: a message's parent is the previous message of its
+session by id, a session's leaf its newest message.
+
+PostgreSQL: a BEFORE trigger sets the parent from the session row, locked (`FOR UPDATE`: two
+writers of one session never read the same leaf under READ COMMITTED; a SQLite write holds the
+database's one write lock already), an AFTER trigger moves the leaf; the backfill uses `lag()`.""",
+    sqlite="""
+        ALTER TABLE chat_messages ADD COLUMN parent_id INTEGER REFERENCES chat_messages(id);
+        ALTER TABLE sessions ADD COLUMN active_leaf_id INTEGER;
+        UPDATE chat_messages SET parent_id = (
+            SELECT MAX(p.id) FROM chat_messages p WHERE p.session_id = chat_messages.session_id AND p.id < chat_messages.id
+        );
+        UPDATE sessions SET active_leaf_id = (SELECT MAX(id) FROM chat_messages WHERE session_id = sessions.id);
+        CREATE INDEX messages_by_parent ON chat_messages(parent_id);
+        CREATE TRIGGER chat_messages_attach AFTER INSERT ON chat_messages BEGIN
+            UPDATE chat_messages SET parent_id = (SELECT active_leaf_id FROM sessions WHERE id = new.session_id)
+                WHERE id = new.id AND new.parent_id IS NULL;
+            UPDATE sessions SET active_leaf_id = new.id WHERE id = new.session_id;
+        END;
+
+""",
+    postgresql="""
+        ALTER TABLE chat_messages ADD COLUMN parent_id BIGINT REFERENCES chat_messages(id);
+        ALTER TABLE sessions ADD COLUMN active_leaf_id BIGINT;
+        UPDATE chat_messages c SET parent_id = p.previous
+            FROM (SELECT id, lag(id) OVER (PARTITION BY session_id ORDER BY id) AS previous FROM chat_messages) p
+            WHERE c.id = p.id AND p.previous IS NOT NULL;
+        UPDATE sessions s SET active_leaf_id = (SELECT MAX(id) FROM chat_messages WHERE session_id = s.id);
+        CREATE INDEX messages_by_parent ON chat_messages(parent_id);
+        CREATE FUNCTION chat_messages_attach() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            SELECT active_leaf_id INTO NEW.parent_id FROM sessions WHERE id = NEW.session_id FOR UPDATE;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER chat_messages_attach BEFORE INSERT ON chat_messages
+            FOR EACH ROW EXECUTE FUNCTION chat_messages_attach();
+        CREATE FUNCTION chat_messages_advance_leaf() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE sessions SET active_leaf_id = NEW.id WHERE id = NEW.session_id;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER chat_messages_advance_leaf AFTER INSERT ON chat_messages
+            FOR EACH ROW EXECUTE FUNCTION chat_messages_advance_leaf();
+
+""",
+)
+
 M105_PINNED_SESSIONS = Migration(
     name="m105_pinned_sessions",
     doc="""A pinned chat: `sessions.pinned_at` (when it was pinned, NULL when it is not); the
@@ -652,6 +717,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     M006_WEB_SESSIONS,
     M101_MEMORY_SQL_CONFINEMENT,  # numbered apart when it shipped on PostgreSQL alone; append after it
     M102_MEMORY_SQL_ALLOW_LIST,
+    M103_MESSAGE_TREE,
     M105_PINNED_SESSIONS,
     M106_USER_SETTINGS,
 )

@@ -60,6 +60,14 @@ class OpenAIErrorBody(BaseModel):
     error: OpenAIErrorDetail
 
 
+class Versions(BaseModel):
+    """A message's place among its versions (its siblings: the messages with the same parent)."""
+
+    index: int = Field(description="1-based position of this message among `ids`")
+    count: int
+    ids: list[int] = Field(description="the versions' ids, oldest first; POST /sessions/<id>/branch shows one")
+
+
 class MessageOut(BaseModel):
     """A stored message as clients see it (SPEC 4 `Message`); `meta` only when present."""
 
@@ -68,7 +76,13 @@ class MessageOut(BaseModel):
     role: str = Field(description="`user`, `assistant`, or a tool role such as `memory_tools`")
     content: str
     created_at: str = Field(description="ISO-8601 UTC with milliseconds")
-    meta: dict[str, Any] | None = None
+    parent_id: int | None = Field(default=None, description="the message this one follows (null: a first message)")
+    meta: dict[str, Any] | None = Field(
+        default=None, description="`turn_error` {code, message} on a user message whose turn failed (Retry)"
+    )
+    versions: Versions | None = Field(
+        default=None, description="GET …/messages only, where the message has other versions (edit, regenerate)"
+    )
 
 
 def public_messages(messages: Iterable[Message]) -> list[MessageOut]:

@@ -27,6 +27,7 @@ import { idle } from "/static/js/state.js";
 import { initStatus } from "/static/js/status.js";
 import { initTasksPanel } from "/static/js/tasks.js";
 import { initTurns } from "/static/js/turns.js";
+import { initVersions } from "/static/js/versions.js";
 
 initLogin();
 initFollow();
@@ -36,6 +37,7 @@ initChatTransfer();
 initHistory();
 initTurns();
 setWidgetHandler(answerWidget);
+initVersions();
 initComposer({ canSend: idle, onSend: (text, files) => send(text, files) });
 initLayout();
 initCodePanel();

@@ -8,6 +8,7 @@ import { refreshSessions, startNewChat } from "/static/js/sessions.js";
 import { setShowMessages } from "/static/js/show_messages.js";
 import { liveTurnFor, loading, state } from "/static/js/state.js";
 import { followTurn } from "/static/js/turns.js";
+import { showBranchEnd } from "/static/js/versions.js";
 import { resetWidgets } from "/static/js/widgets.js";
 
 const $ = (id) => document.getElementById(id);
@@ -40,6 +41,7 @@ function showMessages(id) {
         turn = followTurn(id, session.active_turn.turn_id);
       }
       if (turn) turn.attach(list);
+      showBranchEnd(page.messages, Boolean(turn)); // a turn that failed, even before a reload: Retry
     } catch (error) {
       if (state.page !== token) return;
       if (error.status === 404) {

@@ -12,6 +12,12 @@ import {
 const $ = (id) => document.getElementById(id);
 
 let onWidgetAnswer = () => {};
+let decorateMessage = () => {}; // versions.js: Edit, Regenerate, the version switcher
+
+// versions.js adds its buttons to each stored message drawn (handed over at start-up).
+export function setMessageDecorator(decorate) {
+  decorateMessage = decorate;
+}
 
 // app.js says what answering a widget does (answer.js posts the answer as a new turn).
 export function setWidgetHandler(handler) {
@@ -55,6 +61,7 @@ export function messageNode(message) {
     if (message.meta && message.meta.stopped) node.append(stoppedNote());
   }
   if ((role === "user" || role === "assistant") && message.id !== undefined) node.append(messageActions(message));
+  decorateMessage(node, message);
   return node;
 }
 

@@ -22,7 +22,7 @@ from testing.fake_llm import FakeLLMServer, tiny_png
 from tests.conftest import new_token
 
 ISO_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(Z|[+-]\d{2}:\d{2})$")
-MESSAGE_KEYS = {"id", "session_id", "role", "content", "created_at"}
+MESSAGE_KEYS = {"id", "session_id", "role", "content", "created_at", "parent_id"}
 
 
 def assert_error(response: Any, status: int, code: str | None = None) -> dict[str, Any]:

@@ -115,6 +115,7 @@ def test_routes_become_paths_with_typed_parameters(document: dict[str, Any]) -> 
         ("session_id", "path", "string"),
         ("limit", "query", "integer"),
         ("before", "query", "integer"),
+        ("tree", "query", "integer"),
     ]
     resolve = document["paths"]["/help-requests/{request_id}/resolve"]["post"]["parameters"][0]
     assert resolve["schema"] == {"type": "integer", "minimum": 0, "maximum": MAX_ROW_ID}

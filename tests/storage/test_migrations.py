@@ -31,6 +31,7 @@ SHIPPED = (
     "m006_web_sessions",
     "m101_memory_sql_confinement",
     "m102_memory_sql_allow_list",
+    "m103_message_tree",
     "m105_pinned_sessions",
     "m106_user_settings",
 )
@@ -123,7 +124,14 @@ TABLES: dict[str, list[str]] = {
 }
 # Each engine's own index objects, read from its catalog besides the tables above.
 SQLITE_INDEX_TABLES = {"chat_messages_fts", "user_memories_fts"}
-INDEXES = {"messages_by_session", "messages_by_user", "memories_by_user", "sessions_by_user", "web_sessions_by_token"}
+INDEXES = {
+    "messages_by_session",
+    "messages_by_parent",
+    "messages_by_user",
+    "memories_by_user",
+    "sessions_by_user",
+    "web_sessions_by_token",
+}
 APPLIED_AT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
@@ -157,7 +165,10 @@ def index_names(store: Store, conn: DbConnection) -> set[str]:
 
 
 # Columns later steps add (ALTER TABLE … ADD COLUMN), after the engine's own columns.
-ADDED_LATER: dict[str, list[str]] = {"sessions": ["pinned_at", "model"]}  # m105_pinned_sessions, m106_user_settings
+ADDED_LATER: dict[str, list[str]] = {
+    "sessions": ["active_leaf_id", "pinned_at", "model"],  # m103_message_tree, m105_pinned_sessions, m106_user_settings
+    "chat_messages": ["parent_id"],  # m103_message_tree
+}
 
 
 def expected_tables(dialect: str) -> dict[str, list[str]]:

@@ -307,6 +307,7 @@ def test_add_message_round_trip(conn: sqlite3.Connection, alice: int) -> None:
         "role": "user",
         "content": "hi",
         "created_at": plain.created_at,
+        "parent_id": stored.id,
     }
     assert stored.public()["meta"] == {"ok": True, "n": [1, 2]}
 

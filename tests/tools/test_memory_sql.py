@@ -66,7 +66,10 @@ def seed(db: Store, *, alice_messages: int = 4, alice_memories: int = 3) -> dict
                 "INSERT INTO api_tokens (user_id, token_hash, created_at) VALUES (?, ?, ?)",
                 (user_id, f"hash-of-{name}", now),
             )
-            conn.execute("INSERT INTO sessions VALUES (?, ?, 'chat', ?, ?)", (f"s-{name}", user_id, now, now))
+            conn.execute(
+                "INSERT INTO sessions (id, user_id, name, created_at, updated_at) VALUES (?, ?, 'chat', ?, ?)",
+                (f"s-{name}", user_id, now, now),
+            )
         texts = ["please delete this draft", "hello there", "SELECT is my favourite word", "bye"]
         for number in range(alice_messages):
             conn.execute(
@@ -95,7 +98,8 @@ def seed(db: Store, *, alice_messages: int = 4, alice_memories: int = 3) -> dict
 PG_TABLES = ("users", "api_tokens", "sessions", "chat_messages", "user_memories", "_migrations", "memory_sql.bindings")
 PG_SCHEMA = {  # digests computed by the server: the whole catalog compared in one row each
     "relations": "SELECT count(*), md5(string_agg(n.nspname || '.' || c.relname || c.relkind::text || coalesce(c.relacl::text, ''), "
-    "',' ORDER BY c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname <> 'pg_toast'",
+    "',' ORDER BY n.nspname, c.relname)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname <> 'pg_toast'",  # by name: a view made again after a later step's index is the same view
     "functions": "SELECT count(*), md5(string_agg(p.oid::text || p.proname || coalesce(p.proacl::text, ''), ',' "
     "ORDER BY p.oid)) FROM pg_proc p",
     "roles": "SELECT rolname, rolsuper, rolinherit, rolcanlogin FROM pg_roles ORDER BY 1",
