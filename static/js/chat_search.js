@@ -31,6 +31,9 @@ function messageNodeById(id) {
 // Open the chat of a hit at its message.
 export async function openHit(hit) {
   closeDrawer();
+  // The hit may be in a version not on screen: show the version that holds it first (a running
+  // turn refuses with 409; the chat then opens on the version it shows).
+  await api("POST", `/sessions/${encodeURIComponent(hit.session_id)}/branch`, { message_id: hit.message_id }).catch(() => {});
   await openSession(hit.session_id);
   let node = messageNodeById(hit.message_id);
   for (let pages = 0; !node && pages < MAX_PAGES && state.sessionId === hit.session_id; pages += 1) {
