@@ -26,7 +26,7 @@ from observe.logs import configure_logging
 from providers import ProviderError
 from serving.startup import log_startup_report
 from storage.file_modes import owner_only_from_now, restrict, server_paths
-from storage.users import DuplicateUserError, create_user
+from storage.users import DuplicateUserError, create_user, name_problem
 
 AppFactory = Callable[[Settings], Flask]
 
@@ -41,8 +41,9 @@ def cli_settings() -> Settings:
 
 def valid_user_name(_: click.Context, __: click.Parameter, value: str) -> str:
     name = value.strip()
-    if not 1 <= len(name) <= 64 or any(char.isspace() or not char.isprintable() for char in name):
-        raise click.BadParameter("use 1-64 printable characters without spaces")
+    problem = name_problem(name)
+    if problem is not None:
+        raise click.BadParameter(problem)
     return name
 
 

@@ -344,6 +344,12 @@ class Settings(BaseModel):
         "(behind a proxy of `TRUSTED_PROXIES`: one that says `X-Forwarded-Proto: https`), `1` always (the "
         "browser then sends it over HTTPS only), `0` never.",
     )
+    signup_enabled: bool = Field(
+        default=False,
+        description="`1` lets anyone who reaches the server create a plain user with a name and password "
+        "(`POST /api/signup`, the sign-in page's \"Create an account\" link); off, accounts come from an admin "
+        "or `python app.py create-user`, and `POST /api/signup` answers 403 `signup_disabled`.",
+    )
     allow_private_fetch: bool = Field(
         default=False,
         description="`1` lets `/open_url` reach loopback and private addresses (tests, private deployments; cloud "
