@@ -586,7 +586,7 @@ def load_settings(environ: Mapping[str, str] | None = None, dotenv_path: Path | 
     }
     if "judge_enabled" in raw:
         raw["judge_enabled"] = raw["judge_enabled"].strip().lower() in {"1", "true", "yes", "on"}
-    for flag in ("trace_enabled", "access_log", "allow_private_fetch", "metrics_open"):
+    for flag in ("trace_enabled", "access_log", "allow_private_fetch", "metrics_open", "signup_enabled"):
         if flag in raw:
             raw[flag] = raw[flag].strip().lower() in {"1", "true", "yes", "on"}
     capture = "otel_instrumentation_genai_capture_message_content"

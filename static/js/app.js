@@ -8,6 +8,8 @@
 // sessions.js; the one call the other way, showMessages, goes through show_messages.js, which
 // history.js fills in at start-up.
 
+import { initAccounts } from "/static/js/accounts.js";
+import { initAdmin } from "/static/js/admin.js";
 import { answerWidget } from "/static/js/answer.js";
 import { initComposer } from "/static/js/composer.js";
 import { initGenerate } from "/static/js/generate.js";
@@ -23,6 +25,8 @@ import { initTasksPanel } from "/static/js/tasks.js";
 import { initTurns } from "/static/js/turns.js";
 
 initLogin();
+initAccounts(); // the Account and Admin dialogs (accounts.js, admin.js)
+initAdmin();
 initSessions();
 initHistory();
 initTurns();
