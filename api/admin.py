@@ -59,7 +59,9 @@ bp = Blueprint("admin", __name__)
 
 Role = Literal["user", "instructor", "admin"]
 ADMINS_ONLY = Reply("only admins (`forbidden`)")
-USER_PATH = f"/api/admin/users/<int(max={MAX_ROW_ID}):user_id>"
+# No `max` in the converter: Werkzeug answers 405 instead of 404 when a converter refuses a value
+# on a path that two rules of different methods share; the range is checked in `summary_or_404`.
+USER_PATH = "/api/admin/users/<int:user_id>"
 
 
 class UserList(BaseModel):
@@ -71,7 +73,9 @@ class NewUser(BaseModel):
     name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
     role: Role = "user"
     password: str | None = Field(default=None, min_length=1, max_length=MAX_BYTES)
-    token: bool = Field(default=False, description="also make a first API token (its secret is in the answer)")
+    token: bool = Field(
+        default=False, strict=True, description="also make a first API token (its secret is in the answer)"
+    )
 
     _name = field_validator("name")(checked_name)
 
@@ -88,7 +92,7 @@ class CreatedUser(BaseModel):
 
 class UserChange(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    disabled: bool | None = None
+    disabled: bool | None = Field(default=None, strict=True)
     role: Role | None = None
     password: str | None = Field(default=None, min_length=1, max_length=MAX_BYTES, description="a new password")
 
@@ -106,7 +110,7 @@ def require_admin() -> None:
 
 
 def summary_or_404(user_id: int) -> UserSummary:
-    found = user_summary(get_db(), user_id)
+    found = user_summary(get_db(), user_id) if user_id <= MAX_ROW_ID else None
     if found is None:
         raise not_found(f"user {user_id}")
     return found
@@ -196,9 +200,9 @@ def create_user_token(user_id: int) -> ResponseReturnValue:
     return new_token_answer(user_id, data.label)
 
 
-@bp.delete(USER_PATH + "/tokens/<int(max=9223372036854775807):token_id>")
+@bp.delete(USER_PATH + f"/tokens/<int(max={MAX_ROW_ID}):token_id>")
 @operation("Revoke a user's token", replies={204: Reply("revoked", media=()), 403: ADMINS_ONLY, 404: NOT_FOUND})
 def revoke_user_token(user_id: int, token_id: int) -> ResponseReturnValue:
-    if not revoke_token_of(get_db(), user_id, token_id):
+    if user_id > MAX_ROW_ID or not revoke_token_of(get_db(), user_id, token_id):
         raise not_found(f"token {token_id} of user {user_id}")
     return "", 204

@@ -347,7 +347,7 @@ class Settings(BaseModel):
     signup_enabled: bool = Field(
         default=False,
         description="`1` lets anyone who reaches the server create a plain user with a name and password "
-        "(`POST /api/signup`, the sign-in page's \"Create an account\" link); off, accounts come from an admin "
+        "(`POST /api/signup`, the sign-in page's Create an account link); off, accounts come from an admin "
         "or `python app.py create-user`, and `POST /api/signup` answers 403 `signup_disabled`.",
     )
     allow_private_fetch: bool = Field(

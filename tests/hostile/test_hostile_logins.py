@@ -9,6 +9,7 @@ another user's chat turn is answered while the flood runs.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -39,8 +40,6 @@ def peak_rss(pid: int) -> int:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    import os
-
     with FakeLLMServer(default_reply="still here") as llm:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if k not in SETTING_NAMES and not k.endswith("_API_KEY")}
