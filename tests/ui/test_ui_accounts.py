@@ -5,6 +5,7 @@ hidden when off and working when on."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,6 +43,12 @@ def open_from_menu(page: Any, which: str, size: str) -> str:
     in the conversations drawer); answers the ids the focus may return to."""
     if size == "phone":
         page.click("#sessions-toggle")
+        drawer_left = "document.getElementById('sessions-panel').getBoundingClientRect().left"
+        deadline = time.monotonic() + TIMEOUT_MS / 1000
+        while page.evaluate(drawer_left) < 0:  # polled here: the page's CSP refuses wait_for_function
+            assert time.monotonic() < deadline, "the drawer never slid in"
+            time.sleep(0.02)
+        shot(page, f"accounts-drawer-{which}-phone")
         page.click(f"#drawer-{which}-button")
         return f"drawer-{which}-button sessions-toggle"
     page.click(f"#{which}-button")
