@@ -73,6 +73,7 @@ export function showSecret(boxId, secret, whose) {
   copied.setAttribute("role", "status");
   const copy = button("Copy", async () => {
     field.select();
+    copied.textContent = "Copying…";
     try {
       await navigator.clipboard.writeText(secret);
       copied.textContent = "Copied.";

@@ -91,8 +91,10 @@ def test_sign_in_with_a_password_then_keep_tokens_for_curl_and_v1(
     page.wait_for_selector("#token-secret-box:not([hidden]) .secret-value")
     secret = page.input_value("#token-secret-box .secret-value")
     assert secret.startswith("oct_")
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server["base"])
     page.click("#token-secret-box button:has-text('Copy')")
-    page.wait_for_selector("#token-secret-box .form-status:not(:empty)")
+    page.wait_for_selector("#token-secret-box .form-status:has-text('Copied.')")
+    assert page.evaluate("navigator.clipboard.readText()") == secret
     page.wait_for_selector("#token-list li:has-text('my curl')")
     shot(page, f"accounts-account-{size}")
 
