@@ -1,6 +1,6 @@
 // The admin's Users dialog: every user (role, disabled, password, tokens), a form to create one
-// (a password and/or a first token), and for the user being managed: disable or enable, reset
-// the password, their tokens (create, with the secret shown once, and revoke). The server
+// (a password and/or a first token), and for the user being managed: disable or enable, their
+// role, reset the password, their tokens (create, with the secret shown once, and revoke). The server
 // refuses anyone but an admin (403), whatever this page shows.
 
 import { button, drawTokens, hideSecret, openDialog, opener, say, showSecret } from "/static/js/accounts.js";
@@ -91,6 +91,7 @@ function openUser(user) {
   managed = user;
   hideSecret("admin-secret-box");
   $("admin-detail-title").textContent = `Manage ${user.name}`;
+  $("admin-role").value = user.role;
   $("admin-user-detail").hidden = false;
   loadUserTokens();
   $("admin-reset-password").focus();
@@ -115,6 +116,19 @@ async function createUser(event) {
     say("admin-status", error.message, true);
     $("admin-new-name").focus();
   }
+}
+
+async function changeRole(event) {
+  event.preventDefault();
+  const role = $("admin-role").value;
+  try {
+    await api("PATCH", `/api/admin/users/${managed.id}`, { role });
+    say("admin-status", `${managed.name} is now ${"aeiou".includes(role[0]) ? "an" : "a"} ${role}.`);
+  } catch (error) {
+    say("admin-status", error.message, true);
+    $("admin-role").value = managed.role;
+  }
+  await loadUsers();
 }
 
 async function resetPassword(event) {
@@ -158,6 +172,7 @@ export function initAdmin() {
   $("admin-button").addEventListener("click", openAdmin);
   $("drawer-admin-button").addEventListener("click", openAdmin);
   $("admin-create-form").addEventListener("submit", createUser);
+  $("admin-role-form").addEventListener("submit", changeRole);
   $("admin-reset-form").addEventListener("submit", resetPassword);
   $("admin-token-form").addEventListener("submit", createUserToken);
 }

@@ -158,6 +158,10 @@ def test_the_admin_creates_disables_and_resets_a_user_and_their_tokens(
 
     page.click(f"#admin-user-list button[aria-label='Manage {name}']")
     page.wait_for_selector("#admin-user-detail:not([hidden])")
+    page.select_option("#admin-role", "instructor")
+    page.click("#admin-role-form button[type=submit]")
+    page.wait_for_selector(f"#admin-status:has-text('{name} is now an instructor')")
+    assert requests.get(server["base"] + "/api/me", headers=bearer(first_token), timeout=30).json()["role"] == "instructor"
     page.fill("#admin-reset-password", "a reset password")
     page.click("#admin-reset-form button[type=submit]")
     page.wait_for_selector("#admin-status:has-text('New password set')")
@@ -171,6 +175,7 @@ def test_the_admin_creates_disables_and_resets_a_user_and_their_tokens(
     page.wait_for_selector("#admin-token-list li:has-text('for quinn')")
     second_token = page.input_value("#admin-secret-box .secret-value")
     assert requests.get(server["base"] + "/v1/models", headers=bearer(second_token), timeout=30).status_code == 200
+    page.locator("#admin-user-detail").scroll_into_view_if_needed()
     shot(page, f"accounts-admin-user-{size}")
     page.click("#admin-token-list button[aria-label='Revoke token for quinn']")
     page.wait_for_selector("#admin-status:has-text('Revoked')")
