@@ -161,7 +161,9 @@ def test_the_admin_creates_disables_and_resets_a_user_and_their_tokens(
     page.select_option("#admin-role", "instructor")
     page.click("#admin-role-form button[type=submit]")
     page.wait_for_selector(f"#admin-status:has-text('{name} is now an instructor')")
-    assert requests.get(server["base"] + "/api/me", headers=bearer(first_token), timeout=30).json()["role"] == "instructor"
+    assert (
+        requests.get(server["base"] + "/api/me", headers=bearer(first_token), timeout=30).json()["role"] == "instructor"
+    )
     page.fill("#admin-reset-password", "a reset password")
     page.click("#admin-reset-form button[type=submit]")
     page.wait_for_selector("#admin-status:has-text('New password set')")
