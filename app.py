@@ -20,6 +20,8 @@ from flask import Flask
 from flask.json.provider import DefaultJSONProvider
 
 from api import (
+    accounts,
+    admin,
     auth,
     bodies,
     chat,
@@ -67,6 +69,7 @@ from pipeline.turn import TurnServices
 from providers import FallbackChain, ProviderProbe, build_chain
 from storage.connection import Store
 from storage.messages import Message
+from storage.passwords import Passwords
 from storage.uploads import StoredImage, load_data_url
 from storage.users import create_first_admin
 from tools.catalog import build_registry
@@ -208,6 +211,8 @@ def create_app(settings: Settings | None = None, telemetry: Telemetry | None = N
         observe,  # GET /metrics (SPEC 16)
         openai_api,  # /v1: the OpenAI-compatible API (SPEC 11)
         openapi,  # GET /openapi.json and GET /docs (api/openapi/document.py)
+        accounts,  # sign-up, the user's password and tokens (SPEC 17)
+        admin,  # users and their tokens, for admins
     )
     for blueprint in (module.bp for module in blueprints):
         app.register_blueprint(blueprint)
@@ -258,6 +263,8 @@ def build_services(settings: Settings, telemetry: Telemetry) -> Services:
         telemetry=telemetry,
     )
     watch(telemetry, chat_chain, vision_chain, bounded_pool, judge)
+    passwords = Passwords()  # argon2 hashes, a few at once in this process (storage/passwords.py)
+    telemetry.metrics.watched.gates["passwords"] = lambda: passwords.gate
     return Services(
         settings=settings,
         database=database,
@@ -274,6 +281,7 @@ def build_services(settings: Settings, telemetry: Telemetry) -> Services:
         stream_slots=live.seats,
         telemetry=telemetry,
         mcp=mcp,
+        passwords=passwords,
     )
 
 

@@ -3,7 +3,7 @@
 `require_user` is installed as `before_request` on every protected blueprint: a missing or
 wrong token answers 401 before any handler runs. The web UI may instead hold a signed,
 HttpOnly, SameSite=Strict session cookie (Secure as `COOKIE_SECURE` says) obtained by
-`POST /api/login` with a token. The cookie carries only the random id of a server-side
+`POST /api/login` with a token, or with a name and password (SPEC 17). The cookie carries only the random id of a server-side
 session (`storage/web_sessions.py`): logging out, revoking the token that logged in, or
 rotating the user's tokens ends it at once, whatever copy of the cookie exists. A cookie-authenticated request that changes
 anything must also carry the `X-Requested-With` header, which a cross-site form cannot
@@ -14,6 +14,14 @@ counts against the client's address; a right one against its user at that addres
 token is checked first: it is a 256-bit secret, so no rate makes guessing it feasible, and
 checking first means nobody's failures, not even from the same address (a school's NAT, a
 reverse proxy), can lock a valid token out; a user can only exhaust their own logins.
+
+A password is the opposite: guessable, and costly to check (argon2, `storage/passwords.py`).
+So every password attempt spends the budget first, under the client's address and under the
+name it tries (the per-user bound on guessing one account from many addresses), and only then
+is a hash computed, in the process's few hashing places. A wrong name and a wrong password
+answer the same 401 `invalid_credentials` after the same work (an unknown name is checked
+against a dummy hash). A disabled user is told so (403 `account_disabled`) only after the
+right password or with one of their tokens, never to a guesser.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from __future__ import annotations
 from flask import Blueprint, Flask, Request, current_app, g, has_request_context, jsonify, request, session
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.bodies import json_body
 from api.database import get_db
@@ -29,7 +37,16 @@ from api.declare import Reply, budget, operation
 from api.errors import ApiError
 from api.refusal import refuse_unless
 from api.services import services, services_of
-from storage.users import User, find_token, user_for_token
+from storage.passwords import MAX_BYTES
+from storage.users import (
+    MAX_NAME_CHARS,
+    User,
+    find_token,
+    login_record,
+    set_password_hash,
+    token_of_disabled_user,
+    user_for_token,
+)
 from storage.web_sessions import close_web_session, open_web_session, web_session_user
 
 CSRF_HEADER = "X-Requested-With"
@@ -82,6 +99,8 @@ def require_user() -> None:
     user: User | None = None
     if token is not None:
         user = user_for_token(get_db(), token)
+        if user is None and token_of_disabled_user(get_db(), token):
+            raise disabled()
     elif SESSION_KEY in session:
         user = web_session_user(get_db(), str(session[SESSION_KEY]))
         if user is not None and request.method not in SAFE_METHODS and not request.headers.get(CSRF_HEADER):
@@ -89,6 +108,10 @@ def require_user() -> None:
     if user is None:
         raise ApiError(401, "unauthorized", "missing or invalid bearer token")
     request.environ[USER_KEY] = g.user = user
+
+
+def disabled() -> ApiError:
+    return ApiError(403, "account_disabled", "this account is disabled; ask an admin to enable it")
 
 
 def current_user() -> User:
@@ -109,34 +132,78 @@ def user_out(user: User) -> dict[str, object]:
 
 
 class LoginRequest(BaseModel):
+    """Either `token`, or `name` and `password`."""
+
     model_config = ConfigDict(extra="forbid")
-    token: str = Field(min_length=1, max_length=200)
+    token: str | None = Field(default=None, min_length=1, max_length=200)
+    name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_CHARS)
+    password: str | None = Field(default=None, min_length=1, max_length=MAX_BYTES)
+
+    @model_validator(mode="after")
+    def one_way(self) -> LoginRequest:
+        if (self.token is None) == (self.name is None and self.password is None):
+            raise ValueError("send either `token`, or `name` and `password`")
+        if self.token is None and (self.name is None or self.password is None):
+            raise ValueError("send both `name` and `password`")
+        return self
 
 
 @bp.post("/api/login")
 @operation(
-    "Trade an API token for a session cookie (the web UI's login)",
+    "Sign in with a name and password, or an API token: answers a session cookie (the web UI's login)",
     auth=False,
     body=LoginRequest,
     replies={
-        200: Reply("logged in; the answer sets an HttpOnly cookie", UserOut),
-        401: Reply("no such token (`unauthorized`)"),
+        200: Reply("signed in; the answer sets an HttpOnly cookie", UserOut),
+        401: Reply("no such token (`unauthorized`), or a wrong name or password (`invalid_credentials`)"),
+        403: Reply("the account is disabled (`account_disabled`)"),
+        503: Reply("too many passwords are being checked at once (`busy`)", headers=("Retry-After",)),
     },
 )
 @budget(by_view=("login",))
 def login() -> ResponseReturnValue:
-    """Trade an API token for a session cookie (the web UI keeps no token in JS storage)."""
+    """Trade a password or an API token for a session cookie (the web UI keeps no secret in JS storage)."""
     data = json_body(LoginRequest)
+    if data.token is None:
+        assert data.name is not None and data.password is not None
+        user = check_password(data.name, data.password)
+        return start_web_session(user, None)
     limiter = services().rate_limiter
     address = request.remote_addr or "unknown"
     conn = get_db()
     found = find_token(conn, data.token.strip())
     if found is None:
         refuse_unless(limiter.hit("login", "failed", address))
+        if token_of_disabled_user(conn, data.token.strip()):
+            raise disabled()
         raise ApiError(401, "unauthorized", "invalid token")
     user, token_id = found
     refuse_unless(limiter.hit("login", "user", str(user.id), address))
-    session_id = open_web_session(conn, user.id, token_id, current_app.permanent_session_lifetime)
+    return start_web_session(user, token_id)
+
+
+def check_password(name: str, password: str) -> User:
+    """The user whose name and password these are, or 401 `invalid_credentials` (the budget
+    spent and a hash computed either way); 403 for a disabled user with the right password."""
+    limiter = services().rate_limiter
+    address = request.remote_addr or "unknown"
+    refuse_unless(limiter.hit("login", "password", address))
+    refuse_unless(limiter.hit("login", "name", name))
+    conn = get_db()
+    record = login_record(conn, name)
+    user, stored = record if record is not None else (None, None)
+    matched, rehashed = services().passwords.verify(stored, password, key=address)
+    if user is None or not matched:
+        raise ApiError(401, "invalid_credentials", "wrong name or password")
+    if user.disabled_at is not None:
+        raise disabled()
+    if rehashed is not None:  # hashed with older parameters: stored again with today's
+        set_password_hash(conn, user.id, rehashed)
+    return user
+
+
+def start_web_session(user: User, token_id: int | None) -> ResponseReturnValue:
+    session_id = open_web_session(get_db(), user.id, token_id, current_app.permanent_session_lifetime)
     session.clear()
     session[SESSION_KEY] = session_id
     session.permanent = True

@@ -9,10 +9,12 @@ pipeline/, judge/, bounded/), so no api module this one serves is imported back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from flask import Flask, current_app
+
+from storage.passwords import Passwords
 
 if TYPE_CHECKING:
     from bounded.pool import WorkerPool
@@ -47,6 +49,7 @@ class Services:
     stream_slots: StreamSeats  # MAX_STREAMS_PER_USER (counted across processes with Redis: `live.seats`)
     telemetry: Telemetry  # traces, metrics (SPEC 16, observe/)
     mcp: McpHub | None = None  # MCP servers' connections (SPEC 14); None when MCP_SERVERS names none
+    passwords: Passwords = field(default_factory=Passwords)  # argon2, a few hashes at once (SPEC 17)
 
     def close(self) -> None:
         """Release what lives outside this process: the judge's containers, the pool's workers,

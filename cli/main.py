@@ -1,7 +1,8 @@
 """The command line of `python app.py`: serve (no arguments) or run a management command.
 
     python app.py                      start the server (HOST, PORT)
-    python app.py create-user NAME     create a user; the token is the last line printed
+    python app.py create-user NAME [--password]   create a user; the token is the last line printed
+    python app.py set-password NAME    set a user's password (read from the terminal or stdin)
     python app.py import-tasks FILE    import a learner task project (YAML or JSON)
     python app.py tokens list|revoke ID|rotate USER, reset-admin-token   API tokens (cli/tokens.py)
     python app.py eval CASES…          the protocol evaluation's report card (cli/eval.py)
@@ -11,6 +12,7 @@ The app factory is passed in by `app.py`, so this wing sits above the app withou
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -25,8 +27,11 @@ from live.redis_conn import RedisUnavailable
 from observe.logs import configure_logging
 from providers import ProviderError
 from serving.startup import log_startup_report
+from storage.db import transaction
 from storage.file_modes import owner_only_from_now, restrict, server_paths
-from storage.users import DuplicateUserError, create_user
+from storage.passwords import Passwords, password_problem
+from storage.users import ROLES, DuplicateUserError, create_account, get_user_by_name, name_problem, set_password_hash
+from storage.web_sessions import close_password_sessions
 
 AppFactory = Callable[[Settings], Flask]
 
@@ -41,8 +46,9 @@ def cli_settings() -> Settings:
 
 def valid_user_name(_: click.Context, __: click.Parameter, value: str) -> str:
     name = value.strip()
-    if not 1 <= len(name) <= 64 or any(char.isspace() or not char.isprintable() for char in name):
-        raise click.BadParameter("use 1-64 printable characters without spaces")
+    problem = name_problem(name)
+    if problem is not None:
+        raise click.BadParameter(problem)
     return name
 
 
@@ -58,27 +64,62 @@ def build_cli(create_app: AppFactory) -> click.Group:
             serve(create_app)
 
     cli.add_command(create_user_command)
+    cli.add_command(set_password_command)
     cli.add_command(import_tasks_command)
     tokens.register(cli, cli_settings)
     eval_command.register(cli, cli_settings)
     return cli
 
 
+def read_password() -> str:
+    """A new password from the terminal (asked twice, not echoed) or the first line of stdin
+    (scripts): never from the command line, where `ps` and the shell history would keep it."""
+    if sys.stdin.isatty():
+        password = str(click.prompt("Password", hide_input=True, confirmation_prompt=True))
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+    problem = password_problem(password)
+    if problem is not None:
+        raise click.ClickException(problem)
+    return password
+
+
 @click.command("create-user")
 @click.argument("name", callback=valid_user_name)
-@click.option("--role", default="user", type=click.Choice(["user", "instructor", "admin"]))
-def create_user_command(name: str, role: str) -> None:
+@click.option("--role", default="user", type=click.Choice(ROLES))
+@click.option("--password", "with_password", is_flag=True, help="also set a password, read from the terminal or stdin")
+def create_user_command(name: str, role: str, with_password: bool) -> None:
     """Create a user and print its API token on the last line."""
     settings = cli_settings()
+    hashed = Passwords().hash(read_password(), key="cli") if with_password else None
     database = settings.open_store()
     database.migrate()
     with database.connection() as conn:
         try:
-            user, token = create_user(conn, name, role=role)
+            user, token = create_account(conn, name, role, hashed, with_token=True)
         except DuplicateUserError as error:
             raise click.ClickException(f"{error}; choose another name") from error
-    click.echo(f"created user {user.name} (id {user.id}, role {user.role})")
+    assert token is not None
+    click.echo(f"created user {user.name} (id {user.id}, role {user.role}{', with a password' if hashed else ''})")
     click.echo(token)
+
+
+@click.command("set-password")
+@click.argument("name")
+def set_password_command(name: str) -> None:
+    """Set NAME's password (read from the terminal or stdin); their password sign-ins end."""
+    settings = cli_settings()
+    database = settings.open_store()
+    database.migrate()
+    with database.connection() as conn:
+        user = get_user_by_name(conn, name)
+        if user is None:
+            raise click.ClickException(f"no user named {name!r}")
+        hashed = Passwords().hash(read_password(), key="cli")
+        with transaction(conn):
+            set_password_hash(conn, user.id, hashed)
+            close_password_sessions(conn, user.id)
+    click.echo(f"password set for {user.name}")
 
 
 @click.command("import-tasks")

@@ -347,6 +347,12 @@ class Settings(BaseModel):
         "(behind a proxy of `TRUSTED_PROXIES`: one that says `X-Forwarded-Proto: https`), `1` always (the "
         "browser then sends it over HTTPS only), `0` never.",
     )
+    signup_enabled: bool = Field(
+        default=False,
+        description="`1` lets anyone who reaches the server create a plain user with a name and password "
+        "(`POST /api/signup`, the sign-in page's Create an account link); off, accounts come from an admin "
+        "or `python app.py create-user`, and `POST /api/signup` answers 403 `signup_disabled`.",
+    )
     allow_private_fetch: bool = Field(
         default=False,
         description="`1` lets `/open_url` reach loopback and private addresses (tests, private deployments; cloud "
@@ -592,7 +598,7 @@ def load_settings(environ: Mapping[str, str] | None = None, dotenv_path: Path | 
     }
     if "judge_enabled" in raw:
         raw["judge_enabled"] = raw["judge_enabled"].strip().lower() in {"1", "true", "yes", "on"}
-    for flag in ("trace_enabled", "access_log", "allow_private_fetch", "metrics_open"):
+    for flag in ("trace_enabled", "access_log", "allow_private_fetch", "metrics_open", "signup_enabled"):
         if flag in raw:
             raw[flag] = raw[flag].strip().lower() in {"1", "true", "yes", "on"}
     capture = "otel_instrumentation_genai_capture_message_content"

@@ -669,6 +669,40 @@ database's one write lock already), an AFTER trigger moves the leaf; the backfil
         END $$;
         CREATE TRIGGER chat_messages_advance_leaf AFTER INSERT ON chat_messages
             FOR EACH ROW EXECUTE FUNCTION chat_messages_advance_leaf();
+""",
+)
+
+M104_ACCOUNTS = Migration(
+    name="m104_accounts",
+    doc="""Accounts (SPEC 17): a user's argon2 password hash (none: tokens only) and when an admin
+disabled them (none: active); a label on each API token; a web session opened with a password
+has no token, so `web_sessions.token_id` may be NULL (SQLite cannot drop a NOT NULL: the
+table is rebuilt, rows and indexes kept).
+
+PostgreSQL: the same columns; `web_sessions.token_id` drops its NOT NULL.""",
+    sqlite="""
+        ALTER TABLE users ADD COLUMN password_hash TEXT;
+        ALTER TABLE users ADD COLUMN disabled_at TEXT;
+        ALTER TABLE api_tokens ADD COLUMN label TEXT;
+        CREATE TABLE web_sessions_m104 (
+            id_hash TEXT PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            token_id INTEGER REFERENCES api_tokens(id) ON DELETE CASCADE,
+            created_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL
+        );
+        INSERT INTO web_sessions_m104(id_hash, user_id, token_id, created_at, expires_at)
+            SELECT id_hash, user_id, token_id, created_at, expires_at FROM web_sessions ORDER BY rowid;
+        DROP TABLE web_sessions;
+        ALTER TABLE web_sessions_m104 RENAME TO web_sessions;
+        CREATE INDEX web_sessions_by_user ON web_sessions(user_id, created_at);
+        CREATE INDEX web_sessions_by_token ON web_sessions(token_id);
+
+""",
+    postgresql="""
+        ALTER TABLE users ADD COLUMN password_hash TEXT, ADD COLUMN disabled_at TEXT;
+        ALTER TABLE api_tokens ADD COLUMN label TEXT;
+        ALTER TABLE web_sessions ALTER COLUMN token_id DROP NOT NULL;
 
 """,
 )
@@ -718,6 +752,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     M101_MEMORY_SQL_CONFINEMENT,  # numbered apart when it shipped on PostgreSQL alone; append after it
     M102_MEMORY_SQL_ALLOW_LIST,
     M103_MESSAGE_TREE,
+    M104_ACCOUNTS,
     M105_PINNED_SESSIONS,
     M106_USER_SETTINGS,
 )

@@ -84,6 +84,7 @@ def ui(server: dict[str, str], page: Any, llm: FakeLLMServer) -> Iterator[Any]:
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(server["base"] + "/")
+    page.click("#login-use-token")  # the form asks for a name and password first
     page.fill("#login-token", server["token"])
     page.press("#login-token", "Enter")
     page.wait_for_selector("#app-view[aria-busy='false']")
@@ -258,6 +259,7 @@ def log_in(page: Any, server: dict[str, str]) -> None:
     """Open the app on `server`, log in with the admin token and start a new chat."""
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(server["base"] + "/")
+    page.click("#login-use-token")  # the form asks for a name and password first
     page.fill("#login-token", server["token"])
     page.press("#login-token", "Enter")
     page.wait_for_selector("#app-view[aria-busy='false']")

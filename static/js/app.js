@@ -8,6 +8,8 @@
 // sessions.js; the one call the other way, showMessages, goes through show_messages.js, which
 // history.js fills in at start-up.
 
+import { initAccounts } from "/static/js/accounts.js";
+import { initAdmin } from "/static/js/admin.js";
 import { answerWidget } from "/static/js/answer.js";
 import { initChatSearch } from "/static/js/chat_search.js";
 import { initChatTransfer } from "/static/js/chat_transfer.js";
@@ -31,6 +33,8 @@ import { initVersions } from "/static/js/versions.js";
 
 initLogin();
 initFollow();
+initAccounts(); // the Account and Admin dialogs (accounts.js, admin.js)
+initAdmin();
 initSessions();
 initChatSearch();
 initChatTransfer();

@@ -1,11 +1,14 @@
-// Signing in and out, and booting the page: an API token is traded for an HttpOnly session
-// cookie (`POST /api/login`); the page then opens the last chat (or the newest, or a new one).
+// Signing in and out, and booting the page: a name and password, or an API token, is traded for
+// an HttpOnly session cookie (`POST /api/login`, the form's modes in signin.js); the page then
+// opens the last chat (or the newest, or a new one).
 
+import { setAccountUser } from "/static/js/accounts.js";
 import { api, ApiError } from "/static/js/api.js";
 import { updateComposer } from "/static/js/composer.js";
 import { flash, messageList } from "/static/js/messages.js";
 import { loadSessions, openSession, startNewChat } from "/static/js/sessions.js";
 import { LAST_SESSION_KEY, loading, state } from "/static/js/state.js";
+import { focusSignIn, initSignIn, loadSignInOptions, submitSignIn } from "/static/js/signin.js";
 import { closeTurns } from "/static/js/turns.js";
 
 const $ = (id) => document.getElementById(id);
@@ -27,13 +30,17 @@ function showLogin(message = "") {
   $("app-view").hidden = true;
   $("login-view").hidden = false;
   $("login-error").textContent = message;
-  $("login-token").focus();
+  focusSignIn();
+  loadSignInOptions().then(() => {
+    $("login-error").textContent = message; // loading the options redraws the form
+  });
 }
 
 async function showApp(sessions = null) {
   $("login-view").hidden = true;
   $("app-view").hidden = false;
   $("user-name").textContent = state.user.name;
+  setAccountUser(state.user);
   loading(true);
   try {
     await loadSessions(sessions);
@@ -64,6 +71,7 @@ async function signOut() {
   }
   closeTurns(); // the turns go on on the server
   state.user = null;
+  setAccountUser(null);
   state.sessionId = null;
   state.view += 1;
   messageList().replaceChildren();
@@ -72,16 +80,12 @@ async function signOut() {
 }
 
 export function initLogin() {
+  initSignIn();
   $("login-form").addEventListener("submit", async (event) => {
     event.preventDefault();
-    const token = $("login-token").value.trim();
-    try {
-      state.user = await api("POST", "/api/login", { token });
-    } catch (error) {
-      $("login-error").textContent = error.status === 401 ? "That token is not valid." : error.message;
-      return;
-    }
-    $("login-token").value = "";
+    const user = await submitSignIn();
+    if (!user) return;
+    state.user = user;
     showApp();
   });
   $("logout-button").addEventListener("click", signOut);

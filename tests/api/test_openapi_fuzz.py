@@ -56,6 +56,8 @@ values = ["{session_id}"]
 [parameters]
 "path.session_id" = {{ dictionary = "sessions", probability = 0.7 }}
 "body.session_id" = {{ dictionary = "sessions", probability = 0.5 }}
+"path.user_id" = {user_id}
+"path.token_id" = {token_id}
 """
 
 
@@ -117,9 +119,30 @@ def session_with_a_turn(server: ServerUnderTest) -> str:
     return str(answer.json()["session_id"])
 
 
+def sacrificial_user(server: ServerUnderTest) -> tuple[int, int]:
+    """A user and token for the admin and token endpoints' ids: the fuzzer disables, demotes and
+    revokes those, never the admin and token it authenticates with."""
+    made = requests.post(
+        f"{server.base}/api/admin/users",
+        json={"name": "fuzz-target", "token": True},
+        timeout=20,
+        headers={"Authorization": f"Bearer {server.admin_token}"},
+    )
+    assert made.status_code == 201, made.text
+    user_id = made.json()["user"]["id"]
+    listed = requests.get(
+        f"{server.base}/api/admin/users/{user_id}/tokens",
+        timeout=20,
+        headers={"Authorization": f"Bearer {server.admin_token}"},
+    )
+    return int(user_id), int(listed.json()["tokens"][0]["id"])
+
+
 def test_every_operation_passes_schemathesis(server: ServerUnderTest, tmp_path: Path) -> None:
     config = tmp_path / "schemathesis.toml"
-    config.write_text(CONFIGURED_OFF + REAL_SESSION.format(session_id=session_with_a_turn(server)), encoding="utf-8")
+    user_id, token_id = sacrificial_user(server)
+    ids = REAL_SESSION.format(session_id=session_with_a_turn(server), user_id=user_id, token_id=token_id)
+    config.write_text(CONFIGURED_OFF + ids, encoding="utf-8")
     document = requests.get(f"{server.base}/openapi.json", timeout=10).json()
     operations = (
         sum(len(item) for item in document["paths"].values()) - 1

@@ -32,6 +32,7 @@ SHIPPED = (
     "m101_memory_sql_confinement",
     "m102_memory_sql_allow_list",
     "m103_message_tree",
+    "m104_accounts",
     "m105_pinned_sessions",
     "m106_user_settings",
 )
@@ -41,8 +42,8 @@ POSTGRESQL_ONLY = ("m101_memory_sql_confinement", "m102_memory_sql_allow_list")
 # engine adds are `storage.migrations.ENGINE_COLUMNS`).
 TABLES: dict[str, list[str]] = {
     "_migrations": ["name", "applied_at"],
-    "users": ["id", "name", "role", "profile", "created_at"],
-    "api_tokens": ["id", "user_id", "token_hash", "created_at"],
+    "users": ["id", "name", "role", "profile", "created_at", "password_hash", "disabled_at"],
+    "api_tokens": ["id", "user_id", "token_hash", "created_at", "label"],
     "sessions": ["id", "user_id", "name", "created_at", "updated_at"],
     "chat_messages": ["id", "session_id", "user_id", "role", "content", "meta", "created_at"],
     "user_memories": ["id", "user_id", "content", "importance", "created_at", "updated_at"],

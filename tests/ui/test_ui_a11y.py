@@ -46,6 +46,7 @@ CHOICE = "/ask_choice level How much Python have you written?\n- none\n- some\n-
 def sign_in(page: Any, server: dict[str, str], token: str | None = None) -> None:
     page.goto(server["base"] + "/")
     page.wait_for_selector("#login-view:not([hidden])")
+    page.click("#login-use-token")  # the form asks for a name and password first
     page.fill("#login-token", token or server["token"])
     page.press("#login-token", "Enter")
 

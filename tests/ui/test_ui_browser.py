@@ -40,6 +40,7 @@ def test_login_rejects_a_bad_token_then_accepts_the_right_one(server: dict[str, 
     page.goto(server["base"] + "/")
     page.wait_for_selector("#login-view:not([hidden])")
     shot(page, "01-login")
+    page.click("#login-use-token")
     page.fill("#login-token", "not-a-token")
     page.click("#login-form button[type=submit]")
     page.wait_for_selector("#login-error:has-text('not valid')")

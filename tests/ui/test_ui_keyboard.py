@@ -80,7 +80,10 @@ def test_whole_flow_with_the_keyboard_alone(kb: Any, server: dict[str, str], llm
     phone = page.viewport_name == "phone"
     page.goto(server["base"] + "/")
     page.wait_for_selector("#login-view:not([hidden])")
-    assert focused_matches(page, "#login-token"), "the token field has the focus on the sign-in page"
+    assert focused_matches(page, "#login-name"), "the name field has the focus on the sign-in page"
+    tab_to(page, "#login-use-token")
+    key(page, "Enter")
+    assert focused_matches(page, "#login-token"), "choosing the token puts the focus on its field"
     page.keyboard.type(server["token"])
     key(page, "Enter")
     settle(page, "#app-view[aria-busy='false']")

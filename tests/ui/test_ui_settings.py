@@ -272,6 +272,7 @@ def test_every_surface_in_the_dark(page_ui: Any, llm: FakeLLMServer, server: dic
     page.click("#side-close")
     page.click("#logout-button")
     page.locator("#login-view").wait_for()
+    page.click("#login-use-token")
     page.fill("#login-token", "not-a-token")
     page.press("#login-token", "Enter")
     page.wait_for_function("() => document.getElementById('login-error').textContent !== ''")

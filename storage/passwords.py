@@ -1,0 +1,108 @@
+"""Password hashing (SPEC 17) with argon2-cffi, and a bound on how many hashes run at once.
+
+An argon2id hash with the library's default parameters takes about 64 MiB of memory and tens
+of milliseconds of CPU, on purpose. Unbounded, a flood of logins (wrong ones cost as much as
+right ones) would take a process's memory and both cores: `Passwords` lets at most
+`HASHES_AT_ONCE` run in a process, the places shared fairly by `FairGate` between the keys
+that ask (a login's client address, a signed-in user's id), so one flood's address waits
+behind its own hashes while another address's login gets the next place. A hash that finds
+no place within `WAIT_S` raises `Busy` (503 with `Retry-After`).
+
+A login with an unknown name is verified against `dummy_hash`, a hash of a random password
+made once, so it costs what a known name costs and answers the same (no user enumeration).
+A stored hash made with other parameters than the current ones is rehashed at the next
+successful login (`check_needs_rehash`).
+
+The password policy lives here too, so the HTTP API and the CLI refuse the same passwords:
+at least `MIN_CHARS` characters, at most `MAX_BYTES` bytes of UTF-8 (argon2 accepts far more,
+but a megabyte password is a denial of service, not a password).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import TypeVar
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from foundation.fair_share import Busy, FairGate
+
+HASHES_AT_ONCE = 2  # x 64 MiB: the most memory logins can hold at once; one core stays free on a 2-core host
+WAIT_S = 10.0  # a login waits this long for a place before it answers "busy"
+MIN_CHARS = 8
+MAX_BYTES = 1024
+
+T = TypeVar("T")
+
+
+def password_problem(password: str) -> str | None:
+    """What is wrong with `password` under the policy, or None."""
+    if len(password) < MIN_CHARS:
+        return f"a password has at least {MIN_CHARS} characters"
+    if len(password.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+        return f"a password has at most {MAX_BYTES} bytes"
+    return None
+
+
+class Passwords:
+    """argon2 hashing behind a fair gate of `slots` places."""
+
+    def __init__(self, hasher: PasswordHasher | None = None, slots: int = HASHES_AT_ONCE, wait_s: float = WAIT_S):
+        self.hasher = hasher or PasswordHasher()
+        self.gate = FairGate(slots)
+        self.wait_s = wait_s
+        self._lock = threading.Lock()
+        self._running = 0
+        self.peak_running = 0  # the most hashes that ever ran at once (tests and the operator)
+        self.hashes = 0  # hashes and verifications run, in all
+        self._dummy: str | None = None
+
+    def hash(self, password: str, key: Hashable) -> str:
+        return self._gated(key, lambda: self.hasher.hash(password))
+
+    def verify(self, stored: str | None, password: str, key: Hashable) -> tuple[bool, str | None]:
+        """Whether `password` matches `stored` (None: no such user or no password, checked
+        against the dummy hash all the same), and a new hash when the stored one's
+        parameters are out of date."""
+        target = stored if stored is not None else self.dummy_hash()
+
+        def check() -> tuple[bool, str | None]:
+            try:
+                self.hasher.verify(target, password)
+            except (VerificationError, InvalidHashError):
+                return False, None
+            if stored is None:
+                return False, None
+            return True, (self.hasher.hash(password) if self.hasher.check_needs_rehash(stored) else None)
+
+        return self._gated(key, check)
+
+    def dummy_hash(self) -> str:
+        with self._lock:
+            if self._dummy is None:
+                self._dummy = self.hasher.hash(secrets.token_urlsafe(16))
+            return self._dummy
+
+    def running(self) -> int:
+        with self._lock:
+            return self._running
+
+    def _gated(self, key: Hashable, work: Callable[[], T]) -> T:
+        if not self.gate.acquire(key, time.monotonic() + self.wait_s):
+            raise Busy("too many sign-ins are being checked at once; retry shortly")
+        try:
+            with self._lock:
+                self._running += 1
+                self.hashes += 1
+                self.peak_running = max(self.peak_running, self._running)
+            try:
+                return work()
+            finally:
+                with self._lock:
+                    self._running -= 1
+        finally:
+            self.gate.release(key)
