@@ -37,7 +37,8 @@ fi
 # copied to static/vendor/ (not committed), which the page loads from this server.
 web_stamp=web/node_modules/.lock.sha256
 want=$(sha256sum web/package-lock.json | cut -d' ' -f1)
-if [ ! -f "$web_stamp" ] || [ "$(cat "$web_stamp")" != "$want" ] || [ ! -f static/vendor/purify.es.js ]; then
+if [ ! -f "$web_stamp" ] || [ "$(cat "$web_stamp")" != "$want" ] || [ ! -f static/vendor/purify.es.js ] \
+  || ! grep -q "loading KaTeX lazily" static/vendor/katex/marked-katex.js 2>/dev/null; then
   command -v npm >/dev/null || apt_install npm
   log "installing the web UI's browser libraries (npm ci in web/)"
   (cd web && npm ci --silent --no-audit --no-fund)
@@ -46,14 +47,14 @@ if [ ! -f "$web_stamp" ] || [ "$(cat "$web_stamp")" != "$want" ] || [ ! -f stati
   cp web/node_modules/dompurify/dist/purify.es.mjs static/vendor/purify.es.js
   cp web/node_modules/@highlightjs/cdn-assets/es/highlight.min.js static/vendor/highlight.min.js
   cp web/node_modules/@highlightjs/cdn-assets/styles/github.min.css static/vendor/highlight-github.css
-  # KaTeX (math) and marked's KaTeX extension; the extension's bare `katex` import is pointed
-  # at the vendored module, since the page's CSP allows no import map.
+  # KaTeX (math) and marked's KaTeX extension, whose tokenizer is all the page uses from it: its
+  # KaTeX import is dropped (math.js renders and loads KaTeX on the first formula).
   mkdir -p static/vendor/katex
   cp web/node_modules/katex/dist/katex.mjs static/vendor/katex/katex.mjs
   cp web/node_modules/katex/dist/katex.min.css static/vendor/katex/katex.min.css
   cp -r web/node_modules/katex/dist/fonts static/vendor/katex/
-  sed "s#from 'katex'#from './katex.mjs'#" web/node_modules/marked-katex-extension/lib/index.esm.js \
-    > static/vendor/katex/marked-katex.js
+  sed "s#^import katex from 'katex';#const katex = null; // static/js/math.js renders, loading KaTeX lazily#" \
+    web/node_modules/marked-katex-extension/lib/index.esm.js > static/vendor/katex/marked-katex.js
   echo "$want" > "$web_stamp"
 else
   log "web UI libraries are up to date"

@@ -11,9 +11,17 @@
 // \htmlClass, \htmlData, \includegraphics), `throwOnError: false`, and bounded `maxSize`,
 // `maxExpand` and TeX length, so a hostile or huge formula costs little and shows as text.
 
-import katex from "/static/vendor/katex/katex.mjs";
+//
+// KaTeX itself (600 KB of module) loads on the first formula, not with the page: the tokenizer
+// (marked-katex.js, vendored without its KaTeX import by scripts/setup.sh) only writes
+// placeholders, which show as their TeX until KaTeX is there and then become formulas in place.
+
 import markedKatex from "/static/vendor/katex/marked-katex.js";
 import DOMPurify from "/static/vendor/purify.es.js";
+
+const KATEX_MODULE = "/static/vendor/katex/katex.mjs";
+let katex = null; // the module's default export, once loaded
+let loading = null;
 
 const MAX_TEX_CHARS = 3000; // longer formulas show as their TeX
 const CACHE_SIZE = 300; // rendered formulas kept (a growing answer renders them every frame)
@@ -88,10 +96,23 @@ function rendered(tex, display) {
   return html === null ? null : mathPurify.sanitize(html, MATH_PURIFY);
 }
 
+// Load KaTeX once; then draw the formulas already on the page.
+function loadKatex() {
+  loading ??= import(KATEX_MODULE).then((module) => {
+    katex = module.default;
+    renderMath(document.body);
+  });
+  return loading;
+}
+
 // Replace the placeholders in a sanitised fragment by their formulas (not inside code blocks).
 export function renderMath(root) {
   for (const code of root.querySelectorAll("code.language-katex, code.language-katex-display")) {
     if (code.closest("pre")) continue; // ```katex … ``` is code, shown as written
+    if (katex === null) {
+      loadKatex(); // the placeholder shows its TeX until then
+      return;
+    }
     const display = code.classList.contains("language-katex-display");
     const tex = code.textContent;
     const math = rendered(tex, display);

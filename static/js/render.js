@@ -4,7 +4,7 @@
 
 import { Marked } from "/static/vendor/marked.esm.js";
 import DOMPurify from "/static/vendor/purify.es.js";
-import hljs from "/static/vendor/highlight.min.js";
+import { highlightCode } from "/static/js/highlighter.js";
 import { mathExtension, renderMath } from "/static/js/math.js";
 
 const markdown = new Marked({ gfm: true, breaks: true, async: false });
@@ -105,11 +105,7 @@ function enhanceCode(root, live = false) {
     const pre = code.parentElement;
     const language = [...code.classList].find((name) => name.startsWith("language-"));
     const name = language ? language.slice("language-".length) : "";
-    if (name && hljs.getLanguage(name)) {
-      code.innerHTML = hljs.highlight(code.textContent, { language: name, ignoreIllegals: true }).value;
-    } else if (!live) {
-      code.innerHTML = hljs.highlightAuto(code.textContent).value;
-    }
+    highlightCode(code, name, { guess: !live });
     code.classList.add("hljs");
     const wrapper = el("div", { class: "code-block" });
     const bar = el("div", { class: "code-bar" }, el("span", { class: "code-lang", text: name || "code" }));

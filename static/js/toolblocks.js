@@ -5,7 +5,7 @@
 // Every string from a model or a tool goes in as text: the body is highlighted by
 // highlight.js, which escapes its input, and table cells are set with textContent.
 
-import hljs from "/static/vendor/highlight.min.js";
+import { highlightCode } from "/static/js/highlighter.js";
 import { badge, copyText, el, formatMs, renderMarkdown } from "/static/js/render.js";
 
 export const MAX_TABLE_ROWS = 50; // rows drawn; the tool returns up to 200
@@ -73,11 +73,8 @@ function commandCode(meta) {
 
 function codeView(text, language, label, truncated) {
   const code = el("code", { class: `hljs language-${language}` });
-  if (language !== "plaintext" && hljs.getLanguage(language)) {
-    code.innerHTML = hljs.highlight(text, { language, ignoreIllegals: true }).value; // escaped by hljs
-  } else {
-    code.textContent = text;
-  }
+  code.textContent = text;
+  if (language !== "plaintext") highlightCode(code, language);
   const copy = el("button", { type: "button", class: "copy-button", "aria-label": `Copy ${label.toLowerCase()}`, text: "Copy" });
   copy.addEventListener("click", () => copyText(text, copy));
   const bar = el("div", { class: "code-bar" }, el("span", { class: "code-lang", text: language === "plaintext" ? "text" : language }), copy);

@@ -1,7 +1,8 @@
 """What makes the page fast, as behaviour (issue 26, Speed; the figures are bench/ui.py's).
 
 - every module the browser loads was named by the page up front (modulepreload), so none
-  waits for the module that imports it;
+  waits for the module that imports it, except highlight.js and KaTeX, which load only when a
+  code block or a formula shows up, and colour or draw it in place then;
 - a streamed answer is redrawn at most once per frame, however many pieces arrive, and only
   its unfinished end is parsed again each time: the Markdown parsed over the whole stream is
   bounded by the answer's length plus, per frame, its longest block, not by the answer's
@@ -27,6 +28,7 @@ pytestmark = [
 
 PARAGRAPH = "A **mean** adds the values and divides by their count; see [notes](https://example.org/n) and `median`."
 CODE = "```python\ndef mean(values):\n    return sum(values) / len(values)\n```"
+LAZY = {"/static/vendor/highlight.min.js", "/static/vendor/katex/katex.mjs"}  # loaded on first use
 TABLE = "| a | b |\n|---|---|\n" + "\n".join(f"| {i} | {i * i} |" for i in range(10))
 BLOCKS = [block for i in range(6) for block in (f"## Part {i + 1}", PARAGRAPH, CODE, TABLE)]
 ANSWER = "\n\n".join(BLOCKS)
@@ -52,11 +54,39 @@ def test_every_module_is_preloaded_by_the_page(ui: Any) -> None:
             .map((e) => [new URL(e.name).pathname, e.startTime, e.responseEnd])"""
     )
     entry = {path: end for path, _, end in timing}["/static/js/app.js"]
-    modules = {path: start for path, start, _ in timing if path != "/static/js/app.js"}
+    modules = {path: start for path, start, _ in timing if path not in {"/static/js/app.js", *LAZY}}
     assert len(modules) > 10
     late = sorted(path for path, start in modules.items() if start >= entry)
     assert late == [], f"modules fetched only once app.js had arrived: {late}"
     assert ui.evaluate("performance.getEntriesByName('chat-usable').length") == 1
+
+
+def loaded_scripts(page: Any) -> set[str]:
+    return set(
+        page.evaluate(
+            """() => performance.getEntriesByType('resource')
+                .filter((e) => /\\/static\\/.*\\.m?js$/.test(e.name)).map((e) => new URL(e.name).pathname)"""
+        )
+    )
+
+
+def test_highlighting_and_math_load_with_the_first_code_block_and_formula(ui: Any, llm: FakeLLMServer) -> None:
+    """A chat without code or math never fetches highlight.js or KaTeX; the first answer with
+    both fetches them, and its code is coloured and its formula drawn in place."""
+    ui.reload()
+    ui.wait_for_selector("#app-view[aria-busy='false']")
+    ui.click("#new-session")
+    llm.queue("Plain words, no code and no math.")
+    send(ui, "hello")
+    ui.locator(".role-assistant:has-text('Plain words')").wait_for()
+    assert loaded_scripts(ui).isdisjoint(LAZY)
+    llm.queue(f"The mean is $\\bar x = \\frac{{1}}{{n}}\\sum x_i$.\n\n{CODE}")
+    send(ui, "the mean?")
+    ui.locator(".role-assistant .math-inline math").wait_for(timeout=TIMEOUT_MS)
+    ui.locator(".role-assistant .code-block code .hljs-keyword").first.wait_for(timeout=TIMEOUT_MS)
+    assert LAZY <= loaded_scripts(ui)
+    assert ui.locator(".role-assistant code[data-highlight]").count() == 0
+    assert ui.locator(".role-assistant code.language-katex").count() == 0
 
 
 def test_the_conversations_are_asked_for_with_the_user_not_after(ui: Any) -> None:
