@@ -111,6 +111,30 @@ def seen_before_reply(page: Any, selector: str) -> None:
         time.sleep(0.03)
 
 
+# Top-bar buttons that a phone keeps in the conversations drawer instead (static/css/accounts.css).
+DRAWER_TWINS = {
+    "#memories-toggle": "#drawer-memories-button",
+    "#logout-button": "#drawer-logout-button",
+    "#account-button": "#drawer-account-button",
+    "#admin-button": "#drawer-admin-button",
+}
+
+
+def topbar_button(page: Any, selector: str) -> str:
+    """The selector to press for a top-bar button at this width: the button itself, or on a
+    phone its twin in the conversations drawer (the drawer is opened first)."""
+    if page.locator(selector).is_visible():
+        return selector
+    if not page.evaluate("document.body.classList.contains('drawer-open')"):
+        page.click("#sessions-toggle")
+        page.wait_for_selector("body.drawer-open")
+    return DRAWER_TWINS[selector]
+
+
+def click_topbar(page: Any, selector: str) -> None:
+    page.click(topbar_button(page, selector))
+
+
 def send(page: Any, text: str) -> None:
     page.fill("#composer-input", text)
     page.press("#composer-input", "Enter")

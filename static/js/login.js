@@ -88,5 +88,5 @@ export function initLogin() {
     state.user = user;
     showApp();
   });
-  $("logout-button").addEventListener("click", signOut);
+  for (const id of ["logout-button", "drawer-logout-button"]) $(id).addEventListener("click", signOut);
 }

@@ -231,5 +231,7 @@ export function openMemories(opener = document.activeElement) {
 }
 
 export function initMemories() {
-  $("memories-toggle").addEventListener("click", (event) => openMemories(event.currentTarget));
+  for (const id of ["memories-toggle", "drawer-memories-button"]) {
+    $(id).addEventListener("click", (event) => openMemories(event.currentTarget));
+  }
 }

@@ -14,7 +14,7 @@ import pytest
 
 from testing.fake_llm import FakeLLMServer
 from tests.a11y_support import VIEWPORTS, add_axe, assert_accessible
-from tests.ui_support import TIMEOUT_MS, send, shot
+from tests.ui_support import DRAWER_TWINS, TIMEOUT_MS, click_topbar, send, shot
 
 pytestmark = [
     pytest.mark.browser,
@@ -124,7 +124,10 @@ def side_panel(which: str) -> Callable[[Any, dict[str, str], FakeLLMServer], Non
 def dialog(opener: str, selector: str) -> Callable[[Any, dict[str, str], FakeLLMServer], None]:
     def setup(page: Any, server: dict[str, str], llm: FakeLLMServer) -> None:
         new_chat(page, server)
-        page.click(opener)
+        if opener in DRAWER_TWINS:
+            click_topbar(page, opener)
+        else:
+            page.click(opener)
         page.wait_for_selector(f"{selector}[open]")
         page.wait_for_load_state("networkidle")
 

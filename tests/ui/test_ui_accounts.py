@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from testing.fake_llm import FakeLLMServer
-from tests.ui_support import TIMEOUT_MS, log_in, require_chromium, serve, shot
+from tests.ui_support import TIMEOUT_MS, click_topbar, log_in, require_chromium, serve, shot
 
 SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 
@@ -121,7 +121,7 @@ def test_sign_in_with_a_password_then_keep_tokens_for_curl_and_v1(
     dialog.wait_for(state="hidden")
     assert focused_id(page) in back_to.split()  # the dialog gave the focus back
 
-    page.click("#logout-button")
+    click_topbar(page, "#logout-button")
     page.wait_for_selector("#login-view:not([hidden])")
     sign_in(page, name, "second password")
     page.wait_for_selector("#app-view:not([hidden])")
@@ -206,7 +206,7 @@ def test_sign_up_when_the_operator_turns_it_on(signup_server: dict[str, str], pa
     sign_in(page, f"newcomer-{size}", "a good long password")
     page.wait_for_selector("#app-view:not([hidden])")
     assert page.inner_text("#user-name") == f"newcomer-{size}"
-    page.click("#logout-button")
+    click_topbar(page, "#logout-button")
     page.wait_for_selector("#login-view:not([hidden])")
     page.click("#signup-open")
     sign_in(page, f"newcomer-{size}", "another long password")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from testing.fake_llm import FakeLLMServer, tiny_png
-from tests.ui_support import send, shot
+from tests.ui_support import click_topbar, send, shot
 
 pytestmark = [
     pytest.mark.browser,
@@ -98,7 +98,7 @@ def test_a_failed_sign_out_is_said_and_the_page_stays_signed_in(ui: Any, server:
         route.fulfill(status=503, content_type="application/json", body=json.dumps(failure))
 
     ui.route("**/api/logout", refuse)
-    ui.click("#logout-button")
+    click_topbar(ui, "#logout-button")
     notice = ui.locator("#message-list .notice-error:has-text('Could not sign out')")
     notice.wait_for()
     assert "the session store did not answer" in notice.inner_text()
@@ -108,7 +108,7 @@ def test_a_failed_sign_out_is_said_and_the_page_stays_signed_in(ui: Any, server:
     shot(ui, "70-sign-out-failed")
 
     ui.unroute("**/api/logout")
-    ui.click("#logout-button")
+    click_topbar(ui, "#logout-button")
     ui.wait_for_selector("#login-view:not([hidden])")
     assert ui.evaluate("fetch('/api/me').then((response) => response.status)") == 401
 
