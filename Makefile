@@ -18,7 +18,8 @@ judge-images:
 demo:
 	LLM_PROVIDER=scripted SCRIPTED_REPLIES=examples/scripted_demo.json scripts/run.sh
 
-bench: setup
+bench:
+	scripts/setup.sh --test
 	.venv/bin/python bench/turn_overhead.py
 
 # The real Open WebUI (its own venv, OPENWEBUI_VENV, created if missing: ~7.4 GB) in front of /v1.

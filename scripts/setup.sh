@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine for this project: Debian packages, the venv, Python packages,
 # the web UI's browser libraries. Safe to run again: each step is skipped when already done
-# (pip runs only when requirements.txt changed since the last successful install, npm only
+# (pip runs only when requirements.txt (or, with --test, requirements-test.txt) changed since the
+# last successful install, npm only
 # when web/package-lock.json did).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,14 +22,25 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 
-stamp="$VENV/.requirements.sha256"
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  log "installing Python packages from requirements.txt"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements.txt
-  echo "$want" > "$stamp"
-else
-  log "Python packages are up to date"
+# pip_install FILE: install FILE's pins unless they are what the last successful install of it
+# installed (a stamp in the venv). requirements-test.txt is installed with requirements.txt as
+# constraints, so a test tool never moves a pin the server runs with.
+pip_install() {
+  local file=$1 stamp want
+  stamp="$VENV/.${file%.txt}.sha256"
+  want=$(cat requirements.txt "$file" | sha256sum | cut -d' ' -f1)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    log "installing Python packages from $file"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c requirements.txt -r "$file"
+    echo "$want" > "$stamp"
+  else
+    log "Python packages of $file are up to date"
+  fi
+}
+pip_install requirements.txt
+# --test: also what the test suite and the benchmarks need (make test, make bench).
+if [ "${1:-}" = "--test" ]; then
+  pip_install requirements-test.txt
 fi
 
 # Browser libraries of the web UI (marked, DOMPurify, highlight.js, KaTeX; axe-core is read by the

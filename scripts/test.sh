@@ -3,7 +3,7 @@
 # Extra arguments go to pytest, e.g. scripts/test.sh -k purity.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --test
 
 # The browser tests drive Debian's chromium (tests/ui/test_ui_browser.py); as root, install it
 # when missing. Without it those tests fail under CI=true or BROWSER_REQUIRED=1, else skip.
