@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from api.auth import require_user
 from api.declare import Param, Reply, operation
+from api.errors import ApiError
 from api.health import readiness
 from api.services import services
 from judge.preparing import JudgeStateName
@@ -86,7 +87,10 @@ def model_status(report: dict[str, Any]) -> ModelStatus:
 )
 def status() -> ResponseReturnValue:
     app_services = services()
-    max_age_s = app_services.settings.provider_recheck_s if request.args.get("recheck") == "1" else None
+    recheck = request.args.get("recheck", "0")
+    if recheck not in ("0", "1"):
+        raise ApiError(400, "invalid_request", "recheck must be 0 or 1")
+    max_age_s = app_services.settings.provider_recheck_s if recheck == "1" else None
     report = app_services.provider_probe.report(max_age_s)
     judge = readiness().judge.get().value
     state = judge["state"]
