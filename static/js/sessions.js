@@ -116,7 +116,14 @@ async function togglePin(session) {
 
 // Delete asks first, in a modal dialog (focus inside it, Escape or Cancel keeps the chat and
 // gives the focus back to the Delete button that opened it).
+// The cleanup of the delete dialog's current opening. A dialog's `close` event is queued, not
+// sent at once: closed with Escape and opened again at once, the old opening's `close` arrives
+// while the new one is open, and must not take the new one's listeners (or leave its own, which
+// would delete the first chat too).
+let endDeleteDialog = null;
+
 function confirmDelete(item, session) {
+  if (endDeleteDialog) endDeleteDialog();
   const dialog = $("delete-dialog");
   const opener = item.querySelector(".session-delete");
   $("delete-dialog-text").textContent = `“${session.name || "Untitled"}” and all its messages will be deleted.`;
@@ -139,19 +146,24 @@ function confirmDelete(item, session) {
   const onKey = (event) => {
     if (event.key === "Escape") event.stopPropagation(); // the dialog closes itself; the drawer stays
   };
+  const end = () => {
+    confirm.removeEventListener("click", onConfirm);
+    cancel.removeEventListener("click", onCancel);
+    dialog.removeEventListener("keydown", onKey);
+    if (endDeleteDialog === end) endDeleteDialog = null;
+  };
+  const onClose = () => {
+    if (dialog.open) return; // a late `close` of an earlier opening
+    dialog.removeEventListener("close", onClose);
+    const current = endDeleteDialog === end;
+    end();
+    if (current && !deleted && opener.isConnected) opener.focus();
+  };
+  endDeleteDialog = end;
   confirm.addEventListener("click", onConfirm, { once: true });
   cancel.addEventListener("click", onCancel, { once: true });
   dialog.addEventListener("keydown", onKey);
-  dialog.addEventListener(
-    "close",
-    () => {
-      confirm.removeEventListener("click", onConfirm);
-      cancel.removeEventListener("click", onCancel);
-      dialog.removeEventListener("keydown", onKey);
-      if (!deleted && opener.isConnected) opener.focus();
-    },
-    { once: true },
-  );
+  dialog.addEventListener("close", onClose);
   dialog.showModal();
   cancel.focus();
 }
