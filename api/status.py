@@ -75,7 +75,10 @@ def model_status(report: dict[str, Any]) -> ModelStatus:
 @bp.get("/status")
 @operation(
     "Whether the model answers and the code runner's state (for the page's banners)",
-    replies={200: Reply("the state of the model and of the code runner", Status)},
+    replies={
+        200: Reply("the state of the model and of the code runner", Status),
+        400: Reply("`invalid_request`: `recheck` is neither 0 nor 1"),
+    },
     params=(
         Param(
             "recheck",
