@@ -165,12 +165,22 @@ def first_render(browser: Any, base: str, token: str, runs: int) -> dict[str, li
             page.evaluate("performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? NaN")
         )
         figures["kb_cold"].append(page.evaluate(TRANSFERRED) / 1024)
+        if os.environ.get("UI_BENCH_TIMELINE"):
+            print(page.evaluate(TIMELINE), file=sys.stderr)
         page.reload()
         figures["warm"].append(wait_mark(page, "chat-usable"))
         figures["kb_warm"].append(page.evaluate(TRANSFERRED) / 1024)
         context.close()
     return figures
 
+
+# UI_BENCH_TIMELINE=1: each cold load's requests (start and end, ms) and marks, to see where a
+# first render goes.
+TIMELINE = """
+[...performance.getEntriesByType('resource').map((e) => `${e.startTime.toFixed(0)}-${e.responseEnd.toFixed(0)} ${new URL(e.name).pathname}`),
+ ...performance.getEntriesByType('mark').map((e) => `${e.startTime.toFixed(0)} mark ${e.name}`),
+ `${performance.getEntriesByType('navigation')[0].responseEnd.toFixed(0)} page`].join('\\n')
+"""
 
 TRANSFERRED = """
 [performance.getEntriesByType('navigation')[0], ...performance.getEntriesByType('resource')]
