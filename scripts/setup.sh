@@ -71,4 +71,8 @@ if [ ! -f "$web_stamp" ] || [ "$(cat "$web_stamp")" != "$want" ] || [ ! -f stati
 else
   log "web UI libraries are up to date"
 fi
+
+# The web UI's modules bundled into static/dist/ (esbuild, web/bundle.mjs; not committed): a
+# fraction of a second. api/ui.py serves the bundle only while it matches the modules.
+node web/bundle.mjs
 log "done"
