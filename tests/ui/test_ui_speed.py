@@ -83,6 +83,8 @@ def test_highlighting_and_math_load_with_the_first_code_block_and_formula(ui: An
     ui.reload()
     ui.wait_for_selector("#app-view[aria-busy='false']")
     ui.click("#new-session")
+    ui.wait_for_selector("#app-view[aria-busy='false']")
+    ui.wait_for_selector("#message-list .message", state="detached")  # the new chat is on screen
     llm.queue("Plain words, no code and no math.")
     send(ui, "hello")
     ui.locator(".role-assistant:has-text('Plain words')").wait_for()
