@@ -7,6 +7,7 @@ turn's stream), and a tool added at run time appearing in `GET /tools`."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -186,7 +187,7 @@ def test_stop_cancels_a_slow_call_and_progress_reaches_the_stream(
 def test_a_tool_added_at_run_time_appears_in_get_tools(http_app: Flask, fake_llm: Any) -> None:
     auth = auth_of(http_app)
     client = http_app.test_client()
-    before = client.get("/openapi.json").get_json()["paths"]  # both built (and cached) before the change
+    before = json.loads(client.get("/openapi.json").get_data())["paths"]  # both built (and cached) before the change
     assert "/tools/faults_late_one" not in before
     fake_llm.queue("Hello.")
     client.post("/chat", json={"message": "hi"}, headers=auth)
@@ -197,7 +198,7 @@ def test_a_tool_added_at_run_time_appears_in_get_tools(http_app: Flask, fake_llm
         return {tool["function"]["name"] for tool in client.get("/tools", headers=auth).get_json()["tools"]}
 
     wait_until(lambda: "faults_late_one" in listed(), "the new tool in GET /tools")
-    assert "/tools/faults_late_one" in client.get("/openapi.json").get_json()["paths"]
+    assert "/tools/faults_late_one" in json.loads(client.get("/openapi.json").get_data())["paths"]
     assert call(http_app, auth, "faults_late_one", {"word": "hi"}).get_json()["text"] == "late: hi"
     fake_llm.queue("Hello.")
     client.post("/chat", json={"message": "hi"}, headers=auth)

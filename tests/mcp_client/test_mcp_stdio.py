@@ -5,6 +5,7 @@ child is supervised (restarted when killed) and gone once the app is closed."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -72,7 +73,7 @@ def test_mcp_tools_are_listed_callable_and_documented_like_built_in_ones(time_ap
     assert direct.status_code == 200 and direct.get_json()["structured"]["timezone"] == "Asia/Tokyo"
     wrong = client.post("/tools/time_get_current_time", json={"zone": "x"}, headers=auth)
     assert wrong.status_code == 400 and wrong.get_json()["error"]["code"] == "VALIDATION_FAILED"
-    document = client.get("/openapi.json").get_json()
+    document = json.loads(client.get("/openapi.json").get_data())
     body = document["paths"]["/tools/time_get_current_time"]["post"]["requestBody"]["content"]["application/json"]
     name = body["schema"]["$ref"].rsplit("/", 1)[1]
     assert document["components"]["schemas"][name]["required"] == ["timezone"]
