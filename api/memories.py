@@ -20,6 +20,7 @@ from api.database import get_db
 from api.declare import Param, Reply, operation
 from api.errors import ApiError, not_found
 from api.services import services
+from api.sessions import int_arg
 from storage.memories import (
     Memory,
     add_memory,
@@ -56,19 +57,6 @@ class MemoryPage(BaseModel):
 
     memories: list[Memory]
     has_more: bool
-
-
-def int_arg(name: str, default: int | None, low: int, high: int) -> int | None:
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, "invalid_request", f"{name} must be an integer") from None
-    if not low <= value <= high:
-        raise ApiError(400, "invalid_request", f"{name} must be between {low} and {high}")
-    return value
 
 
 def owned(memory_id: int) -> Memory:

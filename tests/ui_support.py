@@ -49,6 +49,13 @@ def require_chromium() -> None:
     pytest.skip(message)
 
 
+def require_axe(message: str) -> None:
+    """axe-core missing: a failure on CI (or BROWSER_REQUIRED=1), where set-up installs it; else a skip."""
+    if os.environ.get("CI") or os.environ.get("BROWSER_REQUIRED") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from testing.fake_llm import FakeLLMServer
-from tests.ui_support import rest, send
+from tests.ui_support import require_axe, rest, send
 
 pytestmark = [
     pytest.mark.browser,
@@ -28,7 +28,7 @@ def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]
 
 def serious(page: Any) -> list[str]:
     if not AXE.is_file():
-        pytest.skip(f"axe-core is not installed at {AXE} (scripts/setup.sh)")
+        require_axe(f"axe-core is not installed at {AXE} (scripts/setup.sh)")
     page.add_script_tag(path=str(AXE))
     # highlight.js's theme colours (.hljs-*) predate these features; the theme work owns them
     found = page.evaluate(

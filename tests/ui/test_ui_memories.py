@@ -11,7 +11,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from tests.ui_support import ROOT, rest, shot, topbar_button
+from tests.ui_support import ROOT, require_axe, rest, shot, topbar_button
 
 pytestmark = [
     pytest.mark.browser,
@@ -65,7 +65,7 @@ def tab_to(ui: Any, selector: str, *, back: bool = False, limit: int = 30) -> No
 
 def no_serious_axe_violations(ui: Any) -> None:
     if AXE is None:
-        pytest.skip("axe-core is not installed (web/node_modules)")
+        require_axe("axe-core is not installed (web/node_modules)")
     ui.evaluate(AXE.read_text(encoding="utf-8") + "\n;0")  # not a <script>: the page's CSP allows none inline
     found = ui.evaluate(
         """async () => (await axe.run(document.getElementById('memories-dialog')))

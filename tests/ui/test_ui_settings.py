@@ -18,6 +18,7 @@ from tests.ui_support import (
     ROOT,
     click_topbar,
     open_session_id,
+    require_axe,
     require_chromium,
     rest,
     send,
@@ -234,7 +235,7 @@ def serious_violations(page: Any) -> list[str]:
     """axe-core's serious and critical findings on the page as it is now (run through the
     DevTools protocol, which the page's CSP does not govern)."""
     if not AXE.is_file():
-        pytest.skip(f"axe-core is not installed at {AXE} (scripts/setup.sh)")
+        require_axe(f"axe-core is not installed at {AXE} (scripts/setup.sh)")
     page.evaluate(AXE.read_text(encoding="utf-8") + "\n;0")
     found = page.evaluate(
         "async () => (await axe.run(document)).violations"
