@@ -13,11 +13,13 @@ greedy decoding writes that command line."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -70,6 +72,26 @@ def proxy(llama_server: LlamaServer) -> Iterator[GreedyProxy]:
     running.server.shutdown()
 
 
+@contextmanager
+def fixed_repository() -> Iterator[Path]:
+    """A one-commit repository at the same short path on every run, held under a lock.
+
+    The prompt must be the same bytes on every run for greedy decoding to repeat. With a random
+    `mkdtemp` name and the path in mid-sentence ("Use /git_status PATH to show me …"), SmolLM2
+    copied the rest of the sentence into the command in 1 run of 8 (names such as `repo4dbu7i8_`),
+    and with some fixed names on every run; with the path ending the message it stopped after
+    the path for each of five names tried."""
+    root = Path(tempfile.gettempdir())
+    with (root / "mcp-git-test.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another test session on this machine waits its turn
+        home = root / "mcp-git"
+        shutil.rmtree(home, ignore_errors=True)
+        try:
+            yield git_repo(home / "repo")
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+
+
 def chat_with_real_model(make_app: Any, llama_server: LlamaServer, proxy: GreedyProxy, servers: Path, message: str):
     app = make_app(
         llm_provider="openai",
@@ -106,14 +128,13 @@ def test_the_real_model_calls_mcp_server_time_and_answers_from_its_result(
 def test_the_real_model_calls_mcp_server_git_on_a_repository(
     make_app: Any, llama_server: LlamaServer, proxy: GreedyProxy, tmp_path: Path
 ) -> None:
-    repo = git_repo(Path(tempfile.mkdtemp(prefix="repo")))  # a short path: a 135M model copies it whole
     git = {"command": real_server("mcp-server-git"), "allow": ["git_status", "git_log"], "prefix": ""}
     servers = write_servers(tmp_path, {"git": git})
-    message = f"Use /git_status {repo} to show me the status of my repository."
-    body = chat_with_real_model(make_app, llama_server, proxy, servers, message)
+    with fixed_repository() as repo:
+        message = f"Show me the status of my repository: /git_status {repo}"
+        body = chat_with_real_model(make_app, llama_server, proxy, servers, message)
     assert [m["role"] for m in body["messages"]] == ["user", "mcp_tools", "assistant"]
     tool = body["messages"][1]
-    shutil.rmtree(repo)
-    assert f"$ /git_status {repo}" in tool["content"] and tool["meta"]["ok"] is True
+    assert f"$ /git_status {repo}\n" in tool["content"] and tool["meta"]["ok"] is True
     assert "nothing to commit" in tool["content"]  # git's own words for the one-commit repository
     assert body["reply"].strip()
