@@ -59,5 +59,15 @@ log "static checks: ruff check, ruff format --check, mypy"
 .venv/bin/ruff format --check --quiet .
 .venv/bin/mypy --no-error-summary
 
+# Workers (pytest-xdist): most tests wait on servers, browsers, engines and the model rather than
+# compute, so two processes on two cores finish the suite much sooner (figures in bench/README.md).
+# `--dist loadscope` hands out whole modules, so a module's fixtures (a browser's server, a
+# PostgreSQL database) start once. TEST_WORKERS=1 runs everything in this one process.
+workers=${TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}
+if [ "$workers" -gt 1 ]; then
+  parallel=(-n "$workers" --dist loadscope)
+else
+  parallel=(-p no:xdist)
+fi
 mkdir -p test-artifacts
-exec .venv/bin/python -m pytest -p no:cacheprovider --junitxml=test-artifacts/junit.xml "$@"
+exec .venv/bin/python -m pytest -p no:cacheprovider "${parallel[@]}" --junitxml=test-artifacts/junit.xml "$@"

@@ -20,6 +20,7 @@ from live.follow import FollowPlan, StreamFollower
 from live.ids import IdClock
 from live.interfaces import EventLog
 from testing.waiting import HUNG_S
+from tests.async_support import run_async
 from tests.redis_support import redis_log
 
 BYTES_PER_SMALL_EVENT = 200  # roughly what one short event costs the in-process buffer
@@ -232,7 +233,7 @@ def test_async_wait_wakes_on_publish_from_a_thread(make_bus):
         timed_out = await bus.wait_async("s", bus.position(), 0.01, Wakeup(loop))
         return woke, timed_out
 
-    assert asyncio.run(main()) == (True, False)
+    assert run_async(main) == (True, False)
 
 
 def test_many_async_watchers_of_one_session_all_wake(make_bus):
@@ -244,7 +245,7 @@ def test_many_async_watchers_of_one_session_all_wake(make_bus):
         threading.Timer(0.05, lambda: bus.publish("s", "turn.started", {"turn_id": "t"})).start()
         return list(await asyncio.gather(*(bus.wait_async("s", after, 5, Wakeup(loop)) for _ in range(50))))
 
-    assert asyncio.run(main()) == [True] * 50
+    assert run_async(main) == [True] * 50
 
 
 def test_heartbeats_take_an_id_but_are_never_buffered(make_bus):

@@ -30,6 +30,7 @@ from live.redis_bus import RedisEventLog
 from live.redis_turns import RemoteTurn
 from live.turns import TurnDone, TurnInProgress, TurnLease
 from testing.waiting import HUNG_S, wait_until
+from tests.async_support import run_async
 from tests.conftest import new_token
 from tests.process_support import clean_env, run_app
 from tests.redis_support import PREFIX, RedisServer, free_port_in_range, redis_live, redis_log
@@ -185,7 +186,7 @@ def test_a_publish_in_one_process_wakes_waiting_streams_in_another(process):
         return list(await asyncio.gather(*(b.bus.wait_async("s", after, HUNG_S, Wakeup(loop)) for _ in range(20))))
 
     started = time.monotonic()
-    assert asyncio.run(main()) == [True] * 20
+    assert run_async(main) == [True] * 20
     assert time.monotonic() - started < HUNG_S  # woken by the publish, not by the timeout
     after = b.bus.position()
     threading.Timer(0.1, lambda: a.bus.publish("s", "done", {"turn_id": "t"})).start()

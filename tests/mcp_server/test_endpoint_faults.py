@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import anyio
 import redis
 
 from api.services import services_of
 from mcp_server.calls import call
 from mcp_server.endpoint import McpEndpoint
 from storage.errors import StorageUnavailable
+from tests.async_support import run_async
 from tests.conftest import new_token
 
 ACCEPT = (b"accept", b"application/json, text/event-stream")
@@ -38,7 +38,7 @@ def post(endpoint: McpEndpoint, token: str) -> list[dict[str, Any]]:
             await endpoint(scope, receive, send)
         return sent
 
-    return anyio.run(scenario)
+    return run_async(scenario)
 
 
 def test_a_database_that_cannot_say_whose_the_token_is_answers_503(make_app, monkeypatch) -> None:

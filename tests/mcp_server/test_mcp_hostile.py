@@ -21,6 +21,7 @@ import requests
 
 from testing.loopback import LoopbackServer, QuietHandler
 from testing.waiting import wait_until
+from tests.async_support import run_async
 from tests.mcp_support import SEARXNG, McpServer, mcp_server, session, structured
 
 pytestmark = pytest.mark.slow
@@ -178,7 +179,7 @@ def test_one_users_flood_of_slow_calls_leaves_another_user_a_thread(tmp_path: Pa
                 assert held_meanwhile == 2 and search.served == 0  # bob was answered while alice's calls were held
             return flood, bobs
 
-        flood, bobs = anyio.run(scenario)
+        flood, bobs = run_async(scenario)
         assert bobs.is_error is False and structured(bobs)["hits"] == []
         assert len(flood) == 8 and all(result.is_error is False for result in flood)
         assert search.most_held == 2 and search.served == 8
@@ -206,6 +207,6 @@ def test_a_users_queue_of_calls_is_bounded_the_excess_is_busy_at_once(tmp_path: 
             assert all(structured(result)["error"]["code"] == "BUSY" for result in early)
             return answers
 
-        answers = anyio.run(scenario)
+        answers = run_async(scenario)
         assert sorted(result.is_error for result in answers) == [False] * 8 + [True] * 4
         assert search.served == 8 and search.most_held == 1

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import anyio
 import httpx2
 import pytest
 import requests
 
 from judge.service import Judge
+from tests.async_support import run_async
 from tests.judge_support import require_judge
 from tests.mcp_support import McpServer, mcp_server, session, structured
 from tools.catalog import build_registry
@@ -35,7 +35,7 @@ def test_tools_list_is_derived_from_each_tools_models_and_hints(server: McpServe
         async with session(server.url, server.alice) as client:
             return client.initialize_result, await client.list_tools()  # type: ignore[attr-defined]
 
-    initialized, listed = anyio.run(scenario)
+    initialized, listed = run_async(scenario)
     assert initialized.server_info.name == "orchestrator"
     served = [tool for tool in build_registry() if tool.annotations is not None]
     assert [tool.name for tool in listed.tools] == [tool.name for tool in served]
@@ -90,7 +90,7 @@ def test_each_tool_family_answers_structured_content(server: McpServer) -> None:
                 results[key] = await client.call_tool(name, arguments)
             return results
 
-    results = anyio.run(scenario)
+    results = run_async(scenario)
     for key, result in results.items():
         if key == "submit_unknown":
             continue
@@ -129,7 +129,7 @@ def test_one_users_memories_files_and_comments_are_invisible_to_another(server: 
                 "grep": await bob.call_tool("search_files", {"pattern": "4711"}),
             }
 
-    seen = anyio.run(scenario)
+    seen = run_async(scenario)
     assert structured(seen["search"])["hits"] == []
     assert structured(seen["sql"])["rows"] == [[0]]
     assert seen["read"].is_error is True and structured(seen["read"])["error"]["code"] == "NOT_FOUND"
@@ -143,7 +143,7 @@ def test_a_failed_call_is_an_error_result_with_its_code_and_fields(server: McpSe
         async with session(server.url, server.alice) as client:
             return await client.call_tool("memory_search", {"query": "x", "bogus": 1})
 
-    result = anyio.run(scenario)
+    result = run_async(scenario)
     assert result.is_error is True
     error = structured(result)["error"]
     assert error["code"] == "VALIDATION_FAILED"
@@ -160,8 +160,8 @@ def test_an_unknown_or_unserved_tool_is_a_protocol_error(server: McpServer) -> N
                 return str(error)
             return "no error"
 
-    assert "unknown tool 'no_such_tool'" in anyio.run(scenario, "no_such_tool")
-    assert "unknown tool 'ask_choice'" in anyio.run(scenario, "ask_choice")  # a widget is not served
+    assert "unknown tool 'no_such_tool'" in run_async(scenario, "no_such_tool")
+    assert "unknown tool 'ask_choice'" in run_async(scenario, "ask_choice")  # a widget is not served
 
 
 @pytest.mark.parametrize("header", [None, "Bearer not-a-token", "Basic YWxpY2U6eA=="])
@@ -183,7 +183,7 @@ def test_the_sdk_client_with_a_wrong_token_fails_to_initialize(server: McpServer
             pass
 
     with pytest.raises(BaseException) as raised:
-        anyio.run(scenario)
+        run_async(scenario)
     assert "401" in repr(raised.value) or isinstance(raised.value, httpx2.HTTPStatusError | BaseExceptionGroup)
 
 
@@ -194,13 +194,13 @@ def test_the_rate_budget_is_spent_and_refused_like_post_tools(tmp_path) -> None:
             async with session(server.url, server.alice) as client:
                 return [await client.call_tool("list_files", {}) for _ in range(3)]
 
-        assert [result.is_error for result in anyio.run(scenario)] == [False, False, False]
+        assert [result.is_error for result in run_async(scenario)] == [False, False, False]
 
         async def over() -> Any:
             async with session(server.url, server.alice) as client:
                 return await client.call_tool("memory_search", {"query": "x"})
 
-        refused = anyio.run(over)
+        refused = run_async(over)
         assert refused.is_error is True
         error = structured(refused)["error"]
         assert error["code"] == "rate_limited" and error["details"]["limit"] == "tools"
@@ -215,7 +215,7 @@ def test_the_rate_budget_is_spent_and_refused_like_post_tools(tmp_path) -> None:
             async with session(server.url, server.bob) as client:
                 return await client.call_tool("list_files", {})
 
-        assert anyio.run(bobs).is_error is False
+        assert run_async(bobs).is_error is False
 
 
 def test_openapi_documents_mcp_beside_the_routes(server: McpServer) -> None:
@@ -239,7 +239,7 @@ def test_run_code_runs_in_the_judge(tmp_path) -> None:
             async with session(server.url, server.alice) as client:
                 return await client.call_tool("run_code", {"language": "python", "code": "print(6 * 7)"})
 
-        result = anyio.run(scenario)
+        result = run_async(scenario)
         assert result.is_error is False, result
         output = structured(result)
         assert output["status"] == "ok" and output["stdout"] == "42\n" and output["exit_code"] == 0
@@ -253,7 +253,7 @@ def test_sigterm_after_mcp_calls_stops_the_sdk_and_exits_0(tmp_path) -> None:
             async with session(server.url, server.alice) as client:
                 return await client.call_tool("list_files", {})
 
-        assert anyio.run(scenario).is_error is False
+        assert run_async(scenario).is_error is False
         server.process.terminate()
         assert server.process.wait(timeout=30) == 0
         log = server.log.read_text()

@@ -33,6 +33,7 @@ import requests
 import testing.fake_llm as fake_llm
 from serving.nginx_conf import worker_connections, worker_open_files
 from testing.fake_llm import FakeLLMServer, StreamReply
+from tests.async_support import run_async
 from tests.live_client import READ_S, new_session, shown_text, streamed_chat
 from tests.multiprocess_support import ServerProcess, server_env, start_server
 from tests.nginx_support import Nginx, free_port, nginx_required, running_nginx
@@ -219,7 +220,7 @@ def test_5000_streams_through_nginx_leave_room_for_new_sessions_turns_and_other_
             writer.close()
         return held, during, answers
 
-    held, during, answers = asyncio.run(hold_and_ask())
+    held, during, answers = run_async(hold_and_ask)
 
     assert held.failures == [], f"{len(held.failures)} streams failed: {sorted(set(held.failures))[:5]}"
     assert len(held.writers) == STREAMS
