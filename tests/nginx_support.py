@@ -32,8 +32,9 @@ import pytest
 import requests
 
 from serving.nginx_conf import DEFAULT_MAX_CONNECTIONS, main_conf, site_conf
+from tests.process_support import worker_share
 
-PORTS = range(47500, 48000)  # this suite's loopback ports (other suites use other ranges)
+PORTS = worker_share(range(47500, 48000))  # this suite's loopback ports (a worker's own slice under xdist)
 STOP_S = 10.0
 BIND_TRIES = 3
 LOST_BIND = "Address already in use"  # nginx's words (in its error log) when its port was taken

@@ -37,8 +37,9 @@ import pytest
 from storage.connection import Store
 from storage.db import Database
 from storage.pg import PgDatabase
+from tests.process_support import worker_share
 
-PORT_RANGE = range(48000, 48500)
+PORT_RANGE = worker_share(range(48000, 48500))  # a worker's own slice under xdist
 START_TIMEOUT_S = 30
 SUPERUSER = "postgres"
 

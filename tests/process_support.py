@@ -36,6 +36,22 @@ def run_app(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
+def worker_share(ports: range) -> range:
+    """This pytest-xdist worker's slice of one of the suite's port ranges (all of it without xdist).
+
+    Some tests stop a session's server (Redis, PostgreSQL) and start it again on its own port;
+    with several workers (scripts/test.sh) another worker could take that port in between, and
+    the restarted fixture would then talk to the other worker's server. Disjoint slices rule
+    that out; `free_port` (the kernel's ephemeral ports) needs none."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if not worker.startswith("gw") or count <= 1:
+        return ports
+    size = len(ports) // count
+    index = int(worker.removeprefix("gw"))
+    return ports[index * size : (index + 1) * size]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -27,9 +27,9 @@ from live import Live
 from live.backends import build_live
 from live.redis_bus import RedisEventLog
 from live.redis_conn import RedisLink
-from tests.process_support import stop_process
+from tests.process_support import stop_process, worker_share
 
-PORTS = range(47000, 47500)
+PORTS = worker_share(range(47000, 47500))  # this suite's range; a worker's own slice under xdist
 START_TIMEOUT_S = 20
 PREFIX = "test:"
 
@@ -93,6 +93,9 @@ class RedisServer:
             while True:
                 try:
                     client.ping()
+                    answering = client.info("server")["process_id"]
+                    if answering != self.process.pid:  # ours failed to bind: never share another's
+                        raise RuntimeError(f"port {self.port} is taken by redis-server pid {answering}")
                     return
                 except redis.RedisError:
                     if self.process.poll() is not None or time.monotonic() > deadline:

@@ -35,9 +35,9 @@ import pytest
 
 from judge.engine import EngineAddress, EngineUnavailable, connect
 from testing.hostile import process_tree
-from tests.process_support import wait_gone
+from tests.process_support import wait_gone, worker_share
 
-PORTS = range(49000, 50000)  # this suite's share of loopback ports
+PORTS = worker_share(range(49000, 50000))  # this suite's share of loopback ports (a worker's own slice under xdist)
 _START_S = 60.0
 _STOP_S = 30.0
 
