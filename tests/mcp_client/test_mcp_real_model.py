@@ -78,9 +78,9 @@ def fixed_repository() -> Iterator[Path]:
 
     The prompt must be the same bytes on every run for greedy decoding to repeat. With a random
     `mkdtemp` name and the path in mid-sentence ("Use /git_status PATH to show me …"), SmolLM2
-    copied the rest of the sentence into the command in 1 run of 8 (names such as `repo4dbu7i8_`),
-    and with some fixed names on every run; with the path ending the message it stopped after
-    the path for each of five names tried."""
+    copied the rest of the sentence into the command for some names (`repo4dbu7i8_`), and the
+    tool took those words as its path; with the path ending the message it stops after the path
+    (the probe is in bench/README.md, "The test suite's length")."""
     root = Path(tempfile.gettempdir())
     with (root / "mcp-git-test.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another test session on this machine waits its turn
