@@ -69,7 +69,7 @@ export async function answerWidget(widget, value, inputMethod) {
       const asked = turn.showStored(stored);
       if (!asked) $("composer-input").focus();
     } else if (outcome.event === "gone") {
-      await showMessages(turn.sessionId);
+      await showMessages(turn.sessionId, { redraw: true });
     } else {
       // The answer was saved; only the model's next pass failed.
       widget.answered(value);

@@ -18,9 +18,11 @@ const PAGE_SIZE = 50;
 // this page follows already, or (after a reload, or a turn started elsewhere) the session's
 // `active_turn`, which is then followed from its first event. Other modules call it through
 // show_messages.js.
-function showMessages(id) {
+function showMessages(id, { redraw = false } = {}) {
   const token = (state.page += 1);
-  messageList().replaceChildren();
+  // Another chat: its messages go at once. The chat on screen drawn again (after a version
+  // turn, a replay gap): what is shown stays until the server's copy replaces it, never blank.
+  if (!redraw || state.sessionId !== id) messageList().replaceChildren();
   resetWidgets();
   updateComposer();
   loading(true);

@@ -11,8 +11,9 @@ export function setShowMessages(fn) {
   show = fn;
 }
 
-// Returns the load (a promise that never rejects: it says its own failures).
-export function showMessages(id) {
+// Returns the load (a promise that never rejects: it says its own failures). `redraw: true`
+// when the chat on screen is drawn again: it stays visible until its fresh copy arrives.
+export function showMessages(id, options = {}) {
   if (!show) throw new Error("showMessages was called before initHistory()");
-  return show(id);
+  return show(id, options);
 }

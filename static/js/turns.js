@@ -26,7 +26,7 @@ export const host = {
   },
   // replay.gap: some events were lost, so the messages come from the server again.
   reload(turn) {
-    if (onScreen(turn) && turn.sessionId) showMessages(turn.sessionId);
+    if (onScreen(turn) && turn.sessionId) showMessages(turn.sessionId, { redraw: true });
   },
   changed() {
     updateComposer();
@@ -82,7 +82,7 @@ export async function settleChatTurn(turn, outcome, sent) {
       if (!onScreen(turn)) {
         // nothing to draw: the messages come from the server when the chat is opened
       } else if (!Array.isArray(data.messages)) {
-        await showMessages(turn.sessionId);
+        await showMessages(turn.sessionId, { redraw: true });
       } else {
         turn.showStored(data.messages);
         if (stopped && !data.messages.some((message) => message.role === "assistant")) {
@@ -94,7 +94,7 @@ export async function settleChatTurn(turn, outcome, sent) {
     }
     case "gone": // the server no longer knows the turn: it is over, the messages say how
       turn.end("done");
-      if (shown) await showMessages(turn.sessionId);
+      if (shown) await showMessages(turn.sessionId, { redraw: true });
       break;
     case "refused":
       refused(turn, outcome.error, sent);

@@ -11,7 +11,7 @@ import { api } from "/static/js/api.js";
 import { flash, messageList, messageNode, scrollToEnd, setMessageDecorator, updateEmptyHint } from "/static/js/messages.js";
 import { el } from "/static/js/render.js";
 import { showMessages } from "/static/js/show_messages.js";
-import { idle, state } from "/static/js/state.js";
+import { idle, loading, state } from "/static/js/state.js";
 import { runTurn, settleChatTurn, startTurn } from "/static/js/turns.js";
 
 // A message's buttons: Edit (user), Regenerate (answer), the version switcher (any).
@@ -62,7 +62,7 @@ async function showVersion(id, direction) {
     return;
   }
   if (state.sessionId !== sessionId) return;
-  await showMessages(sessionId);
+  await showMessages(sessionId, { redraw: true });
   const node = messageList().querySelector(`.message[data-id="${id}"]`);
   if (!node) return;
   const button = node.querySelector(direction === "prev" ? ".version-prev" : ".version-next");
@@ -88,8 +88,14 @@ async function versionTurn(userNode, userMessageId, post) {
     text: "", files: [], firstTurn: false,
     resend: (again) => regenerate(again.userMessageId || userMessageId),
   };
-  await settleChatTurn(turn, outcome, sent);
-  if (outcome && outcome.event === "done" && state.sessionId === sessionId) await showMessages(sessionId);
+  const redraw = Boolean(outcome && outcome.event === "done");
+  if (redraw) loading(true); // busy from the turn's end until its branch is drawn again
+  try {
+    await settleChatTurn(turn, outcome, sent);
+    if (redraw && state.sessionId === sessionId) await showMessages(sessionId, { redraw: true });
+  } finally {
+    if (redraw) loading(false);
+  }
 }
 
 // A new answer to the user message of `messageId` (an answer's id, or the user message's).

@@ -5,7 +5,6 @@ hidden when off and working when on."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 import requests
 
 from testing.fake_llm import FakeLLMServer
+from testing.waiting import wait_until
 from tests.ui_support import TIMEOUT_MS, click_topbar, log_in, require_chromium, serve, shot
 
 SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
@@ -31,6 +31,16 @@ def focused_id(page: Any) -> str:
     return str(page.evaluate("document.activeElement && document.activeElement.id"))
 
 
+def wait_for_focus(page: Any, *ids: str) -> None:
+    """Until the focus is on one of `ids`: a closed dialog gives the focus back with its `close`
+    event, a moment after it is hidden (polled here: the page's CSP refuses wait_for_function)."""
+    wait_until(
+        lambda: focused_id(page) in ids,
+        f"the focus never reached {ids}",
+        TIMEOUT_MS / 1000,
+    )
+
+
 def open_sign_in(page: Any, server: dict[str, str], size: str) -> None:
     page.set_viewport_size(SIZES[size])
     page.set_default_timeout(TIMEOUT_MS)
@@ -44,10 +54,7 @@ def open_from_menu(page: Any, which: str, size: str) -> str:
     if size == "phone":
         page.click("#sessions-toggle")
         drawer_left = "document.getElementById('sessions-panel').getBoundingClientRect().left"
-        deadline = time.monotonic() + TIMEOUT_MS / 1000
-        while page.evaluate(drawer_left) < 0:  # polled here: the page's CSP refuses wait_for_function
-            assert time.monotonic() < deadline, "the drawer never slid in"
-            time.sleep(0.02)
+        wait_until(lambda: page.evaluate(drawer_left) >= 0, "the drawer never slid in", TIMEOUT_MS / 1000)
         shot(page, f"accounts-drawer-{which}-phone")
         page.click(f"#drawer-{which}-button")
         return f"drawer-{which}-button sessions-toggle"
@@ -72,7 +79,8 @@ def test_sign_in_with_a_password_then_keep_tokens_for_curl_and_v1(
 
     open_sign_in(page, server, size)
     assert page.is_hidden("#signup-open")  # sign-up is off on this server
-    assert page.is_hidden("#login-token") and focused_id(page) == "login-name"
+    assert page.is_hidden("#login-token")
+    wait_for_focus(page, "login-name")
     shot(page, f"accounts-signin-{size}")
     sign_in(page, name, "wrong password")
     page.wait_for_selector("#login-error:has-text('Wrong name or password')")
@@ -119,7 +127,7 @@ def test_sign_in_with_a_password_then_keep_tokens_for_curl_and_v1(
     page.wait_for_selector("#password-status:has-text('Password changed')")
     page.keyboard.press("Escape")
     dialog.wait_for(state="hidden")
-    assert focused_id(page) in back_to.split()  # the dialog gave the focus back
+    wait_for_focus(page, *back_to.split())  # the dialog gave the focus back
 
     click_topbar(page, "#logout-button")
     page.wait_for_selector("#login-view:not([hidden])")
@@ -136,7 +144,7 @@ def test_the_admin_creates_disables_and_resets_a_user_and_their_tokens(
     page.set_viewport_size(SIZES[size])
     back_to = open_from_menu(page, "admin", size)
     page.locator("#admin-dialog").wait_for(state="visible")
-    assert focused_id(page) == "admin-new-name"
+    wait_for_focus(page, "admin-new-name")
     name = f"quinn-{size}"
     page.fill("#admin-new-name", name)
     page.fill("#admin-new-password", "quinn's password")
@@ -184,7 +192,7 @@ def test_the_admin_creates_disables_and_resets_a_user_and_their_tokens(
     assert requests.get(server["base"] + "/v1/models", headers=bearer(second_token), timeout=30).status_code == 401
     page.keyboard.press("Escape")
     page.locator("#admin-dialog").wait_for(state="hidden")
-    assert focused_id(page) in back_to.split()
+    wait_for_focus(page, *back_to.split())
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +207,7 @@ def test_sign_up_when_the_operator_turns_it_on(signup_server: dict[str, str], pa
     open_sign_in(page, signup_server, size)
     page.click("#signup-open")
     page.wait_for_selector("#login-title:has-text('Create an account')")
-    assert focused_id(page) == "login-name"
+    wait_for_focus(page, "login-name")
     shot(page, f"accounts-signup-{size}")
     sign_in(page, f"newcomer-{size}", "short")  # the browser's own check: at least 8 characters
     assert page.is_visible("#login-view")
