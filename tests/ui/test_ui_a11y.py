@@ -16,10 +16,7 @@ from testing.fake_llm import FakeLLMServer
 from tests.a11y_support import VIEWPORTS, add_axe, assert_accessible
 from tests.ui_support import DRAWER_TWINS, TIMEOUT_MS, click_topbar, send, shot
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 RICH_ANSWER = """## A worked answer
 

@@ -16,10 +16,7 @@ import requests
 from testing.fake_llm import FakeLLMServer
 from tests.ui_support import XSS_MARKER, send, shot
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 BODY = f'<img src=x onerror="{XSS_MARKER}=1"> & <b>bold</b>\nsecond line'
 

@@ -23,7 +23,6 @@ from tests.ui_support import TIMEOUT_MS, seen_before_reply, send, shot
 pytestmark = [
     pytest.mark.browser,
     # pytest-playwright 0.10's own `base_url` fixture trips a pytest 9 deprecation notice
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
 ]
 
 

@@ -20,10 +20,7 @@ from playwright.sync_api import expect
 from testing.fake_llm import FakeLLMServer
 from tests.ui_support import SCREENSHOTS, TIMEOUT_MS, rest, send, server_dir
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 PHONE = {"width": 390, "height": 844}
 

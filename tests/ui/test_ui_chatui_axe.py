@@ -13,10 +13,7 @@ import pytest
 from testing.fake_llm import FakeLLMServer
 from tests.ui_support import require_axe, rest, send
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 AXE = Path(__file__).resolve().parents[2] / "web" / "node_modules" / "axe-core" / "axe.min.js"
 

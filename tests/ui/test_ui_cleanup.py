@@ -19,10 +19,7 @@ import pytest
 from testing.fake_llm import FakeLLMServer, tiny_png
 from tests.ui_support import click_topbar, send, shot
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 
 @pytest.fixture

@@ -11,10 +11,7 @@ import pytest
 from testing.fake_llm import FakeLLMServer, StreamReply
 from tests.ui_support import SCREENSHOTS, rest, send
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 GAP_PX = "(b => b.scrollHeight - b.scrollTop - b.clientHeight)(document.getElementById('messages'))"
 LONG = "A long earlier answer line.\n\n" * 12

@@ -17,10 +17,7 @@ from testing.fake_llm import FakeLLMServer, StreamReply
 from tests.a11y_support import VIEWPORTS, focus_ring
 from tests.ui_support import TIMEOUT_MS, shot
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 MAX_TABS = 80
 CHOICE = "/ask_choice level How much Python have you written?\n- none\n- some\n- a lot"

@@ -18,10 +18,7 @@ import pytest
 from testing.fake_llm import FakeLLMServer, StreamReply
 from tests.ui_support import open_session_id, rest, send, shot, wait_turn_over, wait_turn_running
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 LIVE = ".live-answer .bubble"
 STORED = ".role-assistant .bubble"

@@ -13,10 +13,7 @@ from playwright.sync_api import expect
 
 from tests.ui_support import ROOT, require_axe, rest, shot, topbar_button
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 AXE = next(
     (

@@ -17,10 +17,7 @@ from playwright.sync_api import expect
 from testing.fake_llm import FakeLLMServer
 from tests.ui_support import log_in, require_chromium, serve, shot
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 
 class Model:

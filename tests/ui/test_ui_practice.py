@@ -24,10 +24,7 @@ from testing.fake_llm import FakeLLMServer, StreamReply
 from tests.api.test_judge_api import STARTER, SUM_SOLUTION, draft
 from tests.ui_support import TIMEOUT_MS, rest, shot
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 SAMPLE_MARKS = {
     "python": 'print(f"Hello, {name}!")',

@@ -18,10 +18,7 @@ from judge.preparing import marker_path
 from testing.fake_llm import FakeLLMServer
 from tests.ui_support import log_in, require_chromium, serve, shot
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 
 @pytest.fixture(scope="module")

@@ -27,10 +27,7 @@ from tests.ui_support import (
     wait_turn_over,
 )
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 LIGHT_BG = "rgb(246, 247, 249)"  # app.css --bg
 DARK_BG = "rgb(20, 23, 28)"  # theme.css --bg

@@ -22,10 +22,7 @@ import pytest
 from testing.fake_llm import FakeLLMServer, StreamReply
 from tests.ui_support import TIMEOUT_MS, send
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 PARAGRAPH = "A **mean** adds the values and divides by their count; see [notes](https://example.org/n) and `median`."
 CODE = "```python\ndef mean(values):\n    return sum(values) / len(values)\n```"

@@ -16,10 +16,7 @@ import pytest
 from tests.task_support import PROJECT, SQL_ANSWER
 from tests.ui_support import import_tasks, rest, shot
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,7 @@ from playwright.sync_api import expect
 
 from tests.ui_support import import_tasks, rest, shot
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 COMMAND = re.compile(
     r"(?<![\w/])/(start_task|submit|get_ready|show_task|go_back|request_help|add_comment|get_context)\b"

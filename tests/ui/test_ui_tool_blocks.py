@@ -16,10 +16,7 @@ import pytest
 from testing.fake_llm import FakeLLMServer
 from tests.ui_support import XSS_MARKER, open_session_id, require_chromium, rest, send, serve, shot
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,7 @@ import requests
 from testing.fake_llm import FakeLLMServer
 from tests.ui_support import send, shot
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.filterwarnings("ignore::pytest.PytestRemovedIn10Warning"),
-]
+pytestmark = [pytest.mark.browser]
 
 CHOICE = "/ask_choice experience How much Python have you written?\n- none\n- some\n- a lot"
 
