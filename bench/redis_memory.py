@@ -27,7 +27,7 @@ from live.redis_conn import DEFAULT_PREFIX
 from testing.fake_llm import FakeLLMServer, StreamReply
 from tests.multiprocess_support import server_env, start_server
 from tests.process_support import free_port, stop_process
-from tests.redis_support import RedisServer, free_port_in_range
+from tests.redis_support import PORTS, RedisServer
 
 PIECE = "word " * 4  # 20 characters, about 5 tokens
 
@@ -76,7 +76,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         folder = Path(directory)
-        server = RedisServer(free_port_in_range(), folder)
+        server = RedisServer(free_port(PORTS), folder)
         server.start()
         try:
             print("| answer | sessions x turns | bytes per finished turn | stream entries per turn |")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -25,17 +24,12 @@ from typing import Any
 import requests
 
 from config.settings import Settings
+from testing.ports import free_port as free_port  # the one allocator, re-exported
 
 ROOT = Path(__file__).resolve().parent.parent
 _SETTING_NAMES = {name.upper() for name in Settings.model_fields}
 _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def server_env(tmp: Path, port: int, extra: Mapping[str, str]) -> dict[str, str]:

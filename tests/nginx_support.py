@@ -20,7 +20,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -32,9 +31,10 @@ import pytest
 import requests
 
 from serving.nginx_conf import DEFAULT_MAX_CONNECTIONS, main_conf, site_conf
-from tests.process_support import worker_share
+from testing.ports import NGINX
+from testing.ports import free_port as ports_free_port
 
-PORTS = worker_share(range(47500, 48000))  # this suite's loopback ports (a worker's own slice under xdist)
+PORTS = NGINX  # testing/ports.py: below the ephemeral ports, a slice per xdist worker
 STOP_S = 10.0
 BIND_TRIES = 3
 LOST_BIND = "Address already in use"  # nginx's words (in its error log) when its port was taken
@@ -62,18 +62,8 @@ def require_nginx() -> str:
 
 
 def free_port(ports: range = PORTS) -> int:
-    """A port of `ports` that nothing listens on now, starting from a pid-dependent offset so
-    that two test runs at once rarely try the same ones."""
-    start = os.getpid() % len(ports)
-    for step in range(len(ports)):
-        port = ports[(start + step) % len(ports)]
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")
+    """A port of nginx's range that nothing listens on now."""
+    return ports_free_port(ports)
 
 
 def private_conf(directory: Path, site: str, capacity: str | None = None) -> str:

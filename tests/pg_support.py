@@ -2,7 +2,7 @@
 
 Loaded as a pytest plugin (`pytest_plugins` in tests/conftest.py). `pg_cluster` is
 session-scoped: one `initdb` in a temp dir (about a second), one server on 127.0.0.1 at a free
-port of 48000-48499, its socket in the temp dir, `fsync=off` (the data dies with the session
+port of 31000-31499 (testing/ports.py), its socket in the temp dir, `fsync=off` (the data dies with the session
 anyway), stopped at the end of the session. The binaries come from Debian's postgresql package
 (scripts/services/postgres.sh installs it). initdb refuses to run as root, so as root the cluster
 runs as the `postgres` OS user and its directory is owned by it.
@@ -19,10 +19,8 @@ from __future__ import annotations
 import itertools
 import os
 import pwd
-import random
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -37,9 +35,9 @@ import pytest
 from storage.connection import Store
 from storage.db import Database
 from storage.pg import PgDatabase
-from tests.process_support import worker_share
+from testing.ports import POSTGRES, candidates, is_free
 
-PORT_RANGE = worker_share(range(48000, 48500))  # a worker's own slice under xdist
+PORT_RANGE = POSTGRES  # testing/ports.py: below the ephemeral ports, a slice per xdist worker
 START_TIMEOUT_S = 30
 SUPERUSER = "postgres"
 
@@ -66,21 +64,6 @@ def bin_dir() -> Path | None:
         return Path(found[-1]).parent
     initdb = shutil.which("initdb")
     return Path(initdb).resolve().parent if initdb else None
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _candidate_ports() -> list[int]:
-    ports = list(PORT_RANGE)
-    random.shuffle(ports)  # two sessions at once rarely try the same port first
-    return ports
 
 
 @dataclass
@@ -211,8 +194,8 @@ def start_cluster() -> PgCluster:
         " -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
     )
     log = root / "server.log"
-    for port in _candidate_ports()[:20]:
-        if not _port_free(port):
+    for port in candidates(PORT_RANGE)[:20]:
+        if not is_free(port):
             continue
         started = subprocess.run(
             [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from config.settings import Settings
+from testing.ports import free_port as free_port  # the one allocator (testing/ports.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTING_NAMES = {name.upper() for name in Settings.model_fields}
@@ -34,28 +34,6 @@ def run_app(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
     return subprocess.run(
         [sys.executable, "app.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )
-
-
-def worker_share(ports: range) -> range:
-    """This pytest-xdist worker's slice of one of the suite's port ranges (all of it without xdist).
-
-    Some tests stop a session's server (Redis, PostgreSQL) and start it again on its own port;
-    with several workers (scripts/test.sh) another worker could take that port in between, and
-    the restarted fixture would then talk to the other worker's server. Disjoint slices rule
-    that out; `free_port` (the kernel's ephemeral ports) needs none."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
-    if not worker.startswith("gw") or count <= 1:
-        return ports
-    size = len(ports) // count
-    index = int(worker.removeprefix("gw"))
-    return ports[index * size : (index + 1) * size]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def stop_process(process: subprocess.Popen[Any], log: IO[Any] | None = None, timeout_s: float = 10) -> None:

@@ -1,7 +1,7 @@
 """A private, real redis-server for the REDIS_URL tests (scripts/services/redis.sh installs it).
 
 `redis_server` (session scope) starts `redis-server` on loopback on a free port of this
-suite's range (47000-47499), without persistence, in a temporary directory, and stops it at
+suite's range (30000-30499, testing/ports.py), without persistence, in a temporary directory, and stops it at
 the end. `redis_url` (per test) empties it first (FLUSHALL), so every test starts from an
 empty Redis. Without the binary the tests skip, or fail under `CI=true` or
 `REDIS_REQUIRED=1`. `RedisServer.restart()` stops and starts the same server on the same
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -27,9 +26,10 @@ from live import Live
 from live.backends import build_live
 from live.redis_bus import RedisEventLog
 from live.redis_conn import RedisLink
-from tests.process_support import stop_process, worker_share
+from testing.ports import REDIS, free_port
+from tests.process_support import stop_process
 
-PORTS = worker_share(range(47000, 47500))  # this suite's range; a worker's own slice under xdist
+PORTS = REDIS  # testing/ports.py: below the ephemeral ports, a slice per xdist worker
 START_TIMEOUT_S = 20
 PREFIX = "test:"
 
@@ -37,22 +37,6 @@ PREFIX = "test:"
 def redis_required() -> bool:
     ci = os.environ.get("CI", "")
     return (ci != "" and ci.lower() not in ("0", "false")) or os.environ.get("REDIS_REQUIRED") == "1"
-
-
-def free_port_in_range(ports: range = PORTS, taken: tuple[int, ...] = ()) -> int:
-    """A port of `ports` nobody listens on now (bound and released to check)."""
-    start = (os.getpid() * 7) % len(ports)  # two runs at once rarely start on the same port
-    for offset in range(len(ports)):
-        port = ports[(start + offset) % len(ports)]
-        if port in taken:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {ports}")
 
 
 @dataclass
@@ -143,7 +127,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
         if redis_required():
             pytest.fail(message)
         pytest.skip(message)
-    server = RedisServer(free_port_in_range(), tmp_path_factory.mktemp("redis"))
+    server = RedisServer(free_port(PORTS), tmp_path_factory.mktemp("redis"))
     server.start()
     try:
         yield server

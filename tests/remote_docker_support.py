@@ -35,9 +35,11 @@ import pytest
 
 from judge.engine import EngineAddress, EngineUnavailable, connect
 from testing.hostile import process_tree
-from tests.process_support import wait_gone, worker_share
+from testing.ports import DOCKER
+from testing.ports import free_port as ports_free_port
+from tests.process_support import wait_gone
 
-PORTS = worker_share(range(49000, 50000))  # this suite's share of loopback ports (a worker's own slice under xdist)
+PORTS = DOCKER  # testing/ports.py: below the ephemeral ports, a slice per xdist worker
 _START_S = 60.0
 _STOP_S = 30.0
 
@@ -65,15 +67,8 @@ def missing_tools() -> list[str]:
 
 
 def free_port(ports: range = PORTS) -> int:
-    """A loopback port of `ports` nobody listens on now."""
-    for port in ports:
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")
+    """A port of the second engine's range that nothing listens on now."""
+    return ports_free_port(ports)
 
 
 @dataclass(frozen=True)

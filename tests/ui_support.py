@@ -7,7 +7,6 @@ gets its own server (module-scoped fixtures) without importing fixtures by name.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import requests
 from config.settings import Settings
 from judge.sandbox import PID_LABEL
 from testing.fake_llm import FakeLLMServer
+from testing.ports import free_port as free_port  # the one allocator, re-exported
 from tests.process_support import stop_process, wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,12 +54,6 @@ def require_axe(message: str) -> None:
     if os.environ.get("CI") or os.environ.get("BROWSER_REQUIRED") == "1":
         pytest.fail(message)
     pytest.skip(message)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

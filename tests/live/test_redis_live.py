@@ -29,11 +29,12 @@ from live.limits import RateLimiter
 from live.redis_bus import RedisEventLog
 from live.redis_turns import RemoteTurn
 from live.turns import TurnDone, TurnInProgress, TurnLease
+from testing.ports import free_port
 from testing.waiting import HUNG_S, wait_until
 from tests.async_support import run_async
 from tests.conftest import new_token
 from tests.process_support import clean_env, run_app
-from tests.redis_support import PREFIX, RedisServer, free_port_in_range, redis_live, redis_log
+from tests.redis_support import PORTS, PREFIX, RedisServer, redis_live, redis_log
 
 
 @pytest.fixture
@@ -441,7 +442,7 @@ def test_rate_limits_are_shared_through_redis(redis_url):
 
 
 def test_a_server_whose_redis_does_not_answer_stops_with_one_line(tmp_path, base_settings):
-    dead = free_port_in_range()  # nobody listens there
+    dead = free_port(PORTS)  # nobody listens there
     result = run_app(clean_env(tmp_path, base_settings, REDIS_URL=f"redis://127.0.0.1:{dead}/0"))
     assert result.returncode == 2
     assert result.stderr.strip().startswith("Error: REDIS_URL does not answer") and "Traceback" not in result.stderr
