@@ -59,16 +59,17 @@ from judge.preparing import build_running
 from judge.reaper import reap
 from judge.service import Judge
 from live.backends import build_live
+from live.desk import TurnDesk, TurnLimits
 from live.limits import RateLimiter
-from live.runner import TurnRunner
 from mcp_client.hub import build_hub
 from observe.telemetry import Telemetry
-from observe.tracing import build_telemetry
+from observe.tracing import TracingConfig, build_telemetry
 from pipeline.prompt import PromptBook, load_persona
-from pipeline.turn import TurnServices
-from providers import FallbackChain, ProviderProbe, build_chain
+from pipeline.results import TurnServices
+from providers import FallbackChain, ProviderProbe, breaker_policy, build_chain, llm_config, vision_config
 from storage.connection import Store
 from storage.messages import Message
+from storage.open import open_configured_store
 from storage.passwords import Passwords
 from storage.uploads import StoredImage, load_data_url
 from storage.users import create_first_admin
@@ -80,17 +81,30 @@ MAX_ADMIN_NAME_TRIES = 100
 
 def build_chains(settings: Settings, telemetry: Telemetry | None = None) -> tuple[FallbackChain, FallbackChain]:
     """The text chain and the vision chain (the same object unless VISION_* differ)."""
+    chat = llm_config(settings)
     chat_chain = build_chain(
-        settings.llm_config(),
+        chat,
         settings.llm_fallbacks,
         api_keys=settings.fallback_api_keys,
-        breaker=settings.breaker_policy(),
+        breaker=breaker_policy(settings),
         telemetry=telemetry,
     )
-    vision_config = settings.vision_config()
-    if vision_config == settings.llm_config():
+    vision = vision_config(settings)
+    if vision == chat:
         return chat_chain, chat_chain
-    return chat_chain, build_chain(vision_config, breaker=settings.breaker_policy(), telemetry=telemetry)
+    return chat_chain, build_chain(vision, breaker=breaker_policy(settings), telemetry=telemetry)
+
+
+def tracing_config(settings: Settings) -> TracingConfig:
+    """What observe/tracing.py needs of the settings (the standard `OTEL_*` variables)."""
+    return TracingConfig(
+        endpoint=settings.otel_exporter_otlp_endpoint,
+        traces_endpoint=settings.otel_exporter_otlp_traces_endpoint,
+        headers=settings.otel_exporter_otlp_headers,
+        timeout_s=settings.otel_exporter_otlp_timeout / 1000,
+        service_name=settings.otel_service_name,
+        capture_content=settings.otel_instrumentation_genai_capture_message_content,
+    )
 
 
 def image_loader(data_dir: str) -> Callable[[Message], tuple[str, ...]]:
@@ -180,7 +194,7 @@ def create_app(settings: Settings | None = None, telemetry: Telemetry | None = N
     bodies.install(app)  # every body read within size, depth and Unicode limits (api/bodies.py)
     assert isinstance(app.json, DefaultJSONProvider)  # bodies.install set the bounded one
     app.json.sort_keys = False
-    install_services(app, build_services(settings, telemetry or build_telemetry(settings.tracing_config())))
+    install_services(app, build_services(settings, telemetry or build_telemetry(tracing_config(settings))))
     observe.init_app(app)  # each request a span under the caller's traceparent, when tracing is on
     init_database(app)
     register_error_handlers(app)
@@ -230,10 +244,16 @@ def watch(
         watched.gates["judge"] = lambda: judge.runs
 
 
+def turn_limits(settings: Settings) -> TurnLimits:
+    """`TURN_WORKERS`, each user's share of them (`TURN_SHARE`), and `MAX_TURN_S`."""
+    share = settings.turn_share or max(1, settings.turn_workers // 4)
+    return TurnLimits(workers=settings.turn_workers, share=share, max_turn_s=settings.max_turn_s)
+
+
 def build_services(settings: Settings, telemetry: Telemetry) -> Services:
     """Every service of one app, built once: the database (migrated, with an admin), the
     providers, the judge, the worker pool, the event bus and the turn machinery."""
-    database = settings.open_store()
+    database = open_configured_store(settings)
     database.migrate()
     ensure_admin(database, settings.auth_token_file)
     registry = build_registry(database.dialect)
@@ -274,8 +294,8 @@ def build_services(settings: Settings, telemetry: Telemetry) -> Services:
         bounded=bounded_pool,
         provider_probe=ProviderProbe(chat_chain),
         live=live,
-        turn_runner=TurnRunner(
-            database, live, workers=settings.turn_workers, failure_event=turn_answers.error_event, telemetry=telemetry
+        desk=TurnDesk(
+            database, live, turn_limits(settings), failure_event=turn_answers.error_event, telemetry=telemetry
         ),
         rate_limiter=RateLimiter(settings.rate_limits, settings.redis_url or "memory://"),
         stream_slots=live.seats,

@@ -27,6 +27,7 @@ from typing import Any
 
 import requests
 
+from config.settings import ConfigError, Settings
 from foundation.cancellation import CancelToken
 from llm.base import (
     ChatMessage,
@@ -68,14 +69,69 @@ __all__ = [
     "ProviderProbe",
     "ScriptedProvider",
     "StreamSink",
+    "breaker_policy",
     "build_chain",
     "build_provider",
+    "check_provider_name",
     "entry_id",
+    "llm_config",
     "load_script",
     "parse_fallbacks",
     "provider_registry",
     "quoted_result",
+    "vision_config",
 ]
+
+
+def check_provider_name(setting: str, name: str | None) -> None:
+    """A provider name a setting gives must be the registry's; a ConfigError naming the setting."""
+    if name is not None and name.strip().lower() not in provider_registry():
+        known = ", ".join(sorted(provider_registry()))
+        raise ConfigError(f"invalid configuration: {setting}: unknown provider {name!r} (one of {known})")
+
+
+def llm_config(settings: Settings) -> ProviderConfig:
+    """The chat model's provider (`LLM_*`)."""
+    check_provider_name("LLM_PROVIDER", settings.llm_provider)
+    return ProviderConfig(
+        provider=settings.llm_provider,
+        model=settings.llm_model,
+        base_url=settings.llm_base_url,
+        api_key=settings.llm_api_key,
+        timeout_s=settings.llm_timeout_s,
+        idle_timeout_s=settings.llm_idle_timeout_s,
+        max_tokens=settings.llm_max_tokens,
+        scripted_replies=settings.scripted_replies,
+    )
+
+
+def vision_config(settings: Settings) -> ProviderConfig:
+    """The vision provider; every unset `VISION_*` value falls back to its `LLM_*` value."""
+    check_provider_name("VISION_PROVIDER", settings.vision_provider)
+    base = llm_config(settings)
+    if settings.vision_provider is None or settings.vision_provider == settings.llm_provider:
+        return base.model_copy(
+            update={
+                "model": settings.vision_model or base.model,
+                "base_url": settings.vision_base_url or base.base_url,
+                "api_key": settings.vision_api_key or base.api_key,
+            }
+        )
+    return base.model_copy(
+        update={
+            "provider": settings.vision_provider,
+            "model": settings.vision_model,
+            "base_url": settings.vision_base_url,
+            "api_key": settings.vision_api_key,
+        }
+    )
+
+
+def breaker_policy(settings: Settings) -> BreakerPolicy | None:
+    """Each provider's circuit breaker (llm/breaker.py), or None when turned off."""
+    if settings.provider_breaker_failures == 0:
+        return None
+    return BreakerPolicy(failures=settings.provider_breaker_failures, cooldown_s=settings.provider_breaker_cooldown_s)
 
 
 def provider_registry() -> dict[str, type[Provider]]:

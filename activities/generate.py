@@ -17,6 +17,7 @@ from typing import Any
 
 from activities.drafts import DraftRejected, parse_draft, schema_text
 from foundation.cancellation import NEVER, Cancelled, CancelToken
+from foundation.events import EventName
 from judge.files import SubmissionError
 from judge.languages import LANGUAGES
 from judge.models import SqlCase, TestCase
@@ -28,7 +29,7 @@ from storage.problems import Activity, ActivityStatus, add_problem, set_activity
 log = logging.getLogger("activities")
 
 MAX_ATTEMPTS = 3
-Publish = Callable[[str, dict[str, Any]], None]
+Publish = Callable[[EventName, dict[str, Any]], None]
 
 SYSTEM = (
     "You write programming practice problems. Answer with ONE JSON object and nothing else "
@@ -50,7 +51,8 @@ class GenerationJob:
         A cancelled job stops before its next draft and keeps the problems already stored.
         """
         self.publish(
-            "job.started", {"activity_id": activity.id, "count": activity.requested, "language": activity.language}
+            EventName.JOB_STARTED,
+            {"activity_id": activity.id, "count": activity.requested, "language": activity.language},
         )
         stored: list[dict[str, str]] = []
         try:
@@ -76,12 +78,12 @@ class GenerationJob:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             if cancel.cancelled:
                 return None
-            self.publish("problem.started", {"index": index, "attempt": attempt})
+            self.publish(EventName.PROBLEM_STARTED, {"index": index, "attempt": attempt})
             try:
                 title, statement, starter, reference, cases = self._draft(activity, index, taken, feedback, cancel)
                 self._verify(activity.language, starter, reference, cases, cancel, user_id)
             except DraftRejected as rejected:
-                self.publish("problem.rejected", {"index": index, "attempt": attempt, "code": rejected.code})
+                self.publish(EventName.PROBLEM_REJECTED, {"index": index, "attempt": attempt, "code": rejected.code})
                 feedback = f"Your previous draft was rejected: {rejected.message}. Fix it and answer again."
                 continue
             entry = LANGUAGES[activity.language].entry
@@ -99,9 +101,9 @@ class GenerationJob:
                     tests=[case.model_dump() for case in cases],
                     position=index,
                 )
-            self.publish("problem.stored", {"index": index, "problem_id": problem.id, "title": title})
+            self.publish(EventName.PROBLEM_STORED, {"index": index, "problem_id": problem.id, "title": title})
             return {"id": problem.id, "title": title}
-        self.publish("problem.failed", {"index": index, "attempts": MAX_ATTEMPTS})
+        self.publish(EventName.PROBLEM_FAILED, {"index": index, "attempts": MAX_ATTEMPTS})
         return None
 
     def _draft(

@@ -16,12 +16,17 @@ checking first means nobody's failures, not even from the same address (a school
 reverse proxy), can lock a valid token out; a user can only exhaust their own logins.
 
 A password is the opposite: guessable, and costly to check (argon2, `storage/passwords.py`).
-So every password attempt spends the budget first, under the client's address and under the
-name it tries (the per-user bound on guessing one account from many addresses), and only then
-is a hash computed, in the process's few hashing places. A wrong name and a wrong password
-answer the same 401 `invalid_credentials` after the same work (an unknown name is checked
-against a dummy hash). A disabled user is told so (403 `account_disabled`) only after the
-right password or with one of their tokens, never to a guesser.
+So every password attempt spends the budget of its client's address first (the bound on the
+hashes one address can cause), and only then is a hash computed, in one of the process's few
+hashing places; a login that finds none free answers 503 `busy` at once (no web thread waits).
+A failed attempt is counted twice more: under its address and under the name it tried. A name
+with a full window of failures (guessed from many addresses) is refused before any hash, but
+only to addresses that have failed themselves: the account's owner, signing in from an address
+that never failed, is not locked out by someone else's guesses, and each fresh address of a
+guesser costs it one guess. A wrong name and a wrong password answer the same 401
+`invalid_credentials` after the same work (an unknown name is checked against a dummy hash). A
+disabled user is told so (403 `account_disabled`) only after the right password or with one of
+their tokens, never to a guesser.
 """
 
 from __future__ import annotations
@@ -188,12 +193,15 @@ def check_password(name: str, password: str) -> User:
     limiter = services().rate_limiter
     address = request.remote_addr or "unknown"
     refuse_unless(limiter.hit("login", "password", address))
-    refuse_unless(limiter.hit("login", "name", name))
+    if not limiter.untouched("login", "failed-address", address):  # this address guessed wrong before
+        refuse_unless(limiter.allows("login", "failed-name", name))
     conn = get_db()
     record = login_record(conn, name)
     user, stored = record if record is not None else (None, None)
     matched, rehashed = services().passwords.verify(stored, password, key=address)
     if user is None or not matched:
+        limiter.hit("login", "failed-address", address)
+        limiter.hit("login", "failed-name", name)
         raise ApiError(401, "invalid_credentials", "wrong name or password")
     if user.disabled_at is not None:
         raise disabled()

@@ -1,8 +1,13 @@
-"""`POST /chat`: validate the request, claim the session, then hand the turn to the pipeline."""
+"""`POST /chat`: validate the request, claim the session, then hand the turn to the pipeline.
+
+Everything that may still refuse the message after the claim (a Retry of a message that is not
+the chat's last, an image a full or read-only disk will not take) runs inside the claim's block,
+which gives the claim back on any way out (`live/desk.py`)."""
 
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from typing import Any
 
 from flask import Blueprint, request
@@ -17,16 +22,16 @@ from api.declare import JSON, NOT_FOUND, SSE, TURN_FAILED, Reply, budget, operat
 from api.errors import ApiError, not_found
 from api.services import services as app_services
 from api.sessions import session_for
-from api.turns import TurnAnswer, answer_turn, runner, turn_payload
-from foundation.cancellation import CancelToken
-from live.turns import TurnLease
-from pipeline.turn import EventSink, Fork, run_turn
+from api.turns import TurnAnswer, answer_turn, desk, turn_work
+from pipeline.starts import Edit, NewMessage, Retry, TurnStart
 from storage.connection import DbConnection
 from storage.messages import Message, recent_messages, session_message
+from storage.roles import USER
 from storage.uploads import (
     MAX_IMAGE_BYTES,
     MAX_IMAGES_PER_TURN,
     ImageRejected,
+    UploadsUnavailable,
     decode_data_url,
     inspect_image,
     save_image,
@@ -104,32 +109,24 @@ def parse_chat_request() -> tuple[ChatRequest, list[ImageSource]]:
     return chat, sources
 
 
-def retried_message(
-    conn: DbConnection, session_id: str, chat: ChatRequest, blobs: list[ImageSource], lease: TurnLease
-) -> Message | None:
+def retried_message(conn: DbConnection, session_id: str, chat: ChatRequest, blobs: list[ImageSource]) -> Message:
     """The stored message a Retry answers again, so a retried message is stored once.
 
     Only the session's last message qualifies: a user message with the same text whose turn
-    failed (nothing answered it). Checked after the claim, so no turn can add a message
-    in between."""
-    if chat.retry_of is None:
-        return None
+    failed (nothing answered it). Checked under the claim, so no turn can add a message
+    in between; a refusal gives the claim back with the block it is raised in."""
     last = recent_messages(conn, session_id, 1)
-    problem = None
     if blobs:
-        problem = ApiError(400, "invalid_request", "a retry reuses the stored images; send none")
-    elif not last or last[0].id != chat.retry_of or last[0].role != "user":
-        problem = ApiError(
+        raise ApiError(400, "invalid_request", "a retry reuses the stored images; send none")
+    if not last or last[0].id != chat.retry_of or last[0].role != USER:
+        raise ApiError(
             409,
             "not_retryable",
             "retry_of must be this chat's last message, a user message that "
             "got no answer; send the text as a new message instead",
         )
-    elif last[0].content != chat.message:
-        problem = ApiError(400, "invalid_request", "a retry sends the same text as the message it retries")
-    if problem is not None:
-        runner().live.turns.abandon(lease)
-        raise problem
+    if last[0].content != chat.message:
+        raise ApiError(400, "invalid_request", "a retry sends the same text as the message it retries")
     return last[0]
 
 
@@ -140,7 +137,7 @@ def edited_message(conn: DbConnection, session_id: str, chat: ChatRequest) -> Me
     edited = session_message(conn, session_id, chat.edit_of)
     if edited is None:
         raise not_found("message")
-    if edited.role != "user":
+    if edited.role != USER:
         raise ApiError(400, "invalid_request", "edit_of must name a user message; regenerate an answer instead")
     return edited
 
@@ -165,30 +162,38 @@ def chat() -> ResponseReturnValue:
     user = current_user()
     session = session_for(chat_request.session_id, " ".join(chat_request.message.split())[:SESSION_NAME_CHARS])
     edited = edited_message(conn, session.id, chat_request)
-    lease = runner().claim(session.id)  # 409 turn_in_progress before anything is written
-    retried = retried_message(conn, session.id, chat_request, blobs, lease)
-    try:
-        images = [save_image(services.settings.data_dir, user.id, image_bytes(blob)) for blob in blobs]
-    except ImageRejected as error:
-        runner().live.turns.abandon(lease)
-        raise ApiError(400, "invalid_image", str(error)) from error
-    meta = {"images": [image.model_dump() for image in images]} if images else None
-    if edited is not None and not images and edited.meta and edited.meta.get("images"):
+    with desk().claim(session.id, user_id=user.id) as claim:  # 409 turn_in_progress before anything is written
+        start = turn_start(conn, session.id, chat_request, blobs, edited, user.id)
+        return answer_turn(claim, turn_work(services, user.id, session.id, start))
+
+
+def turn_start(
+    conn: DbConnection,
+    session_id: str,
+    chat: ChatRequest,
+    blobs: list[ImageSource],
+    edited: Message | None,
+    user_id: int,
+) -> TurnStart:
+    """How this message starts its turn (under the claim): a retry, an edit or a new message,
+    its images saved (a disk that refuses them fails the request, and the claim is given back)."""
+    if chat.retry_of is not None:
+        return Retry(retried_message(conn, session_id, chat, blobs))
+    meta = saved_images(user_id, blobs)
+    if edited is None:
+        return NewMessage(chat.message, meta)
+    if meta is None and edited.meta and edited.meta.get("images"):
         meta = {"images": edited.meta["images"]}  # an edited text keeps the message's images
+    return Edit(chat.message, edited.parent_id, meta)
 
-    def work(conn: DbConnection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
-        result = run_turn(
-            services,
-            conn,
-            user_id=user.id,
-            session_id=session.id,
-            text=chat_request.message,
-            user_meta=meta,
-            emit=emit,
-            cancel=cancel,
-            retry_of=retried,
-            fork=Fork(edited.parent_id) if edited is not None else None,
-        )
-        return turn_payload(result)
 
-    return answer_turn(lease, work)
+def saved_images(user_id: int, blobs: Sequence[ImageSource]) -> dict[str, Any] | None:
+    """Store a turn's images (checked already): the user message's `meta`, or None without any.
+    A disk that refuses them answers 503 `storage_unavailable` and keeps nothing."""
+    try:
+        images = [save_image(app_services().settings.data_dir, user_id, image_bytes(blob)) for blob in blobs]
+    except ImageRejected as error:
+        raise ApiError(400, "invalid_image", str(error)) from error
+    except UploadsUnavailable as error:
+        raise ApiError(503, "storage_unavailable", f"{error}; nothing was stored, retry later") from error
+    return {"images": [image.model_dump() for image in images]} if images else None

@@ -43,8 +43,9 @@ from api.sessions import new_session, owned_session
 from storage.chat_transfer import ChatTooLong, chat_message_ids, import_rows, messages_in_order
 from storage.db import utc_now
 from storage.messages import Message
+from storage.roles import TOOLS_SUFFIX
 from storage.sessions import ChatSession
-from tools.meta import TOOL_ROLE_SUFFIX, UI_PENDING, ToolMeta
+from tools.meta import UI_PENDING, ToolMeta
 
 bp = Blueprint("export", __name__)
 bp.before_request(require_user)
@@ -138,7 +139,7 @@ def markdown_message(message: Message) -> str:
     if message.role == "assistant":
         return f"## Assistant · {message.created_at}\n\n{message.content}\n"
     meta = message.meta or {}
-    command = meta.get("command_line") or f"/{meta.get('command') or message.role.removesuffix(TOOL_ROLE_SUFFIX)}"
+    command = meta.get("command_line") or f"/{meta.get('command') or message.role.removesuffix(TOOLS_SUFFIX)}"
     status = (
         "" if meta.get("ok") is None else (" (ok)" if meta.get("ok") else f" (failed: {meta.get('code') or 'error'})")
     )

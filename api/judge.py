@@ -23,13 +23,13 @@ from api.declare import NOT_FOUND, Reply, budget, operation
 from api.errors import ApiError, not_found
 from api.services import services as app_services
 from api.sessions import session_for
-from api.turns import runner
+from api.turns import desk
 from foundation.cancellation import CancelToken
 from judge.files import SubmissionError
 from judge.models import Language, RunRequest, SqlCase, TestCase, Verdict
 from judge.preparing import build_running
 from judge.service import Judge
-from pipeline.turn import EventSink
+from pipeline.results import EventSink
 from storage.connection import DbConnection
 from storage.problems import (
     Activity,
@@ -195,8 +195,8 @@ def generate() -> ResponseReturnValue:
     conn, user = get_db(), current_user()
     judge = ready_judge()
     session = session_for(body.session_id, f"Practice: {body.topic}"[:60])
-    lease = runner().claim(session.id, kind="generation")  # the job is the session's turn while it runs
-    try:
+    services = app_services().turns
+    with desk().claim(session.id, user_id=user.id, kind="generation") as claim:  # the job is the session's turn
         activity = create_activity(
             conn,
             user_id=user.id,
@@ -206,16 +206,12 @@ def generate() -> ResponseReturnValue:
             difficulty=body.difficulty,
             count=body.count,
         )
-    except BaseException:
-        runner().live.turns.abandon(lease)
-        raise
-    services = app_services().turns
 
-    def work(conn: DbConnection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
-        job = GenerationJob(database=services.database, chat=services.chat, judge=judge, publish=emit)
-        return job.run(user.id, activity, cancel)
+        def work(conn: DbConnection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
+            job = GenerationJob(database=services.database, chat=services.chat, judge=judge, publish=emit)
+            return job.run(user.id, activity, cancel)
 
-    runner().start(lease, work)
+        lease = claim.start(work)
     started = GenerationStarted(
         activity_id=activity.id,
         session_id=session.id,

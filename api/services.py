@@ -21,11 +21,11 @@ if TYPE_CHECKING:
     from config.settings import Settings
     from judge.service import Judge
     from live import Live
+    from live.desk import TurnDesk
     from live.limits import RateLimiter, StreamSeats
-    from live.runner import TurnRunner
     from mcp_client.hub import McpHub
     from observe.telemetry import Telemetry
-    from pipeline.turn import TurnServices
+    from pipeline.results import TurnServices
     from providers import ProviderProbe
     from storage.connection import Store
 
@@ -44,7 +44,7 @@ class Services:
     bounded: WorkerPool  # worker processes for untrusted SQL, regexes and pages
     provider_probe: ProviderProbe
     live: Live  # the event bus and the turn registry (SSE, SPEC 7)
-    turn_runner: TurnRunner
+    desk: TurnDesk  # where every turn starts: the claim on its session, fair workers, its time limit
     rate_limiter: RateLimiter  # RATE_LIMITS (SPEC 12)
     stream_slots: StreamSeats  # MAX_STREAMS_PER_USER (counted across processes with Redis: `live.seats`)
     telemetry: Telemetry  # traces, metrics (SPEC 16, observe/)
@@ -61,6 +61,7 @@ class Services:
         self.turns.chat.close()
         self.turns.vision.close()
         self.bounded.close()
+        self.desk.close()  # the turn workers
         self.live.close()  # a Redis backend's listener thread and connections
         self.database.close()  # a PostgreSQL store's connection pool
         self.telemetry.close()  # the spans still buffered go to the collector

@@ -22,7 +22,7 @@ from api.declare import Reply, budget, one_operation_per_tool, operation
 from api.errors import ApiError, busy
 from api.openapi.models import FunctionList
 from api.services import services
-from pipeline.turn import TurnServices, tool_context
+from pipeline.results import TurnServices, tool_context
 from tools.base import ErrorCode, Tool, ToolResult
 from tools.runner import run_tool
 

@@ -1,7 +1,7 @@
 """A turn over HTTP: its answer's shape, its outcome as a status and JSON, its SSE or JSON reply.
 
-The turn itself runs in `live/runner.py` (`TurnRunner`: claim the session, run the work on a
-worker, end with one terminal event); this module says what that means over HTTP:
+The turn itself runs in `live/desk.py` (`TurnDesk`: claim the session, run the work on a
+fair worker, end with one terminal event); this module says what that means over HTTP:
 
 - a session that is answering another turn: 409 `turn_in_progress` with its `turn_id`
   (`TurnInProgress`, mapped by the handler `init_app` installs);
@@ -9,6 +9,8 @@ worker, end with one terminal event); this module says what that means over HTTP
   carrying `session_id` and, when it was stored, `user_message_id` (502 `provider_unavailable`,
   503 `storage_unavailable` when the database refused a write, 500 `internal_error`), the
   same body with its `status` as the `error` event's data (`error_event`);
+- `turn_work`: the work of a turn begun by a `TurnStart` (`pipeline/starts.py`), the same for
+  every view;
 - `answer_turn`: start the claimed turn and answer its events as SSE, or its JSON when it ends.
 """
 
@@ -28,10 +30,14 @@ from api.errors import ApiError
 from api.live import ASGIMessage, EventStreamBody, Receive, Send, _headers, live_response, wants_event_stream
 from api.openapi.models import MessageOut
 from api.services import services
+from foundation.cancellation import CancelToken
+from live.desk import Claim, TurnDesk, TurnWork
 from live.follow import FollowPlan
-from live.runner import TurnRunner, TurnWork
 from live.turns import FailureCode, TurnDone, TurnFailure, TurnInProgress, TurnLease, TurnOutcome
-from pipeline.turn import ToolSummary, TurnResult
+from pipeline.results import EventSink, StopReason, ToolSummary, TurnResult, TurnServices
+from pipeline.starts import TurnStart
+from pipeline.turn import run_turn
+from storage.connection import DbConnection
 
 FAILURE_STATUS: dict[FailureCode, int] = {
     "provider_unavailable": 502,
@@ -47,7 +53,12 @@ class TurnPayload(BaseModel):
     reply: str
     messages: list[MessageOut] = Field(description="the rows this turn stored, in order")
     tool: ToolSummary | None = Field(description="the turn's tool step, if any; `code` only when it failed")
-    stopped: bool = Field(description="true when the user stopped the turn (POST /sessions/<id>/cancel)")
+    stopped: bool = Field(
+        description="true when the turn was stopped: by its user (POST /sessions/<id>/cancel) or its time limit"
+    )
+    stop_reason: StopReason | None = Field(
+        default=None, description="who stopped it, when `stopped`: `user`, or `time_limit` (`MAX_TURN_S`)"
+    )
 
 
 class TurnAnswer(TurnPayload):
@@ -67,7 +78,18 @@ def turn_payload(result: TurnResult) -> dict[str, Any]:
         "messages": [message.public() for message in result.messages],
         "tool": result.tool.model_dump(exclude_none=True) if result.tool else None,  # `code` only when set
         "stopped": result.stopped,
+        **({"stop_reason": result.stop_reason} if result.stopped else {}),
     }
+
+
+def turn_work(services: TurnServices, user_id: int, session_id: str, start: TurnStart) -> TurnWork:
+    """The work of one turn begun by `start`, as every view hands it to its claim."""
+
+    def work(conn: DbConnection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
+        result = run_turn(services, conn, start, user_id=user_id, session_id=session_id, emit=emit, cancel=cancel)
+        return turn_payload(result)
+
+    return work
 
 
 def failure_answer(failure: TurnFailure) -> tuple[int, dict[str, Any]]:
@@ -105,8 +127,8 @@ def init_app(app: Flask) -> None:
     app.register_error_handler(TurnInProgress, turn_in_progress)
 
 
-def runner() -> TurnRunner:
-    return services().turn_runner
+def desk() -> TurnDesk:
+    return services().desk
 
 
 async def turn_outcome(lease: TurnLease) -> tuple[int, dict[str, Any]]:
@@ -146,12 +168,11 @@ class TurnOutcomeBody:
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-def answer_turn(lease: TurnLease, work: TurnWork) -> Response:
+def answer_turn(claim: Claim, work: TurnWork) -> Response:
     """Start the claimed turn and answer: its events as SSE, or its JSON when it ends."""
-    turns = runner()
     release_db()  # the turn takes its own connection; this request holds none while it waits
-    turns.start(lease, work)
+    lease = claim.start(work)
     if wants_event_stream():
         plan = FollowPlan(session_id=lease.session_id, after=lease.start_cursor, turn_id=lease.turn_id, only_turn=True)
-        return live_response(EventStreamBody(turns.live.bus, plan))
+        return live_response(EventStreamBody(claim.desk.live.bus, plan))
     return live_response(TurnOutcomeBody(lease))

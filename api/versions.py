@@ -9,8 +9,6 @@ so a version never changes under a running turn.
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, jsonify
 from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,9 +21,8 @@ from api.declare import NOT_FOUND, TURN_FAILED, Reply, budget, operation
 from api.errors import ApiError, not_found
 from api.services import services as app_services
 from api.sessions import DEFAULT_PAGE, MessagePage, branch_page, owned_session
-from api.turns import answer_turn, runner, turn_payload
-from foundation.cancellation import CancelToken
-from pipeline.turn import EventSink, Fork, run_turn
+from api.turns import answer_turn, desk, turn_work
+from pipeline.starts import Regenerate
 from storage.connection import DbConnection
 from storage.messages import Message, newest_leaf_below, session_message, set_active_leaf
 
@@ -79,23 +76,8 @@ def regenerate(session_id: str) -> ResponseReturnValue:
     user = current_user()
     question = answered_message(get_db(), session_id, message_of(get_db(), session_id, body.message_id))
     services = app_services().turns
-    lease = runner().claim(session_id)  # 409 turn_in_progress before anything moves
-
-    def work(conn: DbConnection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
-        result = run_turn(
-            services,
-            conn,
-            user_id=user.id,
-            session_id=session_id,
-            text=question.content,
-            emit=emit,
-            cancel=cancel,
-            retry_of=question,
-            fork=Fork(question.id),
-        )
-        return turn_payload(result)
-
-    return answer_turn(lease, work)
+    with desk().claim(session_id, user_id=user.id) as claim:  # 409 turn_in_progress before anything moves
+        return answer_turn(claim, turn_work(services, user.id, session_id, Regenerate(question)))
 
 
 @bp.post("/sessions/<session_id>/branch")
@@ -118,10 +100,6 @@ def branch(session_id: str) -> ResponseReturnValue:
     owned_session(session_id)
     conn = get_db()
     message_of(conn, session_id, body.message_id)
-    turns = runner().live.turns
-    lease = runner().claim(session_id)  # never under a running turn: it stores on the branch it read
-    try:
+    with desk().claim(session_id, user_id=current_user().id):  # never under a running turn: it moves the branch
         set_active_leaf(conn, session_id, newest_leaf_below(conn, session_id, body.message_id))
-    finally:
-        turns.abandon(lease)
     return jsonify(branch_page(conn, session_id, DEFAULT_PAGE, None).model_dump(mode="json", exclude_unset=True))

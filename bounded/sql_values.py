@@ -38,6 +38,7 @@ class MemoryJob:
     deadline_s: float
     max_rows: int
     max_update_rows: int
+    classify_only: bool = False  # compile and classify (a SELECT or an UPDATE of memories), run nothing
     kind: Literal["memory"] = "memory"
 
 

@@ -23,7 +23,7 @@ from config.settings import Settings
 from evaluation.cases import Case, CaseFileError, load_cases
 from evaluation.report import card, json_report, text_report
 from evaluation.run import CaseRun, Option, accepts_grammar, run_case
-from providers import FallbackChain, ProviderError, build_provider
+from providers import FallbackChain, ProviderError, build_provider, llm_config
 from tools.catalog import build_registry
 
 
@@ -77,7 +77,7 @@ def register(cli: click.Group, load_settings: Callable[[], Settings]) -> None:
             settings = Settings.model_validate(
                 {**settings.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
             )
-            chain = FallbackChain([build_provider(settings.llm_config())])
+            chain = FallbackChain([build_provider(llm_config(settings))])
         except (ValidationError, ProviderError) as error:
             raise click.ClickException(str(error).splitlines()[0]) from error
         runnable, notes = read_cases(cases, limit)

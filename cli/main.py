@@ -29,6 +29,7 @@ from providers import ProviderError
 from serving.startup import log_startup_report
 from storage.db import transaction
 from storage.file_modes import owner_only_from_now, restrict, server_paths
+from storage.open import open_configured_store
 from storage.passwords import Passwords, password_problem
 from storage.users import ROLES, DuplicateUserError, create_account, get_user_by_name, name_problem, set_password_hash
 from storage.web_sessions import close_password_sessions
@@ -92,7 +93,7 @@ def create_user_command(name: str, role: str, with_password: bool) -> None:
     """Create a user and print its API token on the last line."""
     settings = cli_settings()
     hashed = Passwords().hash(read_password(), key="cli") if with_password else None
-    database = settings.open_store()
+    database = open_configured_store(settings)
     database.migrate()
     with database.connection() as conn:
         try:
@@ -109,7 +110,7 @@ def create_user_command(name: str, role: str, with_password: bool) -> None:
 def set_password_command(name: str) -> None:
     """Set NAME's password (read from the terminal or stdin); their password sign-ins end."""
     settings = cli_settings()
-    database = settings.open_store()
+    database = open_configured_store(settings)
     database.migrate()
     with database.connection() as conn:
         user = get_user_by_name(conn, name)
@@ -127,7 +128,7 @@ def set_password_command(name: str) -> None:
 def import_tasks_command(file: str) -> None:
     """Validate a YAML or JSON task project and import it: all of it, or nothing (exit code 1)."""
     settings = cli_settings()
-    database = settings.open_store()
+    database = open_configured_store(settings)
     database.migrate()
     with database.connection() as conn:
         try:

@@ -22,6 +22,7 @@ import click
 from config.settings import Settings
 from storage.backup import BackupRefused, backup
 from storage.connection import DbConnection, Store
+from storage.open import open_configured_store
 from storage.users import User, first_admin, get_user_by_name, list_tokens, replace_tokens, revoke_token
 
 
@@ -38,7 +39,7 @@ def register(cli: click.Group, load_settings: Callable[[], Settings]) -> None:
     """Add the token commands to `cli`; `load_settings` turns a bad setting into a clean error."""
 
     def database() -> Store:
-        found = load_settings().open_store()
+        found = open_configured_store(load_settings())
         found.migrate()
         return found
 

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from commands.detect import Command
-from tools.base import FIX_HINT, BindingError, CommandBinding, ErrorCode, ToolContext, ToolResult
+from storage.roles import ROUTER_TOOLS
+from tools.base import FIX_HINT, BindingError, CommandBinding, ErrorCode, ToolContext, ToolFailure, ToolResult
 from tools.registry import ToolRegistry
 from tools.runner import run_tool, usage_hint
 
-ROUTER_ROLE = "router_tools"
+ROUTER_ROLE = ROUTER_TOOLS
 
 
 @dataclass(frozen=True)
@@ -45,11 +46,13 @@ def command_input(binding: CommandBinding, command: Command) -> dict[str, Any]:
     return raw
 
 
-def refuse(command: Command, registry: ToolRegistry, message: str) -> Routed:
-    """A command that is not run: a VALIDATION_FAILED result under the tool's own role."""
+def refuse(command: Command, registry: ToolRegistry, failure: ToolFailure) -> Routed:
+    """A command that is not run (its body was cut, its engine refuses it…): the failure's
+    result under the tool's own role."""
     tool = registry.for_command(command.name)
     role, name = (tool.result_role, tool.name) if tool is not None else (ROUTER_ROLE, "router")
-    return Routed(role, ToolResult.failure(name, ErrorCode.VALIDATION_FAILED, f"{message}.", hint=FIX_HINT), False)
+    message = failure.message if failure.message.endswith(".") else f"{failure.message}."
+    return Routed(role, ToolResult.failure(name, failure.code, message, hint=failure.hint or FIX_HINT), False)
 
 
 def route(command: Command, registry: ToolRegistry, ctx: ToolContext) -> Routed:

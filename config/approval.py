@@ -1,21 +1,27 @@
 """`TOOL_APPROVAL`, parsed: which commands ask the user before they run (SPEC 8, Approval).
 
-The setting is a comma-separated list read left to right; each item switches a rule on
-(a bare item or `+item`) or off (`-item`):
+Each tool declares whether a call asks (`tools.base.Approval`: never, always, or when a
+condition over its input holds); this setting says which of those declarations count, and
+adds or removes commands. It is a comma-separated list read left to right; each item switches
+a rule on (a bare item or `+item`) or off (`-item`):
 
-    default           the built-in set: `mcp`, `memory_sql:update`, `write_file`, `edit_file`
+    default           every tool's own declaration: the built-in tools' (`/write_file`,
+                      `/edit_file` always; `/memory_sql` when the engine reads the statement as
+                      an UPDATE) and the MCP servers' tools' (`mcp`)
     none              nothing asks (only as the first item)
     all               every command asks (only as the first item; the widgets of SPEC 8 never do:
                       they are questions already)
-    mcp               MCP servers' tools not annotated read-only, or annotated destructive
+    mcp               MCP servers' tools, as they declare it: the ones not annotated read-only
     mcp:all           every MCP server's tool, whatever its hints
-    memory_sql:update `/memory_sql` when the statement is an UPDATE (a SELECT runs at once)
+    <command>:<cond>  that command's declared condition (`memory_sql:update`), even without
+                      `default`; `-<command>:<cond>` switches it off
     <command>         that command, every call (`run_code`, `memory_sql`, `time_get_current_time`);
                       `-<command>` never asks for it, whatever rule would
 
 The unset setting is `default`. Examples: `default,+run_code,-write_file`; `none`;
 `write_file,edit_file` (only those two); `all,-read_file,-list_files`. A command name is
-checked for its shape only: MCP servers' tools join the registry after the start.
+checked for its shape only: MCP servers' tools join the registry after the start, and no tool
+is named here: what a tool does is declared beside it.
 
 A user may only narrow this (their settings add commands that ask, `storage/user_settings.py`);
 nothing they set makes a command named here run without asking.
@@ -32,11 +38,11 @@ from typing import Literal
 
 McpRule = Literal["off", "hints", "all"]
 DEFAULT_APPROVAL = "default"
-_DEFAULT_ITEMS = ("mcp", "memory_sql:update", "write_file", "edit_file")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_RESERVED = frozenset({"default", "none", "all", "mcp"})  # the setting's own words, never a command here
 _SYNTAX = (
-    "items are default, none, all, mcp, mcp:all, memory_sql:update or a command name, "
-    "each optionally prefixed with + (ask) or - (never ask), e.g. default,+run_code,-write_file"
+    "items are default, none, all, mcp, mcp:all, <command>:<condition> (memory_sql:update) or a command "
+    "name, each optionally prefixed with + (ask) or - (never ask), e.g. default,+run_code,-write_file"
 )
 
 
@@ -45,8 +51,9 @@ class ApprovalPolicy:
     """Which calls ask first: the rules `TOOL_APPROVAL` switched on, as plain facts."""
 
     every_command: bool = False  # `all`
+    declared: bool = False  # the built-in tools' own declarations (`default`)
     mcp: McpRule = "off"
-    memory_sql_update: bool = False
+    conditions: tuple[tuple[str, str, bool], ...] = ()  # (command, condition, on), in order
     commands: frozenset[str] = field(default_factory=frozenset)  # always ask
     exempt: frozenset[str] = field(default_factory=frozenset)  # never ask (`-name`)
     text: str = DEFAULT_APPROVAL  # as the operator wrote it, for messages
@@ -54,11 +61,21 @@ class ApprovalPolicy:
     def __str__(self) -> str:
         return self.text
 
+    def condition_rule(self, names: set[str], condition: str) -> bool | None:
+        """The last `<command>:<condition>` item naming one of `names` and this condition
+        (True on, False off), None when there is none."""
+        rule: bool | None = None
+        for command, cond, on in self.conditions:
+            if command in names and cond == condition:
+                rule = on
+        return rule
+
 
 def parse_approval(text: str) -> ApprovalPolicy:
     """The policy `text` names; a ValueError naming the bad item otherwise."""
-    every, sql_update = False, False
+    every, declared = False, False
     mcp: McpRule = "off"
+    conditions: list[tuple[str, str, bool]] = []
     commands: set[str] = set()
     exempt: set[str] = set()
     items = [item.strip().lower() for item in text.split(",")]
@@ -73,24 +90,28 @@ def parse_approval(text: str) -> ApprovalPolicy:
             if position != 0 or raw[0] in "+-":
                 raise ValueError(f"{raw!r}: {word} may only be the first item, without + or -")
             every = word == "all"
-            continue
-        expanded = _DEFAULT_ITEMS if word == DEFAULT_APPROVAL else (word,)
-        for item in expanded:
-            if item == "mcp":
-                mcp = ("hints" if mcp != "all" else "all") if on else "off"
-            elif item == "mcp:all":
-                mcp = "all" if on else ("off" if mcp == "all" else mcp)
-            elif item == "memory_sql:update":
-                sql_update = on
-            elif _NAME.match(item):
-                (commands if on else exempt).add(item)
-                (exempt if on else commands).discard(item)
-            else:
+        elif word == DEFAULT_APPROVAL:
+            declared = on
+            mcp = ("hints" if mcp != "all" else "all") if on else "off"
+        elif word == "mcp":
+            mcp = ("hints" if mcp != "all" else "all") if on else "off"
+        elif word == "mcp:all":
+            mcp = "all" if on else ("off" if mcp == "all" else mcp)
+        elif ":" in word:
+            command, _, condition = word.partition(":")
+            if command in _RESERVED or not (_NAME.match(command) and _NAME.match(condition)):
                 raise ValueError(f"unknown item {raw!r}: {_SYNTAX}")
+            conditions.append((command, condition, on))
+        elif _NAME.match(word):
+            (commands if on else exempt).add(word)
+            (exempt if on else commands).discard(word)
+        else:
+            raise ValueError(f"unknown item {raw!r}: {_SYNTAX}")
     return ApprovalPolicy(
         every_command=every,
+        declared=declared,
         mcp=mcp,
-        memory_sql_update=sql_update,
+        conditions=tuple(conditions),
         commands=frozenset(commands),
         exempt=frozenset(exempt),
         text=text.strip() or DEFAULT_APPROVAL,

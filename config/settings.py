@@ -2,6 +2,12 @@
 
 Every knob of SPEC section 2 lives here with its default. `create_app(settings)` receives
 one `Settings` value; nothing reads `os.environ` after start-up, so tests build their own.
+
+This wing is a leaf: it imports nothing of the product. What the settings build (the store,
+the provider chains, the tracer) is built where the app is made, from these plain values;
+which provider names exist is the provider registry's to say (`providers.py`, checked at the
+start with an error naming the setting). A boolean setting takes `1`/`true`/`yes`/`on` or
+`0`/`false`/`no`/`off`; any other word stops the start with an error naming the setting.
 """
 
 from __future__ import annotations
@@ -16,13 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from config.approval import ApprovalPolicy, checked_approval, default_approval
-from observe.tracing import TracingConfig
-from providers import BreakerPolicy, ProviderConfig
-from storage.connection import Store
-from storage.database_url import DatabaseTarget, checked_database_url, parse_database_url
-from storage.open import open_store
-
-ProviderName = Literal["ollama", "openai", "openrouter", "cerebras", "chutes", "scripted"]
+from config.database_url import DatabaseTarget, checked_database_url, parse_database_url
 
 
 class ConfigError(Exception):
@@ -161,7 +161,7 @@ class Settings(BaseModel):
         description="Uploaded and generated images (`uploads/`, `generated/`), the users' workspaces "
         "(`workspaces/`) and the web UI's cookie key (`secret.key`).",
     )
-    llm_provider: ProviderName = Field(
+    llm_provider: str = Field(
         default="ollama",
         description="The chat model's provider: `ollama`, `openai` (any OpenAI-compatible server: vLLM, llama.cpp, "
         "LM Studio, OpenAI), `openrouter`, `cerebras`, `chutes`, or `scripted` (replies from "
@@ -206,7 +206,7 @@ class Settings(BaseModel):
         description="Bound on an answer's length in tokens, sent to the provider as `max_tokens` (OpenAI-compatible "
         "servers, openrouter, cerebras, chutes) or `options.num_predict` (ollama); the reply caps still apply.",
     )
-    vision_provider: ProviderName | None = Field(
+    vision_provider: str | None = Field(
         default=None,
         description="Provider for turns with images and for `/image_analyze`. Unset: `LLM_PROVIDER`; while it is "
         "unset or the same as `LLM_PROVIDER`, each unset `VISION_*` value is taken from its `LLM_*` value.",
@@ -312,6 +312,22 @@ class Settings(BaseModel):
         description="Threads for ordinary requests (open streams and waiting turns hold none).",
     )
     turn_workers: int = Field(default=64, ge=1, le=1024, description="Turns that run at once (more wait for a worker).")
+    turn_share: int = Field(
+        default=0,
+        ge=0,
+        le=1024,
+        description="Most turns one user runs at once, out of `TURN_WORKERS`; the user's next turns wait (holding no "
+        "worker) until one of theirs ends, while other users' turns start: a freed worker goes to the waiting user "
+        "running the fewest. `0`: a quarter of `TURN_WORKERS` (at least 1).",
+    )
+    max_turn_s: float = Field(
+        default=900.0,
+        gt=0,
+        le=86_400,
+        description="A turn's total time, from when it starts to run: at the limit it ends as Stop ends it, keeping "
+        "the answer shown so far (`stop_reason` `time_limit`). Generous for real models (a slow model may stream "
+        "for minutes); it only ends answers that never finish.",
+    )
     header_timeout_s: float = Field(
         default=10.0,
         gt=0,
@@ -508,66 +524,11 @@ class Settings(BaseModel):
         "`gen_ai.tool.call.result`). Off: never any text of a user, a model or a tool.",
     )
 
-    def tracing_config(self) -> TracingConfig:
-        """What observe/tracing.py needs of these settings."""
-        return TracingConfig(
-            endpoint=self.otel_exporter_otlp_endpoint,
-            traces_endpoint=self.otel_exporter_otlp_traces_endpoint,
-            headers=self.otel_exporter_otlp_headers,
-            timeout_s=self.otel_exporter_otlp_timeout / 1000,
-            service_name=self.otel_service_name,
-            capture_content=self.otel_instrumentation_genai_capture_message_content,
-        )
-
     def database_target(self) -> DatabaseTarget:
-        """`DATABASE_URL` parsed; unset: the SQLite file `DATABASE_PATH` (storage/database_url.py)."""
+        """`DATABASE_URL` parsed; unset: the SQLite file `DATABASE_PATH` (config/database_url.py)."""
         if self.database_url:
             return parse_database_url(self.database_url)
         return DatabaseTarget("sqlite", self.database_path)
-
-    def open_store(self) -> Store:
-        """The store these settings name: `DATABASE_URL` (or `DATABASE_PATH`), `DATABASE_POOL_SIZE`."""
-        return open_store(self.database_target(), pool_size=self.database_pool_size)
-
-    def breaker_policy(self) -> BreakerPolicy | None:
-        """Each provider's circuit breaker (llm/breaker.py), or None when turned off."""
-        if self.provider_breaker_failures == 0:
-            return None
-        return BreakerPolicy(failures=self.provider_breaker_failures, cooldown_s=self.provider_breaker_cooldown_s)
-
-    def llm_config(self) -> ProviderConfig:
-        return ProviderConfig(
-            provider=self.llm_provider,
-            model=self.llm_model,
-            base_url=self.llm_base_url,
-            api_key=self.llm_api_key,
-            timeout_s=self.llm_timeout_s,
-            idle_timeout_s=self.llm_idle_timeout_s,
-            max_tokens=self.llm_max_tokens,
-            scripted_replies=self.scripted_replies,
-        )
-
-    def vision_config(self) -> ProviderConfig:
-        """The vision provider; every unset VISION_* value falls back to its LLM_* value."""
-        if self.vision_provider is None or self.vision_provider == self.llm_provider:
-            base = self.llm_config()
-            return base.model_copy(
-                update={
-                    "model": self.vision_model or base.model,
-                    "base_url": self.vision_base_url or base.base_url,
-                    "api_key": self.vision_api_key or base.api_key,
-                }
-            )
-        return ProviderConfig(
-            provider=self.vision_provider,
-            model=self.vision_model,
-            base_url=self.vision_base_url,
-            api_key=self.vision_api_key,
-            timeout_s=self.llm_timeout_s,
-            idle_timeout_s=self.llm_idle_timeout_s,
-            max_tokens=self.llm_max_tokens,
-            scripted_replies=self.scripted_replies,
-        )
 
     @property
     def uploads_dir(self) -> Path:
@@ -575,6 +536,7 @@ class Settings(BaseModel):
 
 
 _ENV_NAMES = {name: name.upper() for name in Settings.model_fields if name != "fallback_api_keys"}
+_API_KEY_SETTINGS = {env for env in _ENV_NAMES.values() if env.endswith("_API_KEY")}  # LLM_API_KEY…: not fallbacks
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
@@ -592,18 +554,13 @@ def load_settings(environ: Mapping[str, str] | None = None, dotenv_path: Path | 
     merged.update(os.environ if environ is None else environ)
     raw: dict[str, Any] = {field: merged[env] for field, env in _ENV_NAMES.items() if merged.get(env, "") != ""}
     raw["fallback_api_keys"] = {
-        name: merged[f"{name.upper()}_API_KEY"]
-        for name in ("ollama", "openai", "openrouter", "cerebras", "chutes")
-        if merged.get(f"{name.upper()}_API_KEY")
+        key.removesuffix("_API_KEY").lower(): value
+        for key, value in merged.items()
+        if key.endswith("_API_KEY") and key not in _API_KEY_SETTINGS and value
     }
-    if "judge_enabled" in raw:
-        raw["judge_enabled"] = raw["judge_enabled"].strip().lower() in {"1", "true", "yes", "on"}
-    for flag in ("trace_enabled", "access_log", "allow_private_fetch", "metrics_open", "signup_enabled"):
-        if flag in raw:
-            raw[flag] = raw[flag].strip().lower() in {"1", "true", "yes", "on"}
     capture = "otel_instrumentation_genai_capture_message_content"
-    if capture in raw:
-        raw[capture] = raw[capture].strip().lower() in {"1", "true", "yes", "on", "span_only", "span_and_event"}
+    if raw.get(capture, "").strip().lower() in {"span_only", "span_and_event"}:  # the OpenTelemetry spellings
+        raw[capture] = "1"
     if "otel_exporter_otlp_headers" not in raw and merged.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS"):
         raw["otel_exporter_otlp_headers"] = merged["OTEL_EXPORTER_OTLP_TRACES_HEADERS"]
     try:

@@ -33,14 +33,13 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from foundation.events import TERMINAL_EVENTS, TEXT_EVENTS, EventName
 from live.ids import IdClock
 
-TERMINAL_EVENTS = frozenset({"done", "error"})
-TEXT_EVENTS = frozenset({"done", "error", "answer.delta"})
 PRIVATE_KEYS = frozenset(
     {"prompt", "messages", "content", "reply", "text", "reference_solution", "tests", "hidden_tests"}
 )
-DELTA = "answer.delta"
+DELTA = EventName.ANSWER_DELTA
 HEARTBEAT_S = 15.0
 IDLE_SESSION_TTL_S = 3600.0
 SESSION_BUDGET_BYTES = 1 << 20  # replay kept per session
@@ -293,7 +292,7 @@ class EventBus:
 
     # ------------------------------------------------------------------ publishing
 
-    def publish(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> Event:
+    def publish(self, session_id: str, name: EventName, data: dict[str, Any] | None = None) -> Event:
         """Buffer and deliver one event. Text keys only on `done`, `error` and `answer.delta`."""
         payload = checked_payload(name, data)
         with self._lock:
@@ -303,7 +302,7 @@ class EventBus:
             self._published(channel, event.id, event if event.terminal else None)
         return event
 
-    def post(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> None:
+    def post(self, session_id: str, name: EventName, data: dict[str, Any] | None = None) -> None:
         """`publish` without the event back: in this process it is delivered at once too. An
         `answer.delta` goes straight into its run (`_DeltaRun`): no event object, no JSON,
         which a reader builds from the run anyway."""
@@ -375,7 +374,7 @@ class EventBus:
 
     def heartbeat(self) -> Event:
         """A heartbeat with its own id, for one stream only: never buffered or replayed."""
-        return make_event(self.ids.next(), "heartbeat", {})
+        return make_event(self.ids.next(), EventName.HEARTBEAT, {})
 
     # ------------------------------------------------------------------ reading
 

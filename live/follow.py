@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from foundation.events import EventName
 from live.bus import Event, EventsUnavailable, Wakeup, make_event
 from live.interfaces import EventLog
 
@@ -56,7 +57,7 @@ class StreamFollower:
         out: list[Event] = []
         if self._check_gap and snapshot.gap is not None:
             data = {"turn_id": plan.turn_id, "after": self.cursor, "oldest": snapshot.oldest}
-            out.append(make_event(snapshot.gap, "replay.gap", data))
+            out.append(make_event(snapshot.gap, EventName.REPLAY_GAP, data))
             self.cursor = snapshot.gap
         self._check_gap = False
         for event in snapshot.events:
@@ -100,4 +101,4 @@ class StreamFollower:
             "error": {"code": EventsUnavailable.code, "message": UNAVAILABLE_MESSAGE},
             "status": 503,
         }
-        return make_event(self.cursor, "error", data)
+        return make_event(self.cursor, EventName.ERROR, data)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from foundation.events import EventName
 from live.bus import Event, Snapshot, Wakeup
 from live.turns import TurnLease, TurnOutcome
 
@@ -29,11 +30,11 @@ class EventLog(Protocol):
     @property
     def heartbeat_s(self) -> float: ...
 
-    def publish(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> Event:
+    def publish(self, session_id: str, name: EventName, data: dict[str, Any] | None = None) -> Event:
         """Store and deliver one event; raises `PrivatePayloadError` for text on other events."""
         ...
 
-    def post(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> None:
+    def post(self, session_id: str, name: EventName, data: dict[str, Any] | None = None) -> None:
         """Store and deliver one event soon, in order with this process's other events, without
         waiting for a shared log's round trip (a turn's progress and deltas); a later `publish`
         comes after it. Checks the payload at once, as `publish` does."""

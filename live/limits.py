@@ -73,6 +73,20 @@ class RateLimiter:
             return ALLOWED
         return self._refusal(limit, item, identity)
 
+    def allows(self, limit: str, *identity: str) -> Verdict:
+        """Whether one more would be allowed now; nothing is counted."""
+        item = self._items.get(limit)
+        if item is None or self._window.test(item, limit, *identity):
+            return ALLOWED
+        return self._refusal(limit, item, identity)
+
+    def untouched(self, limit: str, *identity: str) -> bool:
+        """Whether nothing was counted under `identity` in the current window."""
+        item = self._items.get(limit)
+        if item is None:
+            return True
+        return self._window.get_window_stats(item, limit, *identity).remaining >= item.amount
+
     def _refusal(self, limit: str, item: RateLimitItem, identity: tuple[str, ...]) -> Verdict:
         reset = self._window.get_window_stats(item, limit, *identity).reset_time
         return Verdict(False, limit, str(self._rules[limit]), max(1, math.ceil(reset - time.time())))

@@ -50,11 +50,11 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
+from foundation.events import TERMINAL_EVENTS, EventName
 from live.bus import (
     DELTA,
     HEARTBEAT_S,
     SESSION_BUDGET_BYTES,
-    TERMINAL_EVENTS,
     TOTAL_BUDGET_BYTES,
     Event,
     Snapshot,
@@ -404,7 +404,7 @@ class RedisEventLog:
 
     # ------------------------------------------------------------------ publishing
 
-    def publish(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> Event:
+    def publish(self, session_id: str, name: EventName, data: dict[str, Any] | None = None) -> Event:
         """Store one event now, after everything `post`ed before it, and return it with its id.
         It rides in the outbox's next batch, so a turn's end costs one round trip however many
         of its deltas were still on their way."""
@@ -416,7 +416,7 @@ class RedisEventLog:
         self._notify(session_id, event.id)  # local waiters need not wait for the listener
         return event
 
-    def post(self, session_id: str, name: str, data: dict[str, Any] | None = None) -> None:
+    def post(self, session_id: str, name: EventName, data: dict[str, Any] | None = None) -> None:
         """Store one event soon, in order with this process's other events, without waiting
         for Redis (`live/redis_outbox.py`): a turn's progress and deltas."""
         call = self._prepared(session_id, name, data)[0]
@@ -460,7 +460,7 @@ class RedisEventLog:
 
     def heartbeat(self) -> Event:
         with answering():
-            return make_event(int(self._next_id(keys=[self.keys.counter, self.keys.epoch])), "heartbeat", {})
+            return make_event(int(self._next_id(keys=[self.keys.counter, self.keys.epoch])), EventName.HEARTBEAT, {})
 
     # ------------------------------------------------------------------ reading
     # (a Redis that does not answer raises `LiveStateUnavailable`: a stream ends with an `error`)

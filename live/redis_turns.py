@@ -52,7 +52,7 @@ from dataclasses import dataclass, fields
 from live.redis_bus import CLOCK_LUA, PUBLISH_LUA, RedisEventLog
 from live.redis_conn import RedisLink
 from live.redis_outbox import Call
-from live.turns import TurnInProgress, TurnLease, TurnOutcome
+from live.turns import UNSTARTED_GRACE_S, TurnInProgress, TurnLease, TurnOutcome
 
 log = logging.getLogger("events.redis")
 
@@ -350,10 +350,20 @@ class RedisTurnBoard:
                 log.exception("keeping the turn leases failed")
 
     def _renew_all(self) -> None:
-        """Extend every local lease; stop a turn whose cancel flag is set (a lost message)."""
+        """Extend every started local lease; stop a turn whose cancel flag is set (a lost
+        message). A claim whose turn never started is not renewed: past `UNSTARTED_GRACE_S` it
+        is given back (its key would otherwise keep the session claimed for as long as this
+        process lives)."""
         with self._lock:
             leases = list(self._local.values())
         for lease in leases:
+            if not lease.started:
+                if lease.unstarted_for(UNSTARTED_GRACE_S):
+                    log.warning(
+                        "turn %s claimed session %s and never started; released", lease.turn_id, lease.session_id
+                    )
+                    self.abandon(lease)
+                continue
             ours, asked = self._renew(
                 keys=[self.keys.turn(lease.session_id), self.keys.cancel_flag(lease.turn_id), self.keys.claims],
                 args=[lease.turn_id, self.lease_ms, _member(lease)],

@@ -16,6 +16,7 @@ This is the in-process `TurnBoard` (live/interfaces.py); with REDIS_URL the boar
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -70,6 +71,16 @@ class TurnLease:
     token: CancelToken = field(default_factory=CancelToken)
     outcome: Future[TurnOutcome] = field(default_factory=Future)
     started: bool = False  # its work was handed to a worker: only `finish` may release it now
+    claimed_at: float = field(default_factory=time.monotonic)
+
+    def unstarted_for(self, seconds: float) -> bool:
+        """A claim whose turn never started for this long: a request that claimed and then
+        died between its checks (`live/desk.py`'s block gives a claim back on every way out;
+        this is the backstop for a thread that never reaches it)."""
+        return not self.started and time.monotonic() - self.claimed_at >= seconds
+
+
+UNSTARTED_GRACE_S = 10.0  # a claimed session's checks take milliseconds; past this nothing will start it
 
 
 class TurnRegistry:
@@ -82,7 +93,7 @@ class TurnRegistry:
     def claim(self, session_id: str, kind: str, start_cursor: int) -> TurnLease:
         with self._lock:
             running = self._active.get(session_id)
-            if running is not None:
+            if running is not None and not running.unstarted_for(UNSTARTED_GRACE_S):
                 raise TurnInProgress(running.turn_id)
             lease = TurnLease(session_id=session_id, kind=kind, start_cursor=start_cursor)
             self._active[session_id] = lease

@@ -32,12 +32,13 @@ from foundation.cancellation import Cancelled
 from mcp_client.config import prefix_of
 from mcp_client.connection import ServerConnection, describe
 from mcp_client.results import McpOutput, as_output
-from tools.base import ErrorCode, Tool, ToolContext, ToolFailure, ToolHints
+from storage.roles import MCP_TOOLS
+from tools.base import ASKS, NEVER_ASKS, Approval, ErrorCode, Tool, ToolContext, ToolFailure, ToolHints
 from tools.generic import TextOutput, command_name, schema_tool
 
 log = logging.getLogger("mcp")
 
-RESULT_ROLE = "mcp_tools"
+RESULT_ROLE = MCP_TOOLS
 MAX_TOOLS = 64
 MAX_DESCRIPTION_CHARS = 600
 MAX_SCHEMA_BYTES = 64 * 1024
@@ -63,6 +64,14 @@ def annotations_of(tool: types.Tool) -> ToolHints:
     )
 
 
+def approval_of(hints: ToolHints) -> Approval:
+    """What an MCP tool declares about asking first (SPEC 8): a tool that may change things asks;
+    one annotated read-only does not (MCP gives the destructive hint a meaning only for a tool
+    that is not read-only, so read-only wins). `TOOL_APPROVAL`'s `mcp` counts these
+    declarations; `mcp:all` asks for every MCP tool whatever it declares."""
+    return NEVER_ASKS if hints.read_only else ASKS
+
+
 def build_tools(submit: Submit, connection: ServerConnection, listed: list[types.Tool]) -> list[Tool[Any, Any]]:
     """The registry's tools for one server's listing (its allow-list applied)."""
     config = connection.config
@@ -83,6 +92,7 @@ def build_tools(submit: Submit, connection: ServerConnection, listed: list[types
         if len(description) > MAX_DESCRIPTION_CHARS:
             description = description[: MAX_DESCRIPTION_CHARS - 1] + "…"
         name = command_name(listed_tool.name, prefix)
+        hints = annotations_of(listed_tool)
         try:
             built.append(
                 schema_tool(
@@ -95,7 +105,9 @@ def build_tools(submit: Submit, connection: ServerConnection, listed: list[types
                     timeout_s=config.timeout_s,
                     budget="tools",
                     output_model=McpOutput,
-                    annotations=annotations_of(listed_tool),
+                    annotations=hints,
+                    approval=approval_of(hints),
+                    origin="mcp",
                 )
             )
         except jsonschema.SchemaError as error:

@@ -1,47 +1,60 @@
 """Does this call ask the user first? (SPEC 8, Approval.) The one place that decides.
 
-`TOOL_APPROVAL` (`config/approval.py`) names the rules; here they meet one tool and one parsed
-command. In order: the widgets of SPEC 8 never ask (they are questions already); a `-name`
-never asks; `all` asks; a named command asks; `/memory_sql` asks when its statement is an
-UPDATE (`memory_sql:update`); an MCP server's tool (`result_role` `mcp_tools`) asks under
-`mcp:all`, or under `mcp` when its hints do not say read-only, or say destructive. MCP gives
-the destructive hint a meaning only for a tool that is not read-only (and `ToolHints` cannot
-tell a hint the server gave from its default), so a tool annotated read-only never asks under
-`mcp`. A server that says nothing gets MCP's cautious defaults (`ToolHints()`: not read-only,
-destructive), so it asks.
+A tool declares whether a call asks (`Tool.approval`: never, always, or when a condition over
+its validated input holds) and where it comes from (`Tool.origin`); `TOOL_APPROVAL`
+(`config/approval.py`) says which declarations count and names commands to add or remove.
+Nothing here knows a tool by name. In order:
 
-A user may narrow this further (SPEC 8; `storage/user_settings.py`): their `UserApproval` adds
-commands that ask, or every command; it has no way to say "never ask", so an operator's ask
-always holds. `standing_rule` says, per command and without a call, what the operator's policy
-does with it: what the settings panel shows and whether the user may change it.
+1. the widgets of SPEC 8 never ask (they are questions already);
+2. a `-name` never asks; `all` or a named command always asks;
+3. an MCP server's tool: `mcp:all` asks; `mcp` counts its declaration (from its hints);
+4. a built-in tool: its declaration counts under `default`, or under its own
+   `<command>:<condition>` item; an `always` declaration asks; a `when` declaration asks when
+   its condition holds for this input. The condition may be the engine's own reading of the
+   call (`/memory_sql`: does the database classify the statement as an UPDATE?): a call the
+   engine refuses is refused at once, without asking (`Verdict.refused`), and a call that runs
+   because the condition said "no write" runs with `writes_allowed` False, so its engine
+   refuses a write rather than make one the user never saw;
+5. the user's own settings (`UserApproval`) add commands that ask, or every command; they
+   have no way to say "never ask", so an operator's ask always holds.
+
+`standing_rule` says, per command and without a call, what the operator's policy does with it:
+what the settings panel shows and whether the user may change it.
 
 Only calls the model writes in a turn ask: a direct call (`POST /tools/<name>`, `/mcp`) is the
 user's own, so it runs at once.
-
-Whether a statement is an UPDATE is read from its words outside string literals, quoted
-names and comments. This is not a security rule (the database engine enforces what
-`/memory_sql` may do, SPEC 6a): it only decides whether to ask, and every doubt asks (a
-statement it cannot read, the word `update` anywhere outside a literal).
 """
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from commands.detect import Command
 from commands.router import command_input
 from config.approval import ApprovalPolicy
 from storage.user_settings import UserApproval
-from tools.base import BindingError, Tool, ToolHints
-
-MCP_ROLE = "mcp_tools"
-MEMORY_SQL = "memory_sql"
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
-_CLOSERS = {"'": "'", '"': '"', "`": "`", "[": "]"}
-
+from tools.base import BindingError, Tool, ToolContext, ToolFailure
 
 Standing = Literal["always", "sometimes", "never"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What happens to one call: it runs, it asks first, or it is refused at once."""
+
+    kind: Literal["run", "ask", "refuse"]
+    writes_allowed: bool = True  # False: it runs because its condition said it changes nothing
+    failure: ToolFailure | None = None  # why it is refused
+
+    @classmethod
+    def refused(cls, failure: ToolFailure) -> Verdict:
+        return cls("refuse", failure=failure)
+
+
+RUN = Verdict("run")
+ASK = Verdict("ask")
+RUN_READING = Verdict("run", writes_allowed=False)
 
 
 def tool_names(tool: Tool[Any, Any], command: Command | None = None) -> set[str]:
@@ -61,102 +74,74 @@ def user_asks(tool: Tool[Any, Any], user: UserApproval | None) -> bool:
     return user.every_command or bool(tool_names(tool) & {name.lower() for name in user.commands})
 
 
-def needs_approval(
-    tool: Tool[Any, Any], command: Command, policy: ApprovalPolicy, user: UserApproval | None = None
-) -> bool:
-    """Whether the user approves this call before it runs: the operator's policy asks, or the
-    user's addition does."""
-    return operator_asks(tool, command, policy) or user_asks(tool, user)
+def declaration_counts(tool: Tool[Any, Any], names: set[str], policy: ApprovalPolicy) -> bool:
+    """Whether the policy lets the tool's own declaration decide (rules 3 and 4)."""
+    if tool.origin == "mcp":
+        return policy.mcp == "hints"
+    if tool.approval.mode == "when":
+        rule = policy.condition_rule(names, tool.approval.condition)
+        return policy.declared if rule is None else rule
+    return policy.declared
 
 
-def operator_asks(tool: Tool[Any, Any], command: Command, policy: ApprovalPolicy) -> bool:
-    """Whether `TOOL_APPROVAL` alone makes this call ask."""
-    if tool.interactive:
-        return False
-    names = tool_names(tool, command)
-    if names & policy.exempt:
-        return False
+def forced(tool: Tool[Any, Any], names: set[str], policy: ApprovalPolicy) -> Standing | None:
+    """Rules 1 to 3 where they settle the call without its input; None when they do not."""
+    if tool.interactive or names & policy.exempt:
+        return "never"
     if policy.every_command or names & policy.commands:
-        return True
-    if MEMORY_SQL in names and policy.memory_sql_update and is_update(statement_of(tool, command)):
-        return True
-    if tool.result_role == MCP_ROLE:
-        hints = tool.annotations or ToolHints()
-        risky = not hints.read_only  # destructive or not: both ask (the hint matters only here)
-        return policy.mcp == "all" or (policy.mcp == "hints" and risky)
-    return False
+        return "always"
+    if tool.origin == "mcp" and policy.mcp == "all":
+        return "always"
+    return None
+
+
+def validated_input(tool: Tool[Any, Any], command: Command) -> Any | None:
+    """The call's input as the tool will get it, or None when it would fail validation (that
+    call is answered with its error at once, never put to the user)."""
+    if tool.command is None:
+        return None
+    try:
+        return tool.input_model.model_validate(command_input(tool.command, command))
+    except (BindingError, ValueError):  # pydantic's ValidationError is a ValueError
+        return None
+
+
+def decide(
+    tool: Tool[Any, Any],
+    command: Command,
+    ctx: ToolContext,
+    policy: ApprovalPolicy,
+    user: UserApproval | None = None,
+) -> Verdict:
+    """The verdict on one call the model wrote (see the module docstring for the order)."""
+    names = tool_names(tool, command)
+    settled = forced(tool, names, policy)
+    if settled == "never":
+        return RUN
+    data = validated_input(tool, command)
+    if data is None:
+        return RUN  # the router answers its validation error
+    if settled == "always" or user_asks(tool, user):
+        return ASK
+    declared = tool.approval
+    if declared.mode == "never" or not declaration_counts(tool, names, policy):
+        return RUN
+    if declared.mode == "always" or declared.holds is None:
+        return ASK
+    try:
+        return ASK if declared.holds(data, ctx) else RUN_READING
+    except ToolFailure as failure:
+        return Verdict.refused(failure)
 
 
 def standing_rule(tool: Tool[Any, Any], policy: ApprovalPolicy) -> Standing:
     """What `TOOL_APPROVAL` does with every call of this tool: `always` asks, `sometimes`
-    (`/memory_sql` for an UPDATE), `never`. The same order of rules as `operator_asks`."""
-    if tool.interactive:
-        return "never"
+    (a declared condition, e.g. `/memory_sql` for an UPDATE), `never`. Rules 1 to 4 of `decide`."""
     names = tool_names(tool)
-    if names & policy.exempt:
+    settled = forced(tool, names, policy)
+    if settled is not None:
+        return settled
+    declared = tool.approval
+    if declared.mode == "never" or not declaration_counts(tool, names, policy):
         return "never"
-    if policy.every_command or names & policy.commands:
-        return "always"
-    if MEMORY_SQL in names and policy.memory_sql_update:
-        return "sometimes"
-    if tool.result_role == MCP_ROLE:
-        hints = tool.annotations or ToolHints()
-        return "always" if policy.mcp == "all" or (policy.mcp == "hints" and not hints.read_only) else "never"
-    return "never"
-
-
-def statement_of(tool: Tool[Any, Any], command: Command) -> str | None:
-    """The SQL the command gives `/memory_sql` (first line or body, as its binding reads it)."""
-    if tool.command is None:
-        return None
-    try:
-        raw = command_input(tool.command, command)
-    except BindingError:
-        return None
-    sql = raw.get("sql")
-    return sql if isinstance(sql, str) else None
-
-
-def sql_words(sql: str) -> list[str] | None:
-    """The bare words of `sql`, lower-cased, outside literals, quoted names and comments;
-    None when a literal, a quoted name or a comment is left open."""
-    words: list[str] = []
-    index, size = 0, len(sql)
-    while index < size:
-        char = sql[index]
-        if sql.startswith("--", index):
-            end = sql.find("\n", index)
-            index = size if end < 0 else end + 1
-        elif sql.startswith("/*", index):
-            end = sql.find("*/", index + 2)
-            if end < 0:
-                return None
-            index = end + 2
-        elif char in _CLOSERS:
-            closer = _CLOSERS[char]
-            index += 1
-            while True:
-                end = sql.find(closer, index)
-                if end < 0:
-                    return None
-                if closer != "]" and sql.startswith(closer * 2, end):
-                    index = end + 2  # a doubled quote is one quote inside the literal
-                    continue
-                index = end + 1
-                break
-        else:
-            match = _WORD.match(sql, index)
-            if match is None:
-                index += 1
-            else:
-                words.append(match.group().lower())
-                index = match.end()
-    return words
-
-
-def is_update(sql: str | None) -> bool:
-    """Whether `sql` may be an UPDATE (every doubt says yes); None (no statement) is not."""
-    if sql is None or not sql.strip():
-        return False
-    words = sql_words(sql)
-    return words is None or "update" in words
+    return "sometimes" if declared.mode == "when" else "always"

@@ -18,8 +18,9 @@ from commands.detect import MAX_COMMAND_NAME
 from pipeline.reply_cap import clip_answer
 from providers import ChatMessage
 from storage.messages import Message
+from storage.roles import TOOLS_SUFFIX
 from tools.contract import MAX_COMMAND_CHARS, TRUNCATION_NOTE
-from tools.meta import TOOL_ROLE_SUFFIX, UI_PENDING, UI_RESULT, ToolMeta
+from tools.meta import UI_PENDING, UI_RESULT, ToolMeta
 from tools.result_caps import MAX_CONTRACT_BYTES
 
 ImageLoader = Callable[[Message], tuple[str, ...]]
@@ -34,7 +35,7 @@ def tool_result_framing(command_name: str) -> str:
 
 
 def is_tool_role(role: str) -> bool:
-    return role.endswith(TOOL_ROLE_SUFFIX)
+    return role.endswith(TOOLS_SUFFIX)
 
 
 def as_provider_messages(message: Message, images: tuple[str, ...] = ()) -> list[ChatMessage]:

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from foundation.cancellation import CancelToken
+from foundation.events import EventName
 from pipeline.reply_cap import CappedSink
 from pipeline.reply_gate import ReplyGate
+from pipeline.results import EventSink
 from providers import ChatMessage, Completion, FailureKind, FallbackChain
 
-EventSink = Callable[[str, dict[str, Any]], None]
 ATTEMPTS = 2  # the first call and the one retry of 6.4
 
 
@@ -50,21 +50,21 @@ def provider_pass(
     grammar: str | None = None,
 ) -> PassOutcome:
     gate = ReplyGate(
-        publish=lambda text: emit("answer.delta", {"pass": pass_index, "text": text}),
-        reset=lambda: emit("answer.reset", {"pass": pass_index}),
+        publish=lambda text: emit(EventName.ANSWER_DELTA, {"pass": pass_index, "text": text}),
+        reset=lambda: emit(EventName.ANSWER_RESET, {"pass": pass_index}),
         takes_body=takes_body,
         read_all=last_pass,
     )
     sink = CappedSink(gate)
     completion: Completion | None = None
     for attempt in range(1, ATTEMPTS + 1):
-        emit("provider.request", {"pass": pass_index, "attempt": attempt, "message_count": len(context)})
+        emit(EventName.PROVIDER_REQUEST, {"pass": pass_index, "attempt": attempt, "message_count": len(context)})
         completion = chain.stream(context, sink, cancel=cancel, grammar=grammar)
         text = None if completion.text is None else sink.text
         if text is not None:
             sink.finish()
         emit(
-            "provider.response",
+            EventName.PROVIDER_RESPONSE,
             {
                 "pass": pass_index,
                 "attempt": attempt,

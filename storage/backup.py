@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from storage.database_url import DatabaseTarget
+from config.database_url import DatabaseTarget
 
 
 class BackupRefused(Exception):

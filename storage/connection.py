@@ -160,9 +160,11 @@ class Backend(Protocol):
         max_update_rows: int,
         pool: WorkerPool | None,
         cancel: CancelToken,
+        classify_only: bool = False,
     ) -> MemoryAnswer | SqlError:
         """Run one `/memory_sql` statement under the engine's own confinement (SPEC 6a); an
-        UPDATE comes back as its changes, not yet written."""
+        UPDATE comes back as its changes, not yet written. `classify_only`: the engine compiles
+        and classifies it (`select` or `update`, or its refusal) and runs nothing."""
         ...
 
     def limit_lock_wait(self, conn: DbConnection, ms: int) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from storage.connection import DbConnection, DbRow
 from storage.db import utc_now
+from storage.roles import UI_TOOLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,9 +228,9 @@ def set_turn_error(conn: DbConnection, message_id: int, error: dict[str, str] | 
 def find_tool_call(conn: DbConnection, user_id: int, tool_call_id: str) -> Message | None:
     """The pending (or answered) interactive call with this id, if it is this user's."""
     cursor = conn.execute(
-        f"SELECT {COLUMNS} FROM chat_messages WHERE user_id = ? AND role = 'ui_tools'"
+        f"SELECT {COLUMNS} FROM chat_messages WHERE user_id = ? AND role = ?"
         " AND json_extract(meta, '$.tool_call_id') = ? ORDER BY id LIMIT 1",
-        (user_id, tool_call_id),
+        (user_id, UI_TOOLS, tool_call_id),
     )
     row = cursor.fetchone()
     return _message(row) if row else None

@@ -1,10 +1,16 @@
-"""The app's database, chosen by `DATABASE_URL` (`Settings.open_store` in config/settings.py)."""
+"""The app's database, chosen by `DATABASE_URL` (or `DATABASE_PATH`) and `DATABASE_POOL_SIZE`."""
 
 from __future__ import annotations
 
+from config.database_url import DatabaseTarget
+from config.settings import Settings
 from storage.connection import Store
-from storage.database_url import DatabaseTarget
 from storage.db import Database
+
+
+def open_configured_store(settings: Settings) -> Store:
+    """The store the settings name."""
+    return open_store(settings.database_target(), pool_size=settings.database_pool_size)
 
 
 def open_store(target: DatabaseTarget, *, pool_size: int = 10) -> Store:

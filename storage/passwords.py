@@ -3,10 +3,10 @@
 An argon2id hash with the library's default parameters takes about 64 MiB of memory and tens
 of milliseconds of CPU, on purpose. Unbounded, a flood of logins (wrong ones cost as much as
 right ones) would take a process's memory and both cores: `Passwords` lets at most
-`HASHES_AT_ONCE` run in a process, the places shared fairly by `FairGate` between the keys
-that ask (a login's client address, a signed-in user's id), so one flood's address waits
-behind its own hashes while another address's login gets the next place. A hash that finds
-no place within `WAIT_S` raises `Busy` (503 with `Retry-After`).
+`HASHES_AT_ONCE` run in a process (one core stays free for everyone else's requests), and a
+hash that finds no free place raises `Busy` at once (503 with `Retry-After`): no request
+thread ever waits for a place, so a flood of logins cannot hold the web threads that other
+users' requests need.
 
 A login with an unknown name is verified against `dummy_hash`, a hash of a random password
 made once, so it costs what a known name costs and answers the same (no user enumeration).
@@ -20,6 +20,7 @@ but a megabyte password is a denial of service, not a password).
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 import time
@@ -31,8 +32,9 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 from foundation.fair_share import Busy, FairGate
 
-HASHES_AT_ONCE = 2  # x 64 MiB: the most memory logins can hold at once; one core stays free on a 2-core host
-WAIT_S = 10.0  # a login waits this long for a place before it answers "busy"
+# x 64 MiB: the most memory logins can hold at once; a core stays free for every other request
+HASHES_AT_ONCE = max(1, min(4, (os.cpu_count() or 2) - 1))
+WAIT_S = 0.0  # a login never waits for a place: it answers "busy" at once
 MIN_CHARS = 8
 MAX_BYTES = 1024
 

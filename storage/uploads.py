@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import io
 import re
 import uuid
@@ -91,12 +92,25 @@ def inspect_image(data: bytes) -> tuple[str, str, int, int]:
     return mime, extension, width, height
 
 
+class UploadsUnavailable(Exception):
+    """The uploads folder refused the file (full, read-only, gone); nothing of it is kept."""
+
+
 def save_image(data_dir: str | Path, user_id: int, data: bytes, folder: str = "uploads") -> StoredImage:
+    """Store one checked image under the user's folder, whole or not at all (a disk that fills
+    up midway leaves no partial file): `UploadsUnavailable` when the disk refuses it."""
     mime, extension, width, height = inspect_image(data)
     relative = Path(folder) / str(int(user_id)) / f"{uuid.uuid4().hex}.{extension}"
     target = Path(data_dir) / relative
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(data)
+    draft = target.with_name(f".{target.name}.part")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        draft.write_bytes(data)
+        draft.rename(target)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            draft.unlink(missing_ok=True)
+        raise UploadsUnavailable(f"the image could not be saved: {error.strerror or error}") from error
     return StoredImage(path=relative.as_posix(), mime=mime, bytes=len(data), width=width, height=height)
 
 

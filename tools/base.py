@@ -114,6 +114,9 @@ class ToolContext:
     cancel: CancelToken = NEVER  # the turn's token: a blocking step registers how to interrupt itself
     telemetry: Telemetry | None = None  # the app's spans and counts (None: a test's or the CLI's context)
     progress: ProgressSink | None = None  # a long call's progress, as `tool.progress` events of the turn
+    # False: this call runs only because its tool's approval condition said it changes nothing
+    # (SPEC 8; `Approval.when`): a tool whose engine then finds a write refuses it instead
+    writes_allowed: bool = True
 
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Tell whoever follows this call how far it got (a chat turn's stream; nobody otherwise)."""
@@ -195,6 +198,35 @@ READ_ONLY_LOCAL = ToolHints(read_only=True, destructive=False, idempotent=True, 
 READ_ONLY_WEB = ToolHints(read_only=True, destructive=False, idempotent=False, open_world=True)
 
 
+ToolOrigin = Literal["builtin", "mcp"]  # where a tool comes from: this product, or an MCP server (SPEC 14)
+
+
+@dataclass(frozen=True)
+class Approval:
+    """Whether a call of this tool asks its user before it runs (SPEC 8, Approval), declared
+    beside the tool: `never`, `always`, or `when` a condition over the validated input holds.
+
+    The condition gets the input and the call's context, so it can ask the engine that will run
+    the call (`/memory_sql`: does the database classify this statement as a write?); it raises
+    `ToolFailure` for a call the engine would refuse anyway, which is then refused at once,
+    without asking. `condition` names it in `TOOL_APPROVAL` (`memory_sql:update`). Whether the
+    declaration counts is the operator's policy (`config/approval.py`), read by
+    `pipeline/approval.py`, the one place that decides.
+    """
+
+    mode: Literal["never", "always", "when"] = "never"
+    condition: str = ""
+    holds: Callable[[Any, ToolContext], bool] | None = None
+
+    @classmethod
+    def when(cls, condition: str, holds: Callable[[Any, ToolContext], bool]) -> Approval:
+        return cls("when", condition, holds)
+
+
+NEVER_ASKS = Approval()
+ASKS = Approval("always")
+
+
 InputT = TypeVar("InputT", bound=ToolInput)
 OutputT = TypeVar("OutputT", bound=ToolOutput)
 
@@ -219,6 +251,8 @@ class Tool(Generic[InputT, OutputT]):
     annotations: ToolHints | None = (
         None  # its hints (served over `/mcp` with them; an MCP server's tool: the server's); None: not served over /mcp
     )
+    approval: Approval = NEVER_ASKS  # whether a call the model writes asks its user first (SPEC 8)
+    origin: ToolOrigin = "builtin"
 
     def function_schema(self) -> dict[str, Any]:
         """OpenAI-compatible function schema derived from the input model, never by hand."""

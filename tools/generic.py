@@ -26,7 +26,18 @@ from pydantic import ConfigDict, GetJsonSchemaHandler, ValidationError, model_va
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
 
-from tools.base import BindingError, CommandBinding, Tool, ToolContext, ToolHints, ToolInput, ToolOutput
+from tools.base import (
+    NEVER_ASKS,
+    Approval,
+    BindingError,
+    CommandBinding,
+    Tool,
+    ToolContext,
+    ToolHints,
+    ToolInput,
+    ToolOrigin,
+    ToolOutput,
+)
 
 MAX_SCHEMA_ERRORS = 20  # one answer, not thousands of lines, for a huge wrong object
 _EXAMPLE_IN_TEXT = re.compile(r"""(?:e\.g\.|for example|such as)[,:]?\s*\(?['"`]([^'"`\n]{1,60})['"`]""", re.IGNORECASE)
@@ -232,6 +243,8 @@ def schema_tool(
     budget: str | None = None,
     output_model: type[TextOutput] = TextOutput,
     annotations: ToolHints | None = None,
+    approval: Approval = NEVER_ASKS,
+    origin: ToolOrigin = "builtin",
 ) -> Tool[SchemaInput, TextOutput]:
     """A `Tool` unit for a tool known by its JSON schema, with the generic binding; `call`
     may answer a subclass of `TextOutput` (`output_model`, what `/openapi.json` documents)."""
@@ -250,4 +263,6 @@ def schema_tool(
         timeout_s=timeout_s,
         budget=budget,
         annotations=annotations,
+        approval=approval,
+        origin=origin,
     )

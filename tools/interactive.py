@@ -20,6 +20,7 @@ from pydantic import Field, StringConstraints, field_validator
 
 from storage.connection import DbConnection
 from storage.profile import FIELD_NAME_PATTERN, FieldNotFound, ProfileError, confirm_field, set_field
+from storage.roles import UI_TOOLS
 from tools.base import CommandBinding, ErrorCode, Need, Tool, ToolContext, ToolFailure, ToolInput, ToolOutput
 
 Widget = Literal["choice", "text", "confirm", "approval"]
@@ -189,7 +190,7 @@ def _tool(
         input_model=model,
         output_model=WidgetOutput,
         handler=handler,
-        result_role="ui_tools",
+        result_role=UI_TOOLS,
         needs=frozenset({Need.COURSE}),
         interactive=True,
         command=CommandBinding(name=name, usage=usage, example=example, parse=parse),

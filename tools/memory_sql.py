@@ -32,8 +32,19 @@ from bounded.sql_values import Change, MemoryAnswer, SqlError
 from foundation.cancellation import NEVER, CancelToken
 from storage.connection import DbConnection, Dialect, Store
 from storage.db import transaction, utc_now
-from tools.base import CommandBinding, ErrorCode, Tool, ToolContext, ToolFailure, ToolHints, ToolInput, ToolOutput
+from tools.base import (
+    Approval,
+    CommandBinding,
+    ErrorCode,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolHints,
+    ToolInput,
+    ToolOutput,
+)
 
+NOT_APPROVED = "this statement changes memories and the user did not approve it; nothing was changed"
 RENDERED_CELL_CHARS = 200  # text cells shown in the rendered table
 RENDERED_MAX_CHARS = 32_000  # the whole rendered table (SPEC 12: a stored result is at most 64 KiB)
 _CODES: dict[str, ErrorCode] = {
@@ -102,6 +113,7 @@ def run_memory_sql(
     pool: WorkerPool | None = None,
     conn: DbConnection | None = None,
     cancel: CancelToken = NEVER,
+    allow_update: bool = True,
 ) -> MemorySqlOutput:
     """Run one model-written statement against this user's views, on the store's engine;
     an UPDATE is written (or refused) before it returns.
@@ -109,7 +121,8 @@ def run_memory_sql(
     Raises ToolFailure: VALIDATION_FAILED (syntax, several statements, bad values, values or
     results too large), PERMISSION_DENIED (anything outside the allow-list, and an UPDATE
     matching more than `max_update_rows` memories: the cap is a rule, not a syntax problem),
-    TIMEOUT (deadline).
+    TIMEOUT (deadline). With `allow_update` False (a call that runs only because the engine
+    said it reads, `statement_writes`), an UPDATE is refused before anything is written.
     """
     if not isinstance(user_id, int) or isinstance(user_id, bool):
         raise TypeError(f"user_id must be an int, got {type(user_id).__name__}")  # it is formatted into SQL
@@ -125,6 +138,8 @@ def run_memory_sql(
     if isinstance(answer, SqlError):
         raise failure_of(answer)
     if answer.kind == "update":
+        if not allow_update:
+            raise ToolFailure(ErrorCode.PERMISSION_DENIED, NOT_APPROVED)
         if conn is None:
             with database.connection() as own_conn:
                 apply_changes(own_conn, user_id, answer.changes)
@@ -177,7 +192,34 @@ def _output(answer: MemoryAnswer) -> MemorySqlOutput:
 
 def memory_sql_handler(data: MemorySqlInput, ctx: ToolContext) -> MemorySqlOutput:
     with ctx.storage_span("memory_sql"):
-        return run_memory_sql(ctx.database, ctx.user_id, data.sql, pool=ctx.bounded, conn=ctx.conn, cancel=ctx.cancel)
+        return run_memory_sql(
+            ctx.database,
+            ctx.user_id,
+            data.sql,
+            pool=ctx.bounded,
+            conn=ctx.conn,
+            cancel=ctx.cancel,
+            allow_update=ctx.writes_allowed,
+        )
+
+
+def statement_writes(data: MemorySqlInput, ctx: ToolContext) -> bool:
+    """Whether the engine that will run the statement reads it as an UPDATE of memories (it
+    compiles it and runs nothing: SQLite's authorizer over `EXPLAIN`, PostgreSQL's plan). A
+    statement it refuses raises that refusal, so the call is refused at once, without asking."""
+    answer = ctx.database.backend.run_memory_sql(
+        ctx.user_id,
+        data.sql,
+        deadline_s=1.0,
+        max_rows=1,
+        max_update_rows=50,
+        pool=ctx.bounded,
+        cancel=ctx.cancel,
+        classify_only=True,
+    )
+    if isinstance(answer, SqlError):
+        raise failure_of(answer)
+    return answer.kind == "update"
 
 
 MEMORY_SQL_TOOL = Tool(
@@ -195,6 +237,7 @@ MEMORY_SQL_TOOL = Tool(
     output_model=MemorySqlOutput,
     handler=memory_sql_handler,
     result_role="memory_sql_tools",
+    approval=Approval.when("update", statement_writes),  # an UPDATE asks; the engine says which is one
     command=CommandBinding(
         name="memory_sql",
         usage="/memory_sql <SELECT …> (or put the SQL on the lines after /memory_sql)",

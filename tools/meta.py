@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from storage.connection import DbConnection
 from storage.messages import Message, add_message
+from storage.roles import TOOLS_SUFFIX
 from tools.interactive import WidgetOutput
 
 if TYPE_CHECKING:
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 
 UI_PENDING: Final = "ui_pending"  # meta.kind of a widget waiting for the user's answer
 UI_RESULT: Final = "ui_result"  # meta.kind of the stored answer
-TOOL_ROLE_SUFFIX = "_tools"
 
 Kind = Literal["ui_pending", "ui_result"]
 CallStatus = Literal["pending", "answered"]
@@ -72,7 +72,7 @@ class ToolMeta(BaseModel):
 
     def name(self, role: str) -> str:
         """The command's name, or the role's tool name for a row stored without one."""
-        return self.command or role.removesuffix(TOOL_ROLE_SUFFIX)
+        return self.command or role.removesuffix(TOOLS_SUFFIX)
 
     def widget(self) -> WidgetOutput | None:
         """The widget of an interactive call (its `output`), None for any other result."""
@@ -90,6 +90,6 @@ def add_tool_message(
 ) -> Message:
     """The one writer of a tool message: its `meta` is a validated `ToolMeta`, stored as the
     keys that were set (`ToolMeta.of` is the one reader)."""
-    if not role.endswith(TOOL_ROLE_SUFFIX):
+    if not role.endswith(TOOLS_SUFFIX):
         raise ValueError(f"{role!r} is not a tool message role")
     return add_message(conn, session_id=session_id, user_id=user_id, role=role, content=content, meta=meta.stored())

@@ -26,6 +26,7 @@ from api.live import SSE_HEADERS, ClientWatch, Receive, Send, StreamSeat, _heade
 from api.refusal import refusal_body, refuse_unless
 from api.turns import http_answer, turn_outcome
 from api.v1.wire import ChunkTranslator, chat_completion, openai_error
+from foundation.events import EventName
 from live.bus import Event
 from live.follow import FollowPlan, StreamFollower
 from live.interfaces import EventLog
@@ -173,7 +174,7 @@ class ChunkStreamBody:
         quiet_since = time.monotonic()
         while not client.gone:
             events, finished = follower.step()
-            if any(event.name == "message.stored" for event in events):
+            if any(event.name == EventName.MESSAGE_STORED for event in events):
                 out = await asyncio.to_thread(self.translate, events)  # reads the tool result back
             else:
                 out = self.translate(events)

@@ -52,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.auth import current_user, require_user
 from api.bodies import MAX_BODY_BYTES, json_object, validated
+from api.chat import saved_images
 from api.database import get_db, release_db
 from api.declare import JSON, SSE, TURN_FAILED, Param, Reply, budget, operation
 from api.errors import ApiError
@@ -60,25 +61,19 @@ from api.openapi.models import OpenAIErrorBody
 from api.openapi.v1_models import ChatCompletion, ModelInfo, ModelList
 from api.services import services as app_services
 from api.sessions import new_session, owned_session
-from api.turns import runner, turn_payload
+from api.tool_results import refused
+from api.turns import desk, turn_work
 from api.v1.bodies import ChunkStreamBody, CompletionBody, json_answer
-from api.v1.widgets import (
-    PendingQuestion,
-    invalid_answer_payload,
-    pending_from_history,
-    pending_in_session,
-    start_answer,
-    typed_answer,
-)
+from api.v1.widgets import invalid_answer_payload, pending_from_history, pending_in_session, typed_answer
 from api.v1.wire import MODEL_ID, ChunkTranslator, chat_completion, openai_error, static_chunks, strip_tool_blocks
-from foundation.cancellation import CancelToken
 from live.follow import FollowPlan
-from pipeline.turn import EventSink, run_turn
-from storage.connection import DbConnection
+from pipeline.questions import Question, Refusal, apply_once
+from pipeline.starts import NewMessage, TurnStart
 from storage.messages import add_message, recent_messages
 from storage.sessions import ChatSession, get_session
-from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, inspect_image, save_image
+from storage.uploads import MAX_IMAGES_PER_TURN, ImageRejected, decode_data_url, inspect_image
 from tools.base import ToolFailure
+from tools.interactive import InputMethod
 
 bp = Blueprint("openai", __name__, url_prefix="/v1")
 bp.before_request(require_user)
@@ -253,7 +248,7 @@ def client_instructions(chat: CompletionRequest) -> str:
     return text
 
 
-def target_session(chat: CompletionRequest, index: int, text: str) -> tuple[ChatSession, bool, PendingQuestion | None]:
+def target_session(chat: CompletionRequest, index: int, text: str) -> tuple[ChatSession, bool, Question | None]:
     """The turn's session, whether it is new, and the open question the message answers.
 
     `X-Session-Id` names the session (404 if not the user's); without it, a question whose
@@ -293,11 +288,9 @@ def import_history(session: ChatSession, chat: CompletionRequest, before: int, k
         )
 
 
-def invalid_answer(
-    chat: CompletionRequest, question: PendingQuestion, failure: ToolFailure, prompt_chars: int
-) -> Response:
+def invalid_answer(chat: CompletionRequest, question: Question, reason: str, prompt_chars: int) -> Response:
     """An answer that does not fit its question: no turn runs, the question stays open."""
-    payload = invalid_answer_payload(question, failure, f"turn_{question.call.id}_invalid")
+    payload = invalid_answer_payload(question, reason, f"turn_{question.call.id}_invalid")
     if chat.stream:
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         response = Response(
@@ -344,31 +337,23 @@ def chat_completions() -> ResponseReturnValue:
     answer: Any = None
     if question is not None:
         try:
-            answer = typed_answer(question.widget, text)
+            answer = typed_answer(question, text)
         except ToolFailure as failure:
-            return invalid_answer(chat, question, failure, prompt_chars)
-    lease = runner().claim(session.id)  # 409 turn_in_progress while the session answers
-    try:
-        if created:
-            import_history(session, chat, index, services.settings.context_messages - 1)
+            return invalid_answer(chat, question, failure.message, prompt_chars)
+    with desk().claim(session.id, user_id=user.id) as claim:  # 409 turn_in_progress while the session answers
+        start: TurnStart | Refusal
         if question is not None:
-            start_answer(services, question, user.id, answer, lease)
-        images = [save_image(services.settings.data_dir, user.id, blob) for blob in blobs] if question is None else []
-    except BaseException:
-        runner().live.turns.abandon(lease)
-        raise
-    meta = {"images": [image.model_dump() for image in images]} if images else None
-
-    def work(conn: DbConnection, emit: EventSink, cancel: CancelToken) -> dict[str, Any]:
-        result = run_turn(
-            services, conn, user_id=user.id, session_id=session.id, text=text, user_meta=meta, emit=emit, cancel=cancel
-        )
-        return turn_payload(result)
-
-    live = runner().live
-    if question is None:
+            method: InputMethod = "selection" if question.widget.widget != "text" else "text"
+            start = apply_once(get_db(), question, user.id, answer, method)
+            if isinstance(start, Refusal):
+                refused(start)
+        else:
+            if created:
+                import_history(session, chat, index, services.settings.context_messages - 1)
+            start = NewMessage(text, saved_images(user.id, blobs))
         release_db()  # the turn takes its own connection; this request holds none while it waits
-        runner().start(lease, work)
+        lease = claim.start(turn_work(services, user.id, session.id, start))
+    live = desk().live
     if chat.stream:
         database = services.database
 

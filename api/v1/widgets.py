@@ -9,10 +9,10 @@ conversation is the answer. "The same conversation" is found in one of two ways:
   last assistant message before the turn's message holds the question's tool block, whose
   `id` is the call's `toolCallId` (how Open WebUI continues: it resends the history).
 
-The answer goes through the same checks and handler as `POST /api/ai/tool-result`
-(`check_answer`, `apply_answer`, the call marked answered in the same transaction, the
-result stored as a `ui_tools` message, then the model's next pass), with one convenience
-for typed answers: a choice may be given by its number. An answer that does not fit is not
+The answer goes through the same steps as `POST /api/ai/tool-result` (`pipeline/questions.py`:
+the value checked, applied and the call marked answered in one transaction, the result stored
+as a `ui_tools` message, then the model's next pass), with one convenience for typed answers:
+a choice may be given by its number. An answer that does not fit is not
 stored: the client gets the reason, the question and its options again (the question stays
 open); a message that answers nothing (no pending question) is an ordinary turn.
 
@@ -23,59 +23,33 @@ on (`pipeline/approved.py`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from api.database import get_db
-from api.errors import ApiError
-from api.tool_results import continue_after_answer, continue_after_approval, fail, take_approval
-from api.turns import runner
-from api.v1.wire import block_call_ids, pending_widget
-from live.turns import TurnLease
-from pipeline.turn import TurnServices
+from api.v1.wire import block_call_ids
+from pipeline.questions import Question, as_question
 from storage.connection import DbConnection
-from storage.db import transaction
-from storage.messages import Message, find_tool_call, mark_tool_call, recent_messages
+from storage.messages import find_tool_call, recent_messages
 from tools.base import ErrorCode, ToolFailure
-from tools.interactive import APPROVE, InputMethod, WidgetOutput, apply_answer, check_answer
-
-ROLE = "ui_tools"
+from tools.interactive import APPROVE, check_answer
 
 
-@dataclass(frozen=True)
-class PendingQuestion:
-    """A stored question (`ui_tools`, still pending) and the widget it shows."""
-
-    call: Message
-    widget: WidgetOutput
-
-    def public(self) -> dict[str, Any]:
-        return self.call.public()
-
-
-def as_pending(message: Message | None) -> PendingQuestion | None:
-    if message is None or message.role != ROLE:
-        return None
-    widget = pending_widget(message.public())
-    return PendingQuestion(message, widget) if widget is not None else None
-
-
-def pending_in_session(conn: DbConnection, session_id: str) -> PendingQuestion | None:
+def pending_in_session(conn: DbConnection, session_id: str) -> Question | None:
     """The session's question when it is the session's last stored message (the turn ended on it)."""
     last = recent_messages(conn, session_id, 1)
-    return as_pending(last[0] if last else None)
+    return as_question(last[0] if last else None)
 
 
-def pending_from_history(conn: DbConnection, user_id: int, assistant_text: str) -> PendingQuestion | None:
+def pending_from_history(conn: DbConnection, user_id: int, assistant_text: str) -> Question | None:
     """The question whose block ends the client's last assistant message, if it is this user's and open."""
     ids = block_call_ids(assistant_text)
-    return as_pending(find_tool_call(conn, user_id, ids[-1])) if ids else None
+    return as_question(find_tool_call(conn, user_id, ids[-1])) if ids else None
 
 
-def typed_answer(widget: WidgetOutput, text: str) -> Any:
+def typed_answer(question: Question, text: str) -> Any:
     """The user's message as the widget's value (`check_answer`; a choice may be its number).
 
     Raises ToolFailure(INVALID_TOOL_RESULT) with what fits, as `POST /api/ai/tool-result` does."""
+    widget = question.widget
     value = text.strip()
     if widget.widget == "approval":  # yes (or approve, run…) runs it; anything else declines
         return value.rstrip(".!").strip().lower() in APPROVE
@@ -91,34 +65,11 @@ def typed_answer(widget: WidgetOutput, text: str) -> Any:
     return check_answer(widget, value)
 
 
-def invalid_answer_payload(question: PendingQuestion, failure: ToolFailure, turn_id: str) -> dict[str, Any]:
+def invalid_answer_payload(question: Question, reason_text: str, turn_id: str) -> dict[str, Any]:
     """What a client gets for an answer that does not fit: the reason, then the question again."""
-    reason = failure.message[:1].upper() + failure.message[1:]
-    asked = question.widget.question
+    reason = reason_text[:1].upper() + reason_text[1:]
     return {
         "turn_id": turn_id,
-        "reply": f"That answer does not fit: {reason}.\n\n{asked}",
-        "messages": [question.public()],
+        "reply": f"That answer does not fit: {reason}.\n\n{question.widget.question}",
+        "messages": [question.call.public()],
     }
-
-
-def start_answer(services: TurnServices, question: PendingQuestion, user_id: int, value: Any, lease: TurnLease) -> None:
-    """Apply the answer (one transaction), store it, and start the model's next pass on `lease`.
-
-    The same steps as `POST /api/ai/tool-result` after its checks; a failing handler stores
-    the error, leaves the question open and answers its code (`api.tool_results.fail`)."""
-    conn = get_db()
-    call = question.call
-    if question.widget.widget == "approval":
-        take_approval(conn, call)
-        runner().start(lease, continue_after_approval(services, call, user_id, bool(value)))
-        return
-    method: InputMethod = "selection" if question.widget.widget != "text" else "text"
-    try:
-        with transaction(conn):
-            output = apply_answer(conn, user_id, question.widget, value, method)
-            if not mark_tool_call(conn, call.id, "answered"):
-                raise ApiError(409, "already_answered", "this question was already answered")
-    except ToolFailure as failure:
-        fail(conn, call, user_id, failure.code, failure.message, 422)
-    runner().start(lease, continue_after_answer(services, call, user_id, output))

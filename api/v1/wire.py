@@ -33,6 +33,7 @@ import re
 import time
 from typing import Any
 
+from foundation.events import EventName
 from live.bus import Event
 from pipeline.context import is_tool_role
 from tools.interactive import WidgetOutput
@@ -266,19 +267,19 @@ class ChunkTranslator:
 
     def frames(self, event: Event) -> str:
         data = event.data
-        if event.name == "answer.delta" and not self.holding:
+        if event.name == EventName.ANSWER_DELTA and not self.holding:
             self.answer += str(data.get("text", ""))
             return self.text(str(data.get("text", "")))
-        if event.name == "answer.reset":
+        if event.name == EventName.ANSWER_RESET:
             self.holding = True
-        elif event.name == "message.stored" and is_tool_role(str(data.get("role", ""))):
+        elif event.name == EventName.MESSAGE_STORED and is_tool_role(str(data.get("role", ""))):
             message = self.load_tool(int(data["id"]))
             if message is not None:
                 self.answer, self.holding = "", False
                 return self.text(tool_block(message))
-        elif event.name == "done":
+        elif event.name == EventName.DONE:
             return self.finish(data)
-        elif event.name == "error":
+        elif event.name == EventName.ERROR:
             status = int(data.get("status", 500))
             if not self.started:
                 self.failure = status, openai_error(status, data)

@@ -59,8 +59,13 @@ export class Progress {
   handle({ event, data }) {
     const pass = (data.pass ?? 0) + 1;
     switch (event) {
+      case "turn.queued":
+        // the user's share of the server's turn workers is busy with their other chats
+        this.step("queued", "Waiting for your other chats to finish answering");
+        break;
       case "turn.started":
-        this.done("Turn started");
+        if (this.running.has("queued")) this.finish("queued", "Your turn started", true);
+        else this.done("Turn started");
         break;
       case "provider.request":
         this.calls.set(pass, `provider-${pass}-${data.attempt}`);
@@ -90,6 +95,15 @@ export class Progress {
       case "tool.started":
         this.step(`tool-${data.name}`, `Running /${data.name}`);
         break;
+      case "tool.progress": {
+        const item = this.running.get(`tool-${data.name}`);
+        if (item) {
+          const part = typeof data.total === "number" && data.total > 0 ? ` (${Math.round((100 * data.progress) / data.total)}%)` : "";
+          const said = typeof data.message === "string" && data.message ? `: ${data.message}` : "";
+          item.querySelector(".step-text").textContent = `Running /${data.name}${part}${said}`;
+        }
+        break;
+      }
       case "tool.finished":
         this.finish(`tool-${data.name}`, `Tool /${data.name} finished`, Boolean(data.ok), data.code, data.duration_ms);
         break;

@@ -6,7 +6,7 @@ from flask import Flask
 
 from api.services import SERVICES_KEY, Services, services, services_of
 from bounded.pool import WorkerPool
-from pipeline.turn import tool_context
+from pipeline.results import tool_context
 
 
 def test_create_app_stores_one_services_value_read_through_one_accessor(app: Flask) -> None:

@@ -25,7 +25,7 @@ FLOORS: dict[str, int] = {
     "bounded": 2,  # untrusted work in limited worker processes (the SQL sandboxes among it)
     "judge": 2,  # the Docker judge
     "storage": 3,
-    "config": 4,  # settings name the providers', the database's and the store's own types
+    "config": 0,  # settings: plain values, a leaf (what they build is built where the app is made)
     "learner": 6,
     "tools": 7,
     "commands": 8,

@@ -1,5 +1,5 @@
 """The settings documentation cannot drift: README.md's table and `.env.example` are what
-`config/doc.py` generates from `config.settings.Settings`, and every field says what it means."""
+`cli/settings_doc.py` generates from `config.settings.Settings`, and every field says what it means."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from config.doc import (
+from cli.settings_doc import (
     README_END,
     README_START,
     MissingMarkersError,
@@ -22,7 +22,7 @@ from config.doc import (
 from config.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-FIX = "run `.venv/bin/python config/doc.py --write` and commit README.md and .env.example"
+FIX = "run `.venv/bin/python cli/settings_doc.py --write` and commit README.md and .env.example"
 
 
 @pytest.mark.parametrize("name", list(Settings.model_fields))
@@ -64,7 +64,7 @@ def test_a_readme_without_markers_is_a_clear_error():
 @pytest.mark.parametrize(("flag", "expected"), [("--markdown", markdown_table), ("--env-example", env_example)])
 def test_the_command_prints_what_the_tests_compare(flag, expected):
     result = subprocess.run(
-        [sys.executable, "-m", "config.doc", flag], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "cli.settings_doc", flag], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == expected()

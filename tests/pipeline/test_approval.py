@@ -1,4 +1,9 @@
-"""The approval policy (SPEC 8, Approval): `TOOL_APPROVAL` parsed, and which calls ask first."""
+"""The approval policy (SPEC 8, Approval): `TOOL_APPROVAL` parsed, and which calls ask first.
+
+The verdicts are `pipeline/approval.decide`'s on real tool units with a real context: whether
+`/memory_sql` asks is the SQLite engine's own reading of the statement (the app's SQL worker),
+so the table runs against a migrated database. The same decision over 100+ statements on both
+engines, through real turns, is `tests/hostile/test_approval_engines.py`."""
 
 from __future__ import annotations
 
@@ -6,12 +11,16 @@ import dataclasses
 from typing import Any
 
 import pytest
+from flask import Flask
 
+from api.services import services_of
 from commands.detect import Command, detect_command
 from config.approval import parse_approval
 from config.settings import ConfigError, load_settings
-from pipeline.approval import is_update, needs_approval
-from tools.base import READ_ONLY_LOCAL, Tool, ToolContext, ToolHints
+from mcp_client.tools import approval_of
+from pipeline.approval import Verdict, decide, standing_rule
+from pipeline.results import tool_context
+from tools.base import ASKS, READ_ONLY_LOCAL, Tool, ToolContext, ToolHints
 from tools.catalog import build_registry
 from tools.generic import TextOutput, schema_tool
 from tools.interactive import CONFIRM_TOOL
@@ -26,8 +35,17 @@ def nothing(arguments: dict[str, Any], ctx: ToolContext) -> TextOutput:
 def mcp_tool(name: str, hints: ToolHints | None) -> Tool[Any, Any]:
     """An MCP server's tool as the client registers it: generic binding, role `mcp_tools`,
     the server's hints (None: it said nothing)."""
-    tool = schema_tool(name, "an MCP tool", {"type": "object", "properties": {}}, nothing, result_role="mcp_tools")
-    return dataclasses.replace(tool, annotations=hints)
+    declared = hints or ToolHints()
+    return schema_tool(
+        name,
+        "an MCP tool",
+        {"type": "object", "properties": {}},
+        nothing,
+        result_role="mcp_tools",
+        annotations=hints,
+        approval=approval_of(declared),
+        origin="mcp",
+    )
 
 
 READ_ONLY = mcp_tool("srv_read", READ_ONLY_LOCAL)
@@ -95,35 +113,55 @@ UPDATE_IN_BODY = "/memory_sql\nWITH x AS (SELECT 1) UPDATE memories SET importan
         ("default,-mcp,+mcp", SILENT, "/srv_silent {}", True),
     ],
 )
-def test_policy_table(setting: str, tool: str | Tool[Any, Any], text: str, asks: bool) -> None:
+def test_policy_table(app: Flask, setting: str, tool: str | Tool[Any, Any], text: str, asks: bool) -> None:
     unit = builtin(tool) if isinstance(tool, str) else tool
-    assert needs_approval(unit, command(text), parse_approval(setting)) is asks
+    assert verdict(app, unit, text, setting).kind == ("ask" if asks else "run")
+
+
+def verdict(app: Flask, unit: Tool[Any, Any], text: str, setting: str) -> Verdict:
+    turns = services_of(app).turns
+    with turns.database.connection() as conn:
+        return decide(unit, command(text), tool_context(turns, conn, user_id=1), parse_approval(setting))
 
 
 @pytest.mark.parametrize(
-    ("sql", "update"),
+    ("sql", "kind", "writes_allowed"),
     [
-        ("SELECT * FROM memories", False),
-        ("select content from memories where content like '%UPDATE%'", False),
-        ('SELECT "update" FROM memories', False),  # a quoted name
-        ("SELECT 1 -- update later\n", False),
-        ("SELECT 1 /* update */", False),
-        ("SELECT 'it''s' AS a", False),
-        ("UPDATE memories SET importance = 2", True),
-        ("  update memories set content = 'x'", True),
-        ("WITH t AS (SELECT 1) UPDATE memories SET importance = 1", True),
-        ("SELECT 'open", True),  # a literal left open: ask
-        ("SELECT 1 /* open", True),
-        ("", False),
+        ("SELECT * FROM memories", "run", False),
+        ("select content from memories where content like '%UPDATE%'", "run", False),
+        ('SELECT "update" FROM memories', "run", False),  # SQLite reads an unknown quoted name as a string
+        ("SELECT 1 -- update later\n", "run", False),
+        ("SELECT 1 /* update */", "run", False),
+        ("SELECT 'it''s' AS a", "run", False),
+        ("UPDATE memories SET importance = 2", "ask", True),
+        ("  update memories set content = 'x'", "ask", True),
+        ("WITH t AS (SELECT 1) UPDATE memories SET importance = 1", "ask", True),
+        ("WITH a AS (SELECT $$--$$) UPDATE memories SET importance = 3 WHERE true", "refuse", True),  # SQLite syntax
+        ("UPDATE messages SET content = 'x'", "refuse", True),  # never allowed: refused without asking
+        ("DELETE FROM memories", "refuse", True),
+        ("SELECT 'open", "refuse", True),
+        ("SELECT 1 /* open", "run", False),  # SQLite ends an open block comment at the end of the text
     ],
 )
-def test_update_statements(sql: str, update: bool) -> None:
-    assert is_update(sql) is update
+def test_memory_sql_asks_when_its_engine_reads_a_write(app: Flask, sql: str, kind: str, writes_allowed: bool) -> None:
+    found = verdict(app, builtin("memory_sql"), f"/memory_sql {sql}", "default")
+    assert (found.kind, found.writes_allowed) == (kind, writes_allowed)
+    if kind == "refuse":
+        assert found.failure is not None and found.failure.code in ("PERMISSION_DENIED", "VALIDATION_FAILED")
+
+
+def test_a_tool_that_asks_is_one_line_on_the_tool(app: Flask) -> None:
+    quiet = builtin("read_file")
+    asking = dataclasses.replace(quiet, approval=ASKS)
+    assert verdict(app, quiet, "/read_file notes.md", "default").kind == "run"
+    assert verdict(app, asking, "/read_file notes.md", "default").kind == "ask"
+    assert standing_rule(asking, parse_approval("default")) == "always"
+    assert standing_rule(asking, parse_approval("default,-read_file")) == "never"
 
 
 @pytest.mark.parametrize(
     "value",
-    ["default,+run code", "default,none", "write_file,all", "+none", "default,,x", "mcp:some", "-default:x"],
+    ["default,+run code", "default,none", "write_file,all", "+none", "default,,x", "mcp:some", "-default:x", "a:b c"],
 )
 def test_a_bad_setting_stops_the_start_naming_it(value: str) -> None:
     with pytest.raises(ConfigError) as error:
@@ -134,4 +172,4 @@ def test_a_bad_setting_stops_the_start_naming_it(value: str) -> None:
 def test_unset_is_the_default() -> None:
     policy = load_settings({}, None).tool_approval
     assert policy == parse_approval("default")
-    assert policy.commands == {"write_file", "edit_file"} and policy.memory_sql_update and policy.mcp == "hints"
+    assert policy.declared and policy.mcp == "hints" and policy.commands == frozenset()

@@ -255,7 +255,7 @@ def test_refuse_answers_under_the_tools_own_role(registry: ToolRegistry) -> None
     ]:
         command = detect_command(reply)
         assert command is not None
-        routed = refuse(command, registry, "the body was cut")
+        routed = refuse(command, registry, ToolFailure(ErrorCode.VALIDATION_FAILED, "the body was cut"))
         assert (routed.role, routed.result.tool, routed.result.ok) == (role, tool, False)
         assert routed.result.error_code == ErrorCode.VALIDATION_FAILED
         assert (

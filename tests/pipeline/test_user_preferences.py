@@ -6,7 +6,6 @@ without ever widening it."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +15,7 @@ from flask.testing import FlaskClient
 
 from api.services import services_of
 from config.approval import parse_approval
+from mcp_client.tools import approval_of
 from pipeline.approval import standing_rule, user_asks
 from pipeline.preferences import session_chain
 from pipeline.prompt import PREFERENCES_HEADING, PROTOCOL, preferences_block
@@ -80,9 +80,15 @@ def nothing(arguments: dict[str, Any], ctx: Any) -> TextOutput:
     raise AssertionError("never called")
 
 
-MCP_READ = dataclasses.replace(
-    schema_tool("srv_read", "an MCP tool", {"type": "object", "properties": {}}, nothing, result_role="mcp_tools"),
+MCP_READ = schema_tool(
+    "srv_read",
+    "an MCP tool",
+    {"type": "object", "properties": {}},
+    nothing,
+    result_role="mcp_tools",
     annotations=READ_ONLY_LOCAL,
+    approval=approval_of(READ_ONLY_LOCAL),
+    origin="mcp",
 )
 
 

@@ -233,7 +233,7 @@ def test_both_engines_build_the_same_tables_and_columns(tmp_path: Path, pg_empty
 RACING_MIGRATOR = """
 import os, sys, time
 sys.path.insert(0, os.getcwd())
-from storage.database_url import DatabaseTarget
+from config.database_url import DatabaseTarget
 from storage.open import open_store
 start = float(sys.argv[3])
 while time.time() < start:  # every process leaves this line within a millisecond of the others

@@ -20,6 +20,7 @@ from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
 from foundation.text_lines import text_lines
 from tools.base import (
+    ASKS,
     READ_ONLY_LOCAL,
     CommandBinding,
     ErrorCode,
@@ -246,6 +247,7 @@ WRITE_FILE_TOOL = Tool(
     output_model=WriteFileOutput,
     handler=write_file,
     result_role="file_tools",
+    approval=ASKS,  # it replaces a file: the user sees the content first (SPEC 8)
     command=CommandBinding(
         name="write_file",
         usage="/write_file <path> (the file content on the following lines)",
@@ -267,6 +269,7 @@ EDIT_FILE_TOOL = Tool(
     output_model=EditFileOutput,
     handler=edit_file,
     result_role="file_tools",
+    approval=ASKS,  # it changes a file: the user sees the blocks first (SPEC 8)
     command=CommandBinding(
         name="edit_file",
         usage="/edit_file <path> (then blocks: <<<<<<< SEARCH, old lines, =======, new lines, >>>>>>> REPLACE)",

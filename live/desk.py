@@ -1,12 +1,20 @@
-"""Running a turn off the request's thread: claim the session, run the work on a worker, end it.
+"""Where every turn starts: claim the session, hand the work to a fair worker, end it once.
 
-`POST /chat`, `POST /api/ai/tool-result`, `POST /v1/chat/completions` and
-`POST /activities/generate` all hand a `TurnWork` (a function of a connection, an event sink
-and the turn's cancel token that returns the turn's answer) to `TurnRunner.start`. The
-session is claimed first (one turn at a time: `claim` raises `TurnInProgress`), then the work
-runs on one of a bounded pool of worker threads (each keeps its SQLite connection), never on
-the request's thread: closing the request never stops the turn, and waiting for it costs the
-asyncio server no thread.
+`POST /chat`, a regenerate, a widget's or an approval's answer, `POST /v1/chat/completions`
+and `POST /activities/generate` all go through `TurnDesk.claim`, a context manager:
+
+    with desk.claim(session_id, user_id=user.id) as claim:
+        ...checks that may still refuse (404, 409, a bad image)...
+        claim.start(work)
+
+The claim (one turn at a time per session: `TurnInProgress` while one runs) is given back on
+ANY way out of the block, an exception included, unless `start` handed the turn to a worker:
+from then on only the turn's own end releases the session. No view claims or gives back by hand.
+
+`start` queues the work on `FairWorkers` (no user holds more than `TURN_SHARE` of
+`TURN_WORKERS` while another waits) and arms the turn's time limit (`MAX_TURN_S`, counted from
+when it starts to run): at the limit its cancel token fires with `TIME_LIMIT`, and the turn ends
+as a Stop does, keeping the answer text already shown (`meta.stop_reason` `time_limit`).
 
 Whatever happens, the turn ends with exactly one terminal event and one `TurnOutcome` on its
 lease: `done` with the answer (`TurnDone`), or `error` (`TurnFailure`, `failure_of`): the
@@ -21,15 +29,18 @@ This module imports nothing of the HTTP layer: its outcomes are values the HTTP 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
-from foundation.cancellation import CancelToken
+from foundation.cancellation import CancelToken, Watchdog
+from foundation.events import EventName
 from live import Live
+from live.turn_workers import FairWorkers
 from live.turns import FailureCode, TurnDone, TurnFailure, TurnLease, TurnOutcome
 from observe.telemetry import Telemetry
-from pipeline.turn import EventSink, ProviderUnavailable, StorageUnavailable, TurnFailed
+from pipeline.results import TIME_LIMIT, EventSink, ProviderUnavailable, StorageUnavailable, TurnFailed
 from storage.connection import DbConnection, Store
 from storage.errors import storage_fault
 from storage.messages import set_turn_error
@@ -64,35 +75,83 @@ def failure_of(error: Exception, lease: TurnLease) -> TurnFailure:
     )
 
 
-class TurnRunner:
-    """Starts turns on a bounded pool of worker threads; one instance per app."""
+@dataclass(frozen=True)
+class TurnLimits:
+    """How many turns run at once, each user's share of them, and a turn's total time."""
+
+    workers: int
+    share: int
+    max_turn_s: float
+
+
+class Claim:
+    """A session claimed for one turn, inside `TurnDesk.claim`'s block."""
+
+    def __init__(self, desk: TurnDesk, lease: TurnLease, user_id: int | None) -> None:
+        self.desk = desk
+        self.lease = lease
+        self.user_id = user_id
+
+    @property
+    def turn_id(self) -> str:
+        return self.lease.turn_id
+
+    def start(self, work: TurnWork) -> TurnLease:
+        """Hand the turn to a worker: from now on only its end releases the session."""
+        return self.desk.start(self, work)
+
+
+class TurnDesk:
+    """Claims sessions and runs their turns on fair workers; one instance per app."""
 
     def __init__(
         self,
         database: Store,
         live: Live,
-        workers: int,
+        limits: TurnLimits,
         failure_event: FailureEvent,
         telemetry: Telemetry | None = None,
     ) -> None:
         self.database = database
         self.telemetry = telemetry or Telemetry.off()
         self.live = live
+        self.limits = limits
         self.failure_event = failure_event
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="turn")
+        self.workers = FairWorkers(limits.workers, limits.share)
+        self._timers = Watchdog("turn-time-limits")
 
-    def claim(self, session_id: str, kind: str = "chat") -> TurnLease:
-        """Reserve the session for a new turn; raises `TurnInProgress` with the running turn's id."""
-        return self.live.turns.claim(session_id, kind, self.live.bus.position())
+    @contextmanager
+    def claim(self, session_id: str, *, user_id: int | None, kind: str = "chat") -> Iterator[Claim]:
+        """The session for a new turn (raises `TurnInProgress` with the running turn's id);
+        given back when the block ends unless the turn was started in it."""
+        lease = self.live.turns.claim(session_id, kind, self.live.bus.position())
+        try:
+            yield Claim(self, lease, user_id)
+        finally:
+            if not lease.started:
+                self.live.turns.abandon(lease)
 
-    def start(self, lease: TurnLease, work: TurnWork) -> TurnLease:
+    def close(self) -> None:
+        self.workers.shutdown()
+
+    def start(self, claim: Claim, work: TurnWork) -> TurnLease:
+        lease = claim.lease
         lease.started = True
-        self._executor.submit(self.telemetry.carry(self._run), lease, work)  # in the request's trace
+        run = self.telemetry.carry(self._run)  # in the request's trace
+        if not self.workers.submit(claim.user_id, lambda: run(lease, work), lease.token):
+            self.live.bus.post(lease.session_id, EventName.TURN_QUEUED, {"turn_id": lease.turn_id})
         return lease
 
     def _run(self, lease: TurnLease, work: TurnWork) -> None:
-        with self.telemetry.turn(lease.kind, lease.session_id, lease.turn_id) as observed:
-            observed.outcome = self._run_observed(lease, work)
+        def at_the_limit() -> None:
+            lease.token.cancel(TIME_LIMIT)
+
+        unarm = self._timers.schedule(self.limits.max_turn_s, at_the_limit)
+        try:
+            with self.telemetry.turn(lease.kind, lease.session_id, lease.turn_id) as observed:
+                observed.outcome = self._run_observed(lease, work)
+        finally:
+            unarm()
 
     def _mark_failed(self, failure: TurnFailure) -> None:
         """Keep the failure on its user message (`meta.turn_error`), so a reload still shows the
@@ -110,7 +169,7 @@ class TurnRunner:
         """Run the turn; its outcome for the metrics: `done`, `stopped` or the failure's code."""
         bus, session_id = self.live.bus, lease.session_id
 
-        def emit(name: str, data: dict[str, Any]) -> None:  # the terminal event, below, is published after these
+        def emit(name: EventName, data: dict[str, Any]) -> None:  # the terminal event, below, is published after these
             bus.post(session_id, name, {"turn_id": lease.turn_id, **data})
 
         outcome: TurnOutcome
@@ -123,9 +182,9 @@ class TurnRunner:
         finally:
             self.database.release_thread_connection()  # PostgreSQL: back to the pool
         if isinstance(outcome, TurnDone):
-            name, data = "done", outcome.answer
+            name, data = EventName.DONE, outcome.answer
         else:
-            name, data = "error", self.failure_event(outcome)
+            name, data = EventName.ERROR, self.failure_event(outcome)
         self.live.turns.finish(lease, lambda: bus.publish(session_id, name, data), outcome)
         if isinstance(outcome, TurnFailure):
             return outcome.code

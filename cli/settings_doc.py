@@ -5,9 +5,9 @@ setting sits next to its default and validation and cannot drift from them:
 `tests/cli/test_docs.py` fails when README.md or `.env.example` differ from what this module
 prints. After changing a setting run:
 
-    python -m config.doc --write         rewrite README.md's table and .env.example
-    python -m config.doc --markdown      print the table (the default)
-    python -m config.doc --env-example   print .env.example
+    python -m cli.settings_doc --write         rewrite README.md's table and .env.example
+    python -m cli.settings_doc --markdown      print the table (the default)
+    python -m cli.settings_doc --env-example   print .env.example
 """
 
 from __future__ import annotations
@@ -16,18 +16,18 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import get_args
 
 import click
 from pydantic.fields import FieldInfo
 
-from config.settings import DEFAULT_RATE_LIMITS, ProviderName, Settings
+from config.settings import DEFAULT_RATE_LIMITS, Settings
+from providers import HttpProvider, provider_registry
 
-README_START = "<!-- settings:start (generated from config/settings.py by `python -m config.doc --write`) -->"
+README_START = "<!-- settings:start (generated from config/settings.py by `python -m cli.settings_doc --write`) -->"
 README_END = "<!-- settings:end -->"
 ENV_EXAMPLE_HEADER = """\
 # Every setting of the orchestrator with its default, generated from config.settings.Settings by
-# `python -m config.doc --write` (edit config/settings.py, not this file).
+# `python -m cli.settings_doc --write` (edit config/settings.py, not this file).
 # Copy it to .env and uncomment what you change; the environment wins over .env.
 """
 
@@ -46,8 +46,10 @@ class SettingDoc:
 
 
 def fallback_key_names() -> tuple[str, ...]:
-    """`<PROVIDER>_API_KEY` for every provider that takes a key (what `load_settings` reads)."""
-    return tuple(f"{name.upper()}_API_KEY" for name in get_args(ProviderName) if name != "scripted")
+    """`<PROVIDER>_API_KEY` for every provider that calls a server (what `load_settings` reads as a fallback's key)."""
+    return tuple(
+        f"{name.upper()}_API_KEY" for name, cls in provider_registry().items() if issubclass(cls, HttpProvider)
+    )
 
 
 def env_default(name: str, field: FieldInfo) -> str:
