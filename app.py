@@ -285,6 +285,9 @@ def build_services(settings: Settings, telemetry: Telemetry) -> Services:
     watch(telemetry, chat_chain, vision_chain, bounded_pool, judge)
     passwords = Passwords()  # argon2 hashes, a few at once in this process (storage/passwords.py)
     telemetry.metrics.watched.gates["passwords"] = lambda: passwords.gate
+    if passwords.clean_gate is not None:
+        kept = passwords.clean_gate
+        telemetry.metrics.watched.gates["passwords_kept"] = lambda: kept
     return Services(
         settings=settings,
         database=database,

@@ -193,12 +193,13 @@ def check_password(name: str, password: str) -> User:
     limiter = services().rate_limiter
     address = request.remote_addr or "unknown"
     refuse_unless(limiter.hit("login", "password", address))
-    if not limiter.untouched("login", "failed-address", address):  # this address guessed wrong before
+    clean = limiter.untouched("login", "failed-address", address)  # this address never guessed wrong
+    if not clean:
         refuse_unless(limiter.allows("login", "failed-name", name))
     conn = get_db()
     record = login_record(conn, name)
     user, stored = record if record is not None else (None, None)
-    matched, rehashed = services().passwords.verify(stored, password, key=address)
+    matched, rehashed = services().passwords.verify(stored, password, key=address, clean=clean)
     if user is None or not matched:
         limiter.hit("login", "failed-address", address)
         limiter.hit("login", "failed-name", name)

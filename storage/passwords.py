@@ -35,6 +35,7 @@ from foundation.fair_share import Busy, FairGate
 # x 64 MiB: the most memory logins can hold at once; a core stays free for every other request
 HASHES_AT_ONCE = max(1, min(4, (os.cpu_count() or 2) - 1))
 WAIT_S = 0.0  # a login never waits for a place: it answers "busy" at once
+CLEAN_PLACES = 1  # kept for callers without failures (the account's owner during a flood of guesses)
 MIN_CHARS = 8
 MAX_BYTES = 1024
 
@@ -51,11 +52,23 @@ def password_problem(password: str) -> str | None:
 
 
 class Passwords:
-    """argon2 hashing behind a fair gate of `slots` places."""
+    """argon2 hashing in `slots` places, plus `CLEAN_PLACES` kept for callers with a clean record.
 
-    def __init__(self, hasher: PasswordHasher | None = None, slots: int = HASHES_AT_ONCE, wait_s: float = WAIT_S):
+    A caller with no failed sign-in behind it (`clean`: a signed-in user, an address that never
+    guessed wrong) may also take a place of its own, which nobody with failures can hold: so a
+    flood of wrong guesses, each answered 503 at once when the shared places are full, never
+    keeps the account's owner out, and still costs at most `slots` cores."""
+
+    def __init__(
+        self,
+        hasher: PasswordHasher | None = None,
+        slots: int = HASHES_AT_ONCE,
+        wait_s: float = WAIT_S,
+        clean_places: int = CLEAN_PLACES,
+    ):
         self.hasher = hasher or PasswordHasher()
         self.gate = FairGate(slots)
+        self.clean_gate = FairGate(clean_places) if clean_places > 0 else None
         self.wait_s = wait_s
         self._lock = threading.Lock()
         self._running = 0
@@ -63,13 +76,19 @@ class Passwords:
         self.hashes = 0  # hashes and verifications run, in all
         self._dummy: str | None = None
 
-    def hash(self, password: str, key: Hashable) -> str:
-        return self._gated(key, lambda: self.hasher.hash(password))
+    @property
+    def places(self) -> int:
+        return self.gate.capacity + (self.clean_gate.capacity if self.clean_gate else 0)
 
-    def verify(self, stored: str | None, password: str, key: Hashable) -> tuple[bool, str | None]:
+    def hash(self, password: str, key: Hashable) -> str:
+        return self._gated(key, lambda: self.hasher.hash(password), clean=True)
+
+    def verify(
+        self, stored: str | None, password: str, key: Hashable, *, clean: bool = True
+    ) -> tuple[bool, str | None]:
         """Whether `password` matches `stored` (None: no such user or no password, checked
         against the dummy hash all the same), and a new hash when the stored one's
-        parameters are out of date."""
+        parameters are out of date. `clean`: the caller has no failed attempt behind it."""
         target = stored if stored is not None else self.dummy_hash()
 
         def check() -> tuple[bool, str | None]:
@@ -81,7 +100,7 @@ class Passwords:
                 return False, None
             return True, (self.hasher.hash(password) if self.hasher.check_needs_rehash(stored) else None)
 
-        return self._gated(key, check)
+        return self._gated(key, check, clean=clean)
 
     def dummy_hash(self) -> str:
         with self._lock:
@@ -93,8 +112,18 @@ class Passwords:
         with self._lock:
             return self._running
 
-    def _gated(self, key: Hashable, work: Callable[[], T]) -> T:
-        if not self.gate.acquire(key, time.monotonic() + self.wait_s):
+    def _place(self, key: Hashable, clean: bool) -> FairGate | None:
+        """A free place now: a shared one, else (for a clean caller) a kept one; None: busy."""
+        until = time.monotonic() + self.wait_s
+        if self.gate.acquire(key, until):
+            return self.gate
+        if clean and self.clean_gate is not None and self.clean_gate.acquire(key, until):
+            return self.clean_gate
+        return None
+
+    def _gated(self, key: Hashable, work: Callable[[], T], *, clean: bool) -> T:
+        gate = self._place(key, clean)
+        if gate is None:
             raise Busy("too many sign-ins are being checked at once; retry shortly")
         try:
             with self._lock:
@@ -107,4 +136,4 @@ class Passwords:
                 with self._lock:
                     self._running -= 1
         finally:
-            self.gate.release(key)
+            gate.release(key)

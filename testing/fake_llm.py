@@ -130,6 +130,7 @@ class FakeLLMServer(LoopbackServer):
         port: int = 0,
     ) -> None:
         self._replies: deque[Reply] = deque(replies)
+        self._rules: list[tuple[str, Reply]] = []  # (words of the last user message, its reply): `when`
         self.default_reply = default_reply
         self.delay_s = delay_s
         self.stream_mode = stream_mode
@@ -172,6 +173,7 @@ class FakeLLMServer(LoopbackServer):
         """Forget queued replies and recorded requests (one server shared by many tests)."""
         with self._lock:
             self._replies.clear()
+            self._rules.clear()
             self.requests.clear()
             self.paths.clear()
             self.get_paths.clear()
@@ -189,8 +191,18 @@ class FakeLLMServer(LoopbackServer):
         with self._lock:
             self._replies.extend(replies)
 
-    def next_reply(self) -> Reply:
+    def when(self, words: str, reply: Reply) -> None:
+        """Answer `reply` (every time, before the queue) to a request whose last user message
+        contains `words`: several users' turns in one test, each with its own answer."""
         with self._lock:
+            self._rules.append((words, reply))
+
+    def next_reply(self, body: dict[str, Any] | None = None) -> Reply:
+        with self._lock:
+            asked = _last_user_text(body or {})
+            for words, reply in self._rules:
+                if words in asked:
+                    return reply
             return self._replies.popleft() if self._replies else self.default_reply
 
     def answer(self, index: int = -1, timeout: float = 5.0) -> AnswerLog:
@@ -278,7 +290,7 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     return
             if server.delay_s and not self._wait(server.delay_s, log):
                 return
-            reply = server.next_reply()
+            reply = server.next_reply(body)
             ollama = self.path.startswith("/api/chat")
             if isinstance(reply, int):
                 self._emit(
@@ -416,6 +428,17 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
     return Handler
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    """The text of a request's last user message (its parts joined), "" without one."""
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+            return str(content or "")
+    return ""
 
 
 def _openai_whole(body: dict[str, Any], content: Any) -> dict[str, Any]:
