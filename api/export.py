@@ -43,7 +43,7 @@ from api.sessions import new_session, owned_session
 from storage.chat_transfer import ChatTooLong, chat_message_ids, import_rows, messages_in_order
 from storage.db import utc_now
 from storage.messages import Message
-from storage.roles import TOOLS_SUFFIX
+from storage.roles import ASSISTANT, TOOLS_SUFFIX, USER
 from storage.sessions import ChatSession
 from tools.meta import UI_PENDING, ToolMeta
 
@@ -134,9 +134,9 @@ def fenced(text: str, info: str = "") -> str:
 
 
 def markdown_message(message: Message) -> str:
-    if message.role == "user":
+    if message.role == USER:
         return f"## You · {message.created_at}\n\n{message.content}\n"
-    if message.role == "assistant":
+    if message.role == ASSISTANT:
         return f"## Assistant · {message.created_at}\n\n{message.content}\n"
     meta = message.meta or {}
     command = meta.get("command_line") or f"/{meta.get('command') or message.role.removesuffix(TOOLS_SUFFIX)}"
@@ -198,9 +198,9 @@ def clean_meta(role: str, meta: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     if len(json.dumps(meta)) > MAX_META_BYTES:
         raise ApiError(400, "invalid_request", f"a message's meta is larger than {MAX_META_BYTES // 1024} KiB")
-    if role == "user":
+    if role == USER:
         return None
-    if role == "assistant":
+    if role == ASSISTANT:
         return {"stopped": True} if meta.get("stopped") is True else None
     try:
         tool = ToolMeta.model_validate(meta)

@@ -25,6 +25,7 @@ from api.turns import answer_turn, desk, turn_work
 from pipeline.starts import Regenerate
 from storage.connection import DbConnection
 from storage.messages import Message, newest_leaf_below, session_message, set_active_leaf
+from storage.roles import USER
 
 bp = Blueprint("versions", __name__)
 bp.before_request(require_user)
@@ -51,7 +52,7 @@ def answered_message(conn: DbConnection, session_id: str, message: Message) -> M
     for _ in range(MAX_TURN_ROWS):
         if current is None:
             break
-        if current.role == "user":
+        if current.role == USER:
             return current
         current = session_message(conn, session_id, current.parent_id) if current.parent_id else None
     raise ApiError(400, "invalid_request", "this message answers no user message of the chat")

@@ -61,7 +61,7 @@ def measure(target: Target, attack: Attack) -> str:
         start = time.perf_counter()
         try:
             outcome = attack.run(target)
-            result = f"{outcome.status} {outcome.body_bytes:>9,} B {outcome.note[:28]}"
+            result = f"{outcome.status} {outcome.body_bytes:>9,} B {outcome.note[:60]}"
         except Exception as error:  # the bench reports a broken attack instead of stopping
             result = f"raised {type(error).__name__}: {str(error)[:40]}"
         wall = time.perf_counter() - start

@@ -20,9 +20,12 @@ it runs outside any write lock, and the FTS5 sync triggers never meet the author
 
 Phases: (1) `EXPLAIN <sql>` compiles the statement under the authorizer without running it
 and classifies it (SELECT or UPDATE memories; anything with neither, such as REINDEX or
-VACUUM, which raise no authorizer event, is refused), which is all a `classify_only` job does
-(whether a call asks its user first, SPEC 8, is this classification's); (2) the same text runs under the same
+VACUUM, which raise no authorizer event, is refused); (2) the same text runs under the same
 authorizer, SQLite's limits (`sql_limits.py`), a progress-handler deadline and a byte budget.
+
+A `dry_run` job (whether a call asks its user first, SPEC 8) stops after phase 1 for a SELECT;
+an UPDATE runs phase 2 as it always does, recording its changes and writing nothing, so every
+refusal of the engine (a value out of range, RETURNING, too many rows) comes before the question.
 """
 
 from __future__ import annotations
@@ -367,7 +370,7 @@ def _execute(conn: sqlite3.Connection, auth: Authorizer, job: MemoryJob) -> Memo
     if not (auth.saw_update or auth.saw_select):
         raise Refused(SqlError("PERMISSION_DENIED", f"only SELECT or UPDATE memories can run. {RULE}"))
     kind: Literal["select", "update"] = "update" if auth.saw_update else "select"
-    if job.classify_only:  # SQLite's own reading of the statement decides whether it asks (SPEC 8)
+    if job.dry_run and kind == "select":  # SQLite's own reading decides whether a call asks (SPEC 8)
         return MemoryAnswer(kind=kind, columns=[], rows=[], truncated=False)
     cursor = conn.execute(job.sql)
     columns = [column[0] for column in cursor.description or ()]

@@ -38,7 +38,7 @@ class MemoryJob:
     deadline_s: float
     max_rows: int
     max_update_rows: int
-    classify_only: bool = False  # compile and classify (a SELECT or an UPDATE of memories), run nothing
+    dry_run: bool = False  # classify; an UPDATE only records its changes as always; no SELECT runs
     kind: Literal["memory"] = "memory"
 
 

@@ -18,7 +18,7 @@ from commands.detect import MAX_COMMAND_NAME
 from pipeline.reply_cap import clip_answer
 from providers import ChatMessage
 from storage.messages import Message
-from storage.roles import TOOLS_SUFFIX
+from storage.roles import ASSISTANT, TOOLS_SUFFIX, USER
 from tools.contract import MAX_COMMAND_CHARS, TRUNCATION_NOTE
 from tools.meta import UI_PENDING, UI_RESULT, ToolMeta
 from tools.result_caps import MAX_CONTRACT_BYTES
@@ -40,9 +40,9 @@ def is_tool_role(role: str) -> bool:
 
 def as_provider_messages(message: Message, images: tuple[str, ...] = ()) -> list[ChatMessage]:
     """One stored message as the provider sees it (a tool result is two messages)."""
-    if message.role == "user":
+    if message.role == USER:
         return [ChatMessage(role="user", content=message.content, images=images)]
-    if message.role == "assistant":
+    if message.role == ASSISTANT:
         return [ChatMessage(role="assistant", content=clip_answer(message.content))]
     if is_tool_role(message.role):
         # Stored rows are capped when written (SPEC 12); rows written before the caps are
@@ -83,7 +83,7 @@ def images_in_window(
     history: Sequence[Message], followup_turns: int, load_images: ImageLoader
 ) -> dict[int, tuple[str, ...]]:
     """Images to attach, by message id: those of the last `followup_turns + 1` user turns."""
-    user_turns = [message for message in history if message.role == "user"]
+    user_turns = [message for message in history if message.role == USER]
     window = user_turns[-(followup_turns + 1) :] if user_turns else []
     attached: dict[int, tuple[str, ...]] = {}
     for message in window:
@@ -108,9 +108,9 @@ def build_context(
     converted: list[ChatMessage] = []
     for message, after in zip(history, [*history[1:], None], strict=True):
         converted.extend(as_provider_messages(message, attached.get(message.id, ())))
-        if after is not None and after.role == "user" and unanswered(message):
+        if after is not None and after.role == USER and unanswered(message):
             converted.append(ChatMessage(role="assistant", content=UNANSWERED))
-        elif after is not None and after.role == "user" and unapproved(message):
+        elif after is not None and after.role == USER and unapproved(message):
             converted.append(ChatMessage(role="assistant", content=NOT_APPROVED))
     while converted and converted[0].role != "user":
         converted.pop(0)
@@ -119,7 +119,7 @@ def build_context(
 
 def image_in_window(history: Sequence[Message], followup_turns: int) -> bool:
     """Whether a user message of the image window carries an image (none is loaded to know)."""
-    user_turns = [message for message in history if message.role == "user"]
+    user_turns = [message for message in history if message.role == USER]
     return any(message.meta and message.meta.get("images") for message in user_turns[-(followup_turns + 1) :])
 
 

@@ -160,11 +160,12 @@ class Backend(Protocol):
         max_update_rows: int,
         pool: WorkerPool | None,
         cancel: CancelToken,
-        classify_only: bool = False,
+        dry_run: bool = False,
     ) -> MemoryAnswer | SqlError:
         """Run one `/memory_sql` statement under the engine's own confinement (SPEC 6a); an
-        UPDATE comes back as its changes, not yet written. `classify_only`: the engine compiles
-        and classifies it (`select` or `update`, or its refusal) and runs nothing."""
+        UPDATE comes back as its changes, not yet written. `dry_run`: the engine classifies
+        it (`select` or `update`, or its refusal); a SELECT does not run, an UPDATE runs as always
+        as far as recording its changes (nothing is written either way)."""
         ...
 
     def limit_lock_wait(self, conn: DbConnection, ms: int) -> None:

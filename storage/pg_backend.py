@@ -88,7 +88,7 @@ class PgBackend:
         max_update_rows: int,
         pool: WorkerPool | None,
         cancel: CancelToken,
-        classify_only: bool = False,
+        dry_run: bool = False,
     ) -> MemoryAnswer | SqlError:
         """As the restricted role, on a login of its own, holding a fair share of
         `memory_gate`'s places (`pool` is SQLite's workers: unused)."""
@@ -101,7 +101,7 @@ class PgBackend:
             max_update_rows=max_update_rows,
             cancel=cancel,
             gate=self.memory_gate,
-            classify_only=classify_only,
+            dry_run=dry_run,
         )
 
     def limit_lock_wait(self, conn: DbConnection, ms: int) -> None:

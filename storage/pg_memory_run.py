@@ -103,7 +103,7 @@ def run_pg_memory(
     max_update_rows: int,
     cancel: CancelToken = NEVER,
     gate: FairGate | None = None,
-    classify_only: bool = False,
+    dry_run: bool = False,
 ) -> MemoryAnswer | SqlError:
     """Run `sql` for `user_id` as the restricted role, holding one of `gate`'s places (a fair
     share of the role's connections among users); raises Cancelled when `cancel` fired."""
@@ -111,13 +111,13 @@ def run_pg_memory(
         return SqlError("VALIDATION_FAILED", f"give one SQL statement (no NUL characters). {RULE}")
     cancel.raise_if_cancelled()
     if gate is None:
-        return _run(store, user_id, sql, deadline_s, max_rows, max_update_rows, cancel, classify_only)
+        return _run(store, user_id, sql, deadline_s, max_rows, max_update_rows, cancel, dry_run)
     if not gate.acquire(user_id, time.monotonic() + PLACE_WAIT_S, cancel):
         if cancel.cancelled:
             raise Cancelled(cancel.reason or "cancelled")
         return SqlError("BUSY", f"all {gate.capacity} /memory_sql connections stayed busy for {PLACE_WAIT_S:g} s")
     try:  # the deadline counts from here: the wait for a place is not the statement's time
-        return _run(store, user_id, sql, deadline_s, max_rows, max_update_rows, cancel, classify_only)
+        return _run(store, user_id, sql, deadline_s, max_rows, max_update_rows, cancel, dry_run)
     finally:
         gate.release(user_id)
 
@@ -130,7 +130,7 @@ def _run(
     max_rows: int,
     max_update_rows: int,
     cancel: CancelToken,
-    classify_only: bool,
+    dry_run: bool,
 ) -> MemoryAnswer | SqlError:
     try:
         with store.connection() as app:
@@ -153,7 +153,7 @@ def _run(
         supervisor = _Supervisor(store, conn, login.role, stop_at)
         remove = cancel.on_cancel(supervisor.wake)
         supervisor.start()
-        return _execute(conn, sql, stop_at, max_rows, max_update_rows, classify_only)
+        return _execute(conn, sql, stop_at, max_rows, max_update_rows, dry_run)
     except _Refused as refused:
         return refused.error
     except psycopg.Error as error:
@@ -290,13 +290,13 @@ def _cancel_backend(conn: psycopg.Connection[Any]) -> None:
 
 
 def _execute(
-    conn: psycopg.Connection[Any], sql: str, stop_at: float, max_rows: int, max_update_rows: int, classify_only: bool
+    conn: psycopg.Connection[Any], sql: str, stop_at: float, max_rows: int, max_update_rows: int, dry_run: bool
 ) -> MemoryAnswer:
     text = sql.encode()
     _begin(conn, "READ ONLY", stop_at)
     _checked(conn, conn.pgconn.prepare(b"", text))  # one statement, parsed (syntax, names)
     kind = _classify(conn, text)
-    if classify_only:  # PostgreSQL's own plan decides whether the call asks first (SPEC 8)
+    if dry_run and kind == "select":  # PostgreSQL's own plan decides whether a call asks (SPEC 8)
         conn.execute("ROLLBACK")
         return MemoryAnswer(kind=kind, columns=[], rows=[], truncated=False)
     if kind == "select":

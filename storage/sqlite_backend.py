@@ -73,7 +73,7 @@ class SqliteBackend:
         max_update_rows: int,
         pool: WorkerPool | None,
         cancel: CancelToken,
-        classify_only: bool = False,
+        dry_run: bool = False,
     ) -> MemoryAnswer | SqlError:
         """In a SQL worker of `pool` (a one-off worker without one, for the CLI and tests)."""
         job = MemoryJob(
@@ -83,7 +83,7 @@ class SqliteBackend:
             deadline_s=deadline_s,
             max_rows=max_rows,
             max_update_rows=max_update_rows,
-            classify_only=classify_only,
+            dry_run=dry_run,
         )
         with pool_or_own(pool) as used:
             return run_memory(used, job, cancel, user=user_id)

@@ -204,9 +204,10 @@ def memory_sql_handler(data: MemorySqlInput, ctx: ToolContext) -> MemorySqlOutpu
 
 
 def statement_writes(data: MemorySqlInput, ctx: ToolContext) -> bool:
-    """Whether the engine that will run the statement reads it as an UPDATE of memories (it
-    compiles it and runs nothing: SQLite's authorizer over `EXPLAIN`, PostgreSQL's plan). A
-    statement it refuses raises that refusal, so the call is refused at once, without asking."""
+    """Whether the engine that will run the statement reads it as an UPDATE of memories
+    (SQLite's authorizer over `EXPLAIN`, PostgreSQL's plan; an UPDATE is tried as far as
+    recording its changes, which never writes). A statement the engine refuses, there or in
+    that trial, raises the refusal, so the call is refused at once, without asking."""
     answer = ctx.database.backend.run_memory_sql(
         ctx.user_id,
         data.sql,
@@ -215,7 +216,7 @@ def statement_writes(data: MemorySqlInput, ctx: ToolContext) -> bool:
         max_update_rows=50,
         pool=ctx.bounded,
         cancel=ctx.cancel,
-        classify_only=True,
+        dry_run=True,
     )
     if isinstance(answer, SqlError):
         raise failure_of(answer)

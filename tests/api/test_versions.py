@@ -187,15 +187,11 @@ def test_a_running_turn_makes_regenerate_and_branch_answer_409(app: Flask, clien
     fake_llm.queue("a")
     mine = chat(client, auth, "mine")
     session_id, question = mine["session_id"], mine["messages"][0]["id"]
-    runner = services_of(app).turn_runner
-    lease = runner.claim(session_id)
-    try:
+    with services_of(app).desk.claim(session_id, user_id=None) as claim:
         for response in (regenerate(client, auth, session_id, question), switch(client, auth, session_id, question)):
             assert response.status_code == 409
             assert response.get_json()["error"]["code"] == "turn_in_progress"
-            assert response.get_json()["turn_id"] == lease.turn_id
-    finally:
-        runner.live.turns.abandon(lease)
+            assert response.get_json()["turn_id"] == claim.turn_id
     assert switch(client, auth, session_id, question).status_code == 200
 
 

@@ -142,15 +142,37 @@ def test_empty_env_value_means_default(tmp_path):
         ("MAX_TOOL_ROUNDS", "0"),
         ("PORT", "abc"),
         ("PORT", "70000"),
-        ("LLM_PROVIDER", "skynet"),
         ("LLM_TIMEOUT_S", "-1"),
         ("CONTEXT_MESSAGES", "many"),
+        ("SIGNUP_ENABLED", "maybe"),
+        ("JUDGE_ENABLED", "perhaps"),
+        ("TRACE_ENABLED", "2"),
+        ("METRICS_OPEN", "yes please"),
     ],
 )
 def test_bad_value_is_a_config_error_naming_the_variable(name, value):
     with pytest.raises(ConfigError) as raised:
         load_settings({name: value}, dotenv_path=None)
     assert name in str(raised.value)
+
+
+@pytest.mark.parametrize(("name", "value"), [("LLM_PROVIDER", "skynet"), ("VISION_PROVIDER", "hal")])
+def test_a_provider_the_registry_does_not_know_is_a_config_error_naming_the_variable(name, value):
+    """Which providers exist is the provider registry's to say (config is a leaf): the app's
+    builder refuses the name at the start, naming the setting and the known names."""
+    from providers import provider_registry, vision_config
+
+    settings = load_settings({name: value}, dotenv_path=None)
+    with pytest.raises(ConfigError) as raised:
+        vision_config(settings)
+    assert name in str(raised.value) and all(known in str(raised.value) for known in provider_registry())
+
+
+@pytest.mark.parametrize("value", ["1", "true", "YES", "on", "0", "false", "No", "off"])
+def test_a_boolean_setting_takes_the_usual_words(value):
+    assert load_settings({"SIGNUP_ENABLED": value}, dotenv_path=None).signup_enabled is (
+        value.lower() in {"1", "true", "yes", "on"}
+    )
 
 
 def test_bad_value_in_dotenv_is_a_config_error(tmp_path):

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 import requests
 
+from testing.attacks.seams import FLOOD_ADDRESSES, LoginFlood, owner_signs_in, timed_requests
 from testing.fake_llm import FakeLLMServer, StreamReply, tiny_png
 from testing.hostile import ServerUnderTest, running_server
 
@@ -249,71 +250,33 @@ def wait_for(condition: Any, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
-FLOOD_ADDRESSES = 40
-
-
 def test_a_login_flood_from_many_addresses_slows_no_one_else_and_locks_no_owner_out(
     tmp_path: Path, llm: FakeLLMServer
 ) -> None:
     env = model_env(llm, TRUSTED_PROXIES="127.0.0.1", RATE_LIMITS="turns=off,sessions=off,login=10/minute")
     with running_server(tmp_path / "server", env) as server:
-        admin = server.auth(server.admin_token)
         made = requests.post(
             f"{server.base}/api/admin/users",
             json={"name": "victim", "password": "the real password", "token": False},
-            headers=admin,
+            headers=server.auth(server.admin_token),
             timeout=60,
         )
         assert made.status_code == 201, made.text
         bystander = server.auth(server.create_user("bystander"))
-        calm = latencies(server, bystander, 20)
-        stop = threading.Event()
-        statuses: list[int] = []
 
-        def guesser(n: int) -> None:
-            address = f"10.1.{n // 200}.{n % 200 + 1}"
-            attempt = 0
-            while not stop.is_set():
-                attempt += 1
-                answer = requests.post(
-                    f"{server.base}/api/login",
-                    json={"name": "victim", "password": f"guess {n}-{attempt}"},
-                    headers={"X-Forwarded-For": address},
-                    timeout=60,
-                )
-                statuses.append(answer.status_code)
+        def sessions() -> requests.Response:
+            return requests.get(f"{server.base}/sessions", headers=bystander, timeout=60)
 
-        flood = [threading.Thread(target=guesser, args=(n,)) for n in range(FLOOD_ADDRESSES)]
-        for thread in flood:
-            thread.start()
-        try:
-            wait_for(lambda: len(statuses) >= 200)  # the flood is on: the name is locked by now
-            during = latencies(server, bystander, 40)
-            owner = requests.post(
-                f"{server.base}/api/login",
-                json={"name": "victim", "password": "the real password"},
-                headers={"X-Forwarded-For": "192.0.2.77"},  # an address that never failed
-                timeout=60,
-            )
-        finally:
-            stop.set()
-            for thread in flood:
-                thread.join(60)
+        calm = timed_requests(sessions, 20)
+        with LoginFlood(server.base, "victim", FLOOD_ADDRESSES) as flood:
+            wait_for(lambda: len(flood.statuses) >= 200)  # the flood is on: the name is locked by now
+            during = timed_requests(sessions, 40)
+            owner = owner_signs_in(server.base, "victim", "the real password")
         assert owner.status_code == 200, owner.text
-        assert set(statuses) <= {401, 429, 503}, sorted(set(statuses))
-        assert 429 in statuses  # the name's failures locked it for the guessing addresses
+        assert set(flood.statuses) <= {401, 429, 503}, sorted(set(flood.statuses))
+        assert 429 in flood.statuses  # the name's failures locked it for the guessing addresses
         assert statistics.median(during) < 1.0, (statistics.median(calm), during)
         assert max(during) < 5.0, (max(calm), during)
-
-
-def latencies(server: ServerUnderTest, headers: dict[str, str], count: int) -> list[float]:
-    found = []
-    for _ in range(count):
-        began = time.monotonic()
-        answer = requests.get(f"{server.base}/sessions", headers=headers, timeout=60)
-        found.append(time.monotonic() - began)
-        assert answer.status_code == 200
-    return found
 
 
 def test_an_unknown_word_for_a_boolean_setting_stops_the_start_naming_it(tmp_path: Path) -> None:

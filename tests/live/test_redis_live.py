@@ -37,6 +37,24 @@ from tests.process_support import clean_env, run_app
 from tests.redis_support import PORTS, PREFIX, RedisServer, redis_live, redis_log
 
 
+def running(lease: TurnLease) -> TurnLease:
+    """A claim whose turn was handed to a worker (the desk's `Claim.start`): only its end, or
+    its lost lease, frees the session; a claim never started is given back by the keeper."""
+    lease.started = True
+    return lease
+
+
+def test_a_claim_whose_turn_never_started_is_given_back_by_the_keeper(process, monkeypatch):
+    """A request that claimed and died before starting its turn (the desk's block gives a claim
+    back on every way out; this is the backstop): the keeper renews only started claims and
+    gives an unstarted one back after a grace, so the session is never claimed for good."""
+    monkeypatch.setattr("live.redis_turns.UNSTARTED_GRACE_S", 0.5)
+    a, b = process(lease_s=3.0), process(lease_s=3.0)
+    stuck = a.turns.claim("s", "chat", a.bus.position())
+    wait_until(lambda: b.turns.active("s") is None, "the unstarted claim was renewed for good", timeout_s=10)
+    assert b.turns.claim("s", "chat", 0).turn_id != stuck.turn_id
+
+
 @pytest.fixture
 def process(redis_url: str, tmp_path: Path) -> Iterator[Callable[..., Live]]:
     """`process(lease_s=30)`: the live state of one more server process on the test's Redis."""
@@ -221,7 +239,7 @@ def test_after_redis_loses_its_data_ids_still_increase_and_old_cursors_get_a_gap
 
 def test_one_turn_per_session_across_processes(process):
     a, b = process(), process()
-    lease = a.turns.claim("s", "chat", a.bus.position())
+    lease = running(a.turns.claim("s", "chat", a.bus.position()))
     with pytest.raises(TurnInProgress) as busy:
         b.turns.claim("s", "chat", b.bus.position())
     assert busy.value.turn_id == lease.turn_id
@@ -241,7 +259,7 @@ def test_publishing_the_end_frees_the_session_for_every_process_at_once(process)
     """`finish` is atomic for `claim`: the terminal event and the release are one step, so a
     client that got `done` may start the next turn before the owner even deletes its key."""
     a, b = process(), process()
-    lease = a.turns.claim("s", "chat", a.bus.position())
+    lease = running(a.turns.claim("s", "chat", a.bus.position()))
     a.bus.publish("s", "done", {"turn_id": lease.turn_id})  # the end, before `finish` releases
     assert b.turns.active("s") is None
     following = b.turns.claim("s", "chat", b.bus.position())
@@ -253,7 +271,7 @@ def test_publishing_the_end_frees_the_session_for_every_process_at_once(process)
 
 def test_finish_then_abandon_release_the_session(process):
     a, b = process(), process()
-    lease = a.turns.claim("s", "chat", a.bus.position())
+    lease = running(a.turns.claim("s", "chat", a.bus.position()))
     end_turn(a, lease)
     assert lease.outcome.result(0) == TurnDone({"turn_id": lease.turn_id}) and b.turns.active("s") is None
     unstarted = b.turns.claim("s", "chat", 0)
@@ -264,7 +282,7 @@ def test_finish_then_abandon_release_the_session(process):
 @pytest.mark.parametrize("session", ["s", "a session {with} spaces"])
 def test_cancel_from_another_process_stops_the_turn(process, session):
     a, b = process(), process()
-    lease = a.turns.claim(session, "chat", a.bus.position())
+    lease = running(a.turns.claim(session, "chat", a.bus.position()))
     assert b.turns.cancel(session, "turn_wrong") is None and not lease.token.cancelled
     assert b.turns.cancel(session, lease.turn_id) == lease.turn_id
     wait_until(lambda: lease.token.cancelled, "the owner never got the cancel")
@@ -277,7 +295,7 @@ def test_wakeups_and_cancels_survive_a_lost_listener_connection(process, redis_u
     """Redis drops every pub/sub connection: messages sent meanwhile are lost, so the
     listener, once back, makes the waiters re-read Redis and the owner re-check cancel flags."""
     a, b = process(), process()
-    lease = a.turns.claim("s", "chat", a.bus.position())
+    lease = running(a.turns.claim("s", "chat", a.bus.position()))
     after = a.bus.position()
     woke: list[bool] = []
     waiter = threading.Thread(target=lambda: woke.append(a.bus.wait("s", after, HUNG_S)))
@@ -301,7 +319,7 @@ def test_a_vanished_owner_frees_the_session_and_its_turn_ends_with_an_error(proc
     out, and another process ends the lost turn (`error`, `turn_lost`): streams following it
     anywhere end instead of waiting for ever."""
     a, b = process(lease_s=1.0), process(lease_s=1.0)
-    lease = a.turns.claim(session, "chat", a.bus.position())
+    lease = running(a.turns.claim(session, "chat", a.bus.position()))
     a.bus.publish(session, "turn.started", {"turn_id": lease.turn_id})
     follower = StreamFollower(b.bus, FollowPlan(session, lease.start_cursor, lease.turn_id))
     assert [e.name for e in follower.step()[0]] == ["turn.started"]
@@ -322,7 +340,7 @@ def test_a_turn_whose_claim_is_gone_stops_and_was_ended_for_its_followers(proces
     turn may claim the session: the stalled turn is stopped at its next renewal, and was ended
     with `turn_lost` as the next claim came, so it never writes over the next turn."""
     a, b = process(lease_s=1.0), process()
-    lease = a.turns.claim("s", "chat", a.bus.position())
+    lease = running(a.turns.claim("s", "chat", a.bus.position()))
     admin = redis.Redis.from_url(redis_url)
     try:
         admin.delete(f"{PREFIX}turn:{{s}}")
@@ -338,7 +356,7 @@ def test_a_turn_whose_claim_is_gone_stops_and_was_ended_for_its_followers(proces
 
 def test_a_finished_turn_is_never_ended_twice(process):
     a, b = process(lease_s=1.0), process(lease_s=1.0)
-    lease = a.turns.claim("s", "chat", a.bus.position())
+    lease = running(a.turns.claim("s", "chat", a.bus.position()))
     end_turn(a, lease)
     time.sleep(1.5)  # past the lease: the keepers look for lost turns meanwhile
     assert [e.name for e in b.bus.read("s", lease.start_cursor).events] == ["done"]

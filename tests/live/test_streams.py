@@ -217,7 +217,11 @@ def test_cancel_keeps_the_shown_text_marked_stopped(app, client, auth, fake_llm)
     shown = deltas_after_last_reset(frames)
     assert shown.startswith("First part.") and "Never sent" not in shown
     stored = done["data"]["messages"][-1]
-    assert stored["role"] == "assistant" and stored["content"] == shown and stored["meta"] == {"stopped": True}
+    assert (
+        stored["role"] == "assistant"
+        and stored["content"] == shown
+        and stored["meta"] == {"stopped": True, "stop_reason": "user"}
+    )
     again = client.post(f"/sessions/{session_id}/cancel", headers=auth)
     assert again.status_code == 409 and again.get_json()["error"]["code"] == "no_turn_in_progress"
 

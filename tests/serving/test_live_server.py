@@ -264,7 +264,10 @@ def test_stop_from_another_connection_keeps_what_was_shown(live: LiveServer):
         if name == "done":
             done = data
     assert done is not None and done["stopped"] is True and "Not yet" not in shown
-    assert done["messages"][-1]["content"] == shown and done["messages"][-1]["meta"] == {"stopped": True}
+    assert done["messages"][-1]["content"] == shown and done["messages"][-1]["meta"] == {
+        "stopped": True,
+        "stop_reason": "user",
+    }
     assert live.llm.answer(-1).client_hung_up
 
 

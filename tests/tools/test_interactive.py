@@ -149,7 +149,7 @@ def test_unexpected_failure_is_tool_execution_failed_and_logged(app, client, aut
         conn.execute("UPDATE users SET profile = '{not json'")
     failed = answer(client, auth, pending, "none")
     assert failed.status_code == 500 and failed.get_json()["error"]["code"] == "TOOL_EXECUTION_FAILED"
-    logged = [r for r in caplog.records if r.name == "tool_results"]
+    logged = [r for r in caplog.records if r.name == "questions"]
     assert any(pending["meta"]["tool_call_id"] in r.getMessage() and "ask_choice" in r.getMessage() for r in logged)
     with services_of(app).database.connection() as conn:
         conn.execute("UPDATE users SET profile = '{}'")
