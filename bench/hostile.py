@@ -10,8 +10,10 @@ size); and a bystander's `GET /health` latency (p50 / p99 / worst) during the at
 process of its own, during the attack and for at least a second from its start (an attack
 that ends sooner is watched just after it too), next to the same figure with no attack
 running. Targets (SPEC 12, issue 11): no single request raises
-server memory by more than 100 MB or runs more than 2 s of CPU past its deadline; `/health`
-p99 under 100 ms during any attack.
+server memory by more than 100 MB (an attack of many requests says its own bound:
+`Attack.memory_mb`) or runs more than 2 s of CPU past its deadline; `/health` p99 under 100 ms
+during any attack. The attacks on the seams (`testing/attacks/seams.py`, issue 32) also report
+what the OTHER user got meanwhile: how long their turn or their token requests took.
 
 The attacks in PostgreSQL's dialect (`testing/attacks/sql_pg.py`, `PG_ATTACKS`) run against a
 server whose `DATABASE_URL` is a private PostgreSQL (tests/pg_support.py, started as the tests
@@ -73,7 +75,7 @@ def measure(target: Target, attack: Attack) -> str:
         failure for failure in bystander.failures if not (attack.unhealthy_ok and failure.startswith("503:"))
     ]  # an honest /health
     healthy = bystander.percentile_ms(0.99) < 100 and not failures
-    verdict = "ok" if memory.added_mb < 100 and over <= 2 and healthy else "MISSED"
+    verdict = "ok" if memory.added_mb < attack.memory_mb and over <= 2 and healthy else "MISSED"
     return (
         f"| {attack.name} | {result} | {memory.baseline_kb / 1024:.0f} / {memory.peak_kb / 1024:.0f} / "
         f"{after_mb:.0f} (+{memory.added_mb:.1f}) | {cpu:.2f} / {attack.deadline_s:g} | {wall:.2f} | "

@@ -56,6 +56,7 @@ class Attack:
     deadline_s: float  # the product's own deadline for this work (CPU past it counts against the target)
     env: Mapping[str, str] = field(default_factory=dict)  # server settings this attack needs
     unhealthy_ok: bool = False  # the fault makes `/health` answer 503 meanwhile, as it should
+    memory_mb: float = 100.0  # what the attack may add to the server's memory (one request's bound, SPEC 12)
 
 
 @contextmanager

@@ -132,6 +132,7 @@ ATTACKS = [
         "login: wrong passwords from 40 addresses",
         login_flood,
         deadline_s=FLOOD_S + 2,
+        memory_mb=2 * 64 + 12,  # many requests: two argon2 places of 64 MiB (storage/passwords.py), at most
         env={"TRUSTED_PROXIES": "127.0.0.1", "RATE_LIMITS": "turns=off,sessions=off,tools=off,login=10/minute"},
     ),
 ]
