@@ -72,6 +72,33 @@ def approval_of(hints: ToolHints) -> Approval:
     return NEVER_ASKS if hints.read_only else ASKS
 
 
+def mcp_tool(
+    name: str,
+    description: str,
+    schema: dict[str, Any],
+    call: Callable[[dict[str, Any], ToolContext], TextOutput],
+    hints: ToolHints,
+    *,
+    timeout_s: float = 30.0,
+) -> Tool[Any, Any]:
+    """One MCP server's tool as a `Tool` unit: the generic binding of its schema, role
+    `mcp_tools`, origin `mcp`, the server's hints, and whether it asks first as they declare."""
+    return schema_tool(
+        name,
+        description,
+        schema,
+        call,
+        result_role=RESULT_ROLE,
+        command=name,
+        timeout_s=timeout_s,
+        budget="tools",
+        output_model=McpOutput,
+        annotations=hints,
+        approval=approval_of(hints),
+        origin="mcp",
+    )
+
+
 def build_tools(submit: Submit, connection: ServerConnection, listed: list[types.Tool]) -> list[Tool[Any, Any]]:
     """The registry's tools for one server's listing (its allow-list applied)."""
     config = connection.config
@@ -92,22 +119,15 @@ def build_tools(submit: Submit, connection: ServerConnection, listed: list[types
         if len(description) > MAX_DESCRIPTION_CHARS:
             description = description[: MAX_DESCRIPTION_CHARS - 1] + "…"
         name = command_name(listed_tool.name, prefix)
-        hints = annotations_of(listed_tool)
         try:
             built.append(
-                schema_tool(
+                mcp_tool(
                     name,
                     description,
                     schema,
                     caller(submit, connection, listed_tool.name),
-                    result_role=RESULT_ROLE,
-                    command=name,
+                    annotations_of(listed_tool),
                     timeout_s=config.timeout_s,
-                    budget="tools",
-                    output_model=McpOutput,
-                    annotations=hints,
-                    approval=approval_of(hints),
-                    origin="mcp",
                 )
             )
         except jsonschema.SchemaError as error:

@@ -137,3 +137,30 @@ def structured(result: Any) -> dict[str, Any]:
     assert result.structured_content is not None, result
     value: dict[str, Any] = result.structured_content
     return value
+
+
+def asgi_post(endpoint: Any, token: str, body: bytes) -> list[dict[str, Any]]:
+    """One JSON-RPC POST to an in-process `/mcp` endpoint (`mcp_server.endpoint.McpEndpoint`)
+    with the user's bearer token: the ASGI messages it sent back."""
+    from tests.async_support import run_async
+
+    async def scenario() -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        headers = [
+            (b"authorization", f"Bearer {token}".encode()),
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json, text/event-stream"),
+        ]
+        scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers, "query_string": b""}
+        async with endpoint.running():
+            await endpoint(scope, receive, send)
+        return sent
+
+    return run_async(scenario)

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from api.services import services_of
-from mcp_client.tools import approval_of
+from mcp_client.tools import mcp_tool
 from tests.conftest import new_token
 from tests.live.test_streams import STREAM, parse
-from tools.base import ASKS, READ_ONLY_LOCAL, ToolContext, ToolHints
-from tools.generic import TextOutput, schema_tool
+from tools.base import READ_ONLY_LOCAL, ToolContext, ToolHints
+from tools.generic import TextOutput
 
 WRITE = "/write_file notes.md\n```\nhello <b>world</b>\n```"
 
@@ -204,10 +204,7 @@ def mcp_style(app, name: str, hints: ToolHints | None) -> list[dict[str, Any]]:
         return TextOutput(text=f"deleted {arguments.get('path')}")
 
     schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
-    declared = approval_of(hints or ToolHints())
-    tool = schema_tool(
-        name, "an MCP server's tool", schema, call, result_role="mcp_tools", approval=declared, origin="mcp"
-    )
+    tool = mcp_tool(name, "an MCP server's tool", schema, call, hints or ToolHints())
     services_of(app).turns.registry.register(dataclasses.replace(tool, annotations=hints))
     return calls
 
@@ -270,9 +267,7 @@ def test_stop_while_the_approved_command_runs(app, client, auth, fake_llm):
         return TextOutput(text="finished")
 
     schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
-    tool = schema_tool(
-        "files_wipe", "an MCP server's tool", schema, slow, result_role="mcp_tools", approval=ASKS, origin="mcp"
-    )
+    tool = mcp_tool("files_wipe", "an MCP server's tool", schema, slow, ToolHints())
     services_of(app).turns.registry.register(tool)
     fake_llm.queue("/files_wipe all", "never asked for")
     pending = chat(client, auth, "wipe it").get_json()["messages"][-1]

@@ -26,8 +26,8 @@ from api.services import services_of
 from mcp_server.endpoint import McpEndpoint
 from storage.memories import add_memory
 from testing.fake_llm import FakeLLMServer
-from tests.async_support import run_async
 from tests.conftest import new_token
+from tests.mcp_support import asgi_post
 
 Outcome = Literal["refused", "asks", "reads"]
 R, A, S = "refused", "asks", "reads"
@@ -280,26 +280,7 @@ def mcp_call(app: Flask, token: str, sql: str) -> dict[str, Any]:
         {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "memory_sql", "arguments": {"sql": sql}}}
     ).encode()
 
-    async def scenario() -> list[dict[str, Any]]:
-        sent: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        headers = [
-            (b"authorization", f"Bearer {token}".encode()),
-            (b"content-type", b"application/json"),
-            (b"accept", b"application/json, text/event-stream"),
-        ]
-        scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers, "query_string": b""}
-        async with endpoint.running():
-            await endpoint(scope, receive, send)
-        return sent
-
-    sent = run_async(scenario)
+    sent = asgi_post(endpoint, token, body)
     return dict(json.loads(b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")))
 
 

@@ -15,30 +15,14 @@ from api.services import services_of
 from mcp_server.calls import call
 from mcp_server.endpoint import McpEndpoint
 from storage.errors import StorageUnavailable
-from tests.async_support import run_async
 from tests.conftest import new_token
+from tests.mcp_support import asgi_post
 
-ACCEPT = (b"accept", b"application/json, text/event-stream")
 LIST = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
 
 
 def post(endpoint: McpEndpoint, token: str) -> list[dict[str, Any]]:
-    async def scenario() -> list[dict[str, Any]]:
-        sent: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": LIST, "more_body": False}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        headers = [(b"authorization", f"Bearer {token}".encode()), (b"content-type", b"application/json"), ACCEPT]
-        scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers, "query_string": b""}
-        async with endpoint.running():
-            await endpoint(scope, receive, send)
-        return sent
-
-    return run_async(scenario)
+    return asgi_post(endpoint, token, LIST)
 
 
 def test_a_database_that_cannot_say_whose_the_token_is_answers_503(make_app, monkeypatch) -> None:

@@ -17,12 +17,12 @@ from api.services import services_of
 from commands.detect import Command, detect_command
 from config.approval import parse_approval
 from config.settings import ConfigError, load_settings
-from mcp_client.tools import approval_of
+from mcp_client.tools import mcp_tool
 from pipeline.approval import Verdict, decide, standing_rule
 from pipeline.results import tool_context
 from tools.base import ASKS, READ_ONLY_LOCAL, Tool, ToolContext, ToolHints
 from tools.catalog import build_registry
-from tools.generic import TextOutput, schema_tool
+from tools.generic import TextOutput
 from tools.interactive import CONFIRM_TOOL
 
 REGISTRY = build_registry()
@@ -32,27 +32,16 @@ def nothing(arguments: dict[str, Any], ctx: ToolContext) -> TextOutput:
     raise AssertionError("never called")
 
 
-def mcp_tool(name: str, hints: ToolHints | None) -> Tool[Any, Any]:
-    """An MCP server's tool as the client registers it: generic binding, role `mcp_tools`,
-    the server's hints (None: it said nothing)."""
-    declared = hints or ToolHints()
-    return schema_tool(
-        name,
-        "an MCP tool",
-        {"type": "object", "properties": {}},
-        nothing,
-        result_role="mcp_tools",
-        annotations=hints,
-        approval=approval_of(declared),
-        origin="mcp",
-    )
+def srv_tool(name: str, hints: ToolHints | None) -> Tool[Any, Any]:
+    """An MCP server's tool as the client registers it (None: the server said nothing)."""
+    return mcp_tool(name, "an MCP tool", {"type": "object", "properties": {}}, nothing, hints or ToolHints())
 
 
-READ_ONLY = mcp_tool("srv_read", READ_ONLY_LOCAL)
-DESTRUCTIVE = mcp_tool("srv_delete", ToolHints(read_only=False, destructive=True))
-WRITES_SAFELY = mcp_tool("srv_append", ToolHints(read_only=False, destructive=False))
-CONTRADICTS = mcp_tool("srv_odd", ToolHints(read_only=True, destructive=True))
-SILENT = mcp_tool("srv_silent", None)
+READ_ONLY = srv_tool("srv_read", READ_ONLY_LOCAL)
+DESTRUCTIVE = srv_tool("srv_delete", ToolHints(read_only=False, destructive=True))
+WRITES_SAFELY = srv_tool("srv_append", ToolHints(read_only=False, destructive=False))
+CONTRADICTS = srv_tool("srv_odd", ToolHints(read_only=True, destructive=True))
+SILENT = srv_tool("srv_silent", None)
 
 
 def builtin(name: str) -> Tool[Any, Any]:

@@ -15,7 +15,7 @@ from flask.testing import FlaskClient
 
 from api.services import services_of
 from config.approval import parse_approval
-from mcp_client.tools import approval_of
+from mcp_client.tools import mcp_tool
 from pipeline.approval import standing_rule, user_asks
 from pipeline.preferences import session_chain
 from pipeline.prompt import PREFERENCES_HEADING, PROTOCOL, preferences_block
@@ -25,7 +25,7 @@ from testing.fake_llm import FakeLLMServer
 from tests.conftest import new_token
 from tools.base import READ_ONLY_LOCAL
 from tools.catalog import build_registry
-from tools.generic import TextOutput, schema_tool
+from tools.generic import TextOutput
 
 FALLBACK = "openai:second-model"
 REGISTRY = build_registry()
@@ -80,16 +80,7 @@ def nothing(arguments: dict[str, Any], ctx: Any) -> TextOutput:
     raise AssertionError("never called")
 
 
-MCP_READ = schema_tool(
-    "srv_read",
-    "an MCP tool",
-    {"type": "object", "properties": {}},
-    nothing,
-    result_role="mcp_tools",
-    annotations=READ_ONLY_LOCAL,
-    approval=approval_of(READ_ONLY_LOCAL),
-    origin="mcp",
-)
+MCP_READ = mcp_tool("srv_read", "an MCP tool", {"type": "object", "properties": {}}, nothing, READ_ONLY_LOCAL)
 
 
 @pytest.mark.parametrize(
