@@ -423,7 +423,9 @@ def our_server(tmp: Path, fake: Fake, sessions: int, held: int) -> Iterator[Side
         user, token = create_user(conn, "bench")
         ids = [create_session(conn, user.id, f"s{i}").id for i in range(sessions)]
     # a held turn holds a worker thread (TURN_WORKERS is at most 1,024)
-    env = {"LLM_TIMEOUT_S": "600", "TURN_WORKERS": str(min(MAX_TURN_WORKERS, held + 16))}
+    # one user holds them all here: their share of the workers is all of them (TURN_SHARE)
+    workers = str(min(MAX_TURN_WORKERS, held + 16))
+    env = {"LLM_TIMEOUT_S": "600", "TURN_WORKERS": workers, "TURN_SHARE": workers}
     server, port = start_server(str(tmp), str(database.path), fake.base_url, env)
     try:
         yield ours(f"http://127.0.0.1:{port}", token, server.pid, fake, iter(ids))

@@ -473,6 +473,7 @@ def main() -> None:
             "SSE_HEARTBEAT_S": str(args.heartbeat),
             "LLM_TIMEOUT_S": "3600",
             "TURN_WORKERS": str(args.hold + args.turns + 16),
+            "TURN_SHARE": str(args.hold + args.turns + 16),  # one user holds them all
         }  # a running turn holds a worker thread
         server, port = start_server(tmp, database.path, llm.base_url, env)
         bench = Bench(port, token, server.pid, llm, args)

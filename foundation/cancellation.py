@@ -49,16 +49,19 @@ class CancelToken:
     which a freshly opened socket escapes a cancel that raced with it.
     """
 
+    __slots__ = ("_callbacks", "_cancelled", "_event", "_ids", "_lock", "_reason")
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._callbacks: dict[int, Callback] = {}
-        self._ids = itertools.count()
+        self._ids = 0
         self._reason: str | None = None
-        self._event = threading.Event()
+        self._cancelled = False
+        self._event: threading.Event | None = None  # made for the first `wait`: most tokens are never waited on
 
     @property
     def cancelled(self) -> bool:
-        return self._event.is_set()
+        return self._cancelled
 
     @property
     def reason(self) -> str | None:
@@ -67,10 +70,12 @@ class CancelToken:
     def cancel(self, reason: str = "cancelled") -> bool:
         """Cancel and run every registered interrupt; False when it was already cancelled."""
         with self._lock:
-            if self._event.is_set():
+            if self._cancelled:
                 return False
             self._reason = reason
-            self._event.set()
+            self._cancelled = True
+            if self._event is not None:
+                self._event.set()
             callbacks = list(self._callbacks.values())
             self._callbacks.clear()
         for callback in callbacks:
@@ -80,8 +85,9 @@ class CancelToken:
     def on_cancel(self, callback: Callback) -> Callback:
         """Run `callback` on cancellation (now, if already cancelled); returns the remover."""
         with self._lock:
-            if not self._event.is_set():
-                key = next(self._ids)
+            if not self._cancelled:
+                key = self._ids
+                self._ids += 1
                 self._callbacks[key] = callback
                 return lambda: self._remove(key)
         _run_quietly(callback)
@@ -92,12 +98,18 @@ class CancelToken:
             self._callbacks.pop(key, None)
 
     def raise_if_cancelled(self) -> None:
-        if self._event.is_set():
+        if self._cancelled:
             raise Cancelled(self._reason or "cancelled")
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until cancelled or `timeout` passes; True when cancelled."""
-        return self._event.wait(timeout)
+        with self._lock:
+            if self._cancelled:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
 
 NEVER = CancelToken()  # a token nobody cancels, for callers that cannot be stopped

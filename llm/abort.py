@@ -18,12 +18,14 @@ deadline and token are still checked after every read (`llm/transport.py`).
 
 from __future__ import annotations
 
+import http.client
+import io
 import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, cast
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -36,6 +38,7 @@ from llm.base import FailureKind
 #: The call whose POST is running in this context; read by connections when they get a
 #: socket. A ContextVar is a key, not shared state: every thread and task sees its own value.
 _CURRENT_CALL: ContextVar[CallHandle | None] = ContextVar("provider_call", default=None)
+READ_BUFFER = 2048  # bytes read from a provider's socket at a time (a piece of a streamed answer is far smaller)
 
 
 def _shut(sock: socket.socket) -> None:
@@ -136,12 +139,24 @@ class _ReportsSocket:
             handle.attach(self.sock)
 
 
+class LeanResponse(http.client.HTTPResponse):
+    """http.client's response reading its socket through a `READ_BUFFER`-byte buffer instead of
+    8 KiB: a streamed answer comes in pieces of a few hundred bytes, and a call that waits
+    minutes for its model's first token holds its buffer all that while (issue 38: a held turn's
+    memory; figures in bench/README.md). Only the buffer's size differs."""
+
+    def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        self.fp.close()  # the default buffer, unread: its socket stays open (only its file closes)
+        self.fp = cast(io.BufferedReader, sock.makefile("rb", buffering=READ_BUFFER))
+
+
 class ReportingHTTPConnection(_ReportsSocket, HTTPConnection):
-    pass
+    response_class = LeanResponse
 
 
 class ReportingHTTPSConnection(_ReportsSocket, HTTPSConnection):
-    pass
+    response_class = LeanResponse
 
 
 class ReportingHTTPPool(HTTPConnectionPool):

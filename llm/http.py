@@ -160,6 +160,10 @@ class HttpProvider(Provider):
                     )
                 status = response.status_code
                 if 200 <= status < 300:
+                    # sent for good: an answer that streams (or a model that thinks) for minutes
+                    # holds no copy of its prompt meanwhile (issue 38: a held turn's memory)
+                    payload = b""
+                    response.request.body = None
                     outcome = self._read_reply(exchange, response, feed)
                     return replace(outcome, status_code=status, request_bytes=sent, response_bytes=exchange.received)
                 body = exchange.read_body(response, ERROR_BODY_MAX)

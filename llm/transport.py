@@ -203,10 +203,8 @@ class Exchange:
             return stop
         try:
             with calling(self._handle):
-                response = self._session.post(
-                    self._url,
-                    data=body,
-                    headers=self._headers,
+                response = self._session.send(
+                    self._prepared(body),
                     stream=True,
                     # per socket operation, a backstop only: the watchdog enforces both timers
                     timeout=(self._timeout_s, max(self._timeout_s, self._idle_timeout_s)),
@@ -216,6 +214,16 @@ class Exchange:
             return self._failed(exc)
         self._responses.append(response)
         return self.interrupted() or response
+
+    def _prepared(self, body: bytes) -> requests.PreparedRequest:
+        """The POST as `requests` prepares it, without `Session.request`'s merging of
+        per-request settings into the session's: a provider session carries no cookies (its
+        policy accepts none), no auth and no hooks, and its proxies and CA bundle were resolved
+        once (`configure_session`); `Session.send` still applies them (what it saves a call:
+        bench/README.md, issue 38)."""
+        prepared = requests.PreparedRequest()
+        prepared.prepare(method="POST", url=self._url, headers={**self._session.headers, **self._headers}, data=body)
+        return prepared
 
     def read(self, response: requests.Response) -> bytes | Broken:
         """What has arrived of the body (waiting for at least one byte); ``b""`` at its end."""

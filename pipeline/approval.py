@@ -118,15 +118,15 @@ def decide(
     settled = forced(tool, names, policy)
     if settled == "never":
         return RUN
+    declared = tool.approval
+    asks = settled == "always" or user_asks(tool, user)
+    counts = declared.mode != "never" and declaration_counts(tool, names, policy)
+    if not (asks or counts):
+        return RUN  # nothing could ask: the input is validated once, by the runner
     data = validated_input(tool, command)
     if data is None:
         return RUN  # the router answers its validation error
-    if settled == "always" or user_asks(tool, user):
-        return ASK
-    declared = tool.approval
-    if declared.mode == "never" or not declaration_counts(tool, names, policy):
-        return RUN
-    if declared.mode == "always" or declared.holds is None:
+    if asks or declared.mode == "always" or declared.holds is None:
         return ASK
     try:
         return ASK if declared.holds(data, ctx) else RUN_READING

@@ -18,7 +18,7 @@ from commands.detect import MAX_COMMAND_NAME
 from pipeline.reply_cap import clip_answer
 from providers import ChatMessage
 from storage.messages import Message
-from storage.roles import ASSISTANT, TOOLS_SUFFIX, USER
+from storage.roles import ASSISTANT, TOOLS_SUFFIX, UI_TOOLS, USER
 from tools.contract import MAX_COMMAND_CHARS, TRUNCATION_NOTE
 from tools.meta import UI_PENDING, UI_RESULT, ToolMeta
 from tools.result_caps import MAX_CONTRACT_BYTES
@@ -130,8 +130,10 @@ def unanswered(message: Message) -> bool:
 
 def unapproved(message: Message) -> bool:
     """A command that asked the user first and was left unanswered (the user wrote on instead)."""
+    if message.role != UI_TOOLS:  # only a question can be one: no other row's meta is read
+        return False
     meta = ToolMeta.of(message)
-    return is_tool_role(message.role) and meta.kind == UI_PENDING and (meta.output or {}).get("widget") == "approval"
+    return meta.kind == UI_PENDING and (meta.output or {}).get("widget") == "approval"
 
 
 def needs_vision(context: Sequence[ChatMessage]) -> bool:

@@ -25,7 +25,8 @@ from typing import Any
 
 from commands.grammar import first_line_grammar
 from pipeline.catalog import EVERYTHING, Reach, offered
-from pipeline.demos import DEMO_NOTE
+from pipeline.demos import DEMO_NOTE, demonstrations
+from providers import ChatMessage
 from tools.base import Tool
 from tools.registry import ToolRegistry
 
@@ -118,14 +119,17 @@ class PromptBook:
     suffix: str = ""  # appended after the command list (the `/v1` client's instructions)
     _built: dict[tuple[int, Reach, bool], str] = field(default_factory=dict, repr=False)
     _grammars: dict[tuple[int, Reach], str] = field(default_factory=dict, repr=False)
+    _demos: dict[tuple[int, Reach], tuple[ChatMessage, ...]] = field(default_factory=dict, repr=False)
 
     def _version(self) -> int:
         """The registry's version; built prompts of an older one are dropped (an MCP server's
         tools joined or left, `tools/registry.py`)."""
         version = self.registry.version
-        if any(key[0] != version for key in self._built) or any(key[0] != version for key in self._grammars):
-            self._built = {key: text for key, text in self._built.items() if key[0] == version}
-            self._grammars = {key: text for key, text in self._grammars.items() if key[0] == version}
+        caches: tuple[dict[Any, Any], ...] = (self._built, self._grammars, self._demos)
+        if any(key[0] != version for cache in caches for key in cache):
+            for cache in caches:
+                for key in [key for key in cache if key[0] != version]:
+                    del cache[key]
         return version
 
     def system_prompt(self, reach: Reach = EVERYTHING, *, demos: bool = False, preferences: str = "") -> str:
@@ -145,6 +149,13 @@ class PromptBook:
         if key not in self._grammars:
             self._grammars[key] = first_line_grammar(offered(self.registry, reach))
         return self._grammars[key]
+
+    def demonstrations(self, reach: Reach = EVERYTHING) -> tuple[ChatMessage, ...]:
+        """The demonstration exchanges of the same command list (`PROMPT_DEMOS`), built once."""
+        key = (self._version(), reach)
+        if key not in self._demos:
+            self._demos[key] = tuple(demonstrations(offered(self.registry, reach)))
+        return self._demos[key]
 
     def with_suffix(self, text: str) -> PromptBook:
         """Another book for the same tools with `text` after the command list."""

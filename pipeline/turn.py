@@ -37,9 +37,8 @@ from commands.router import Routed, refuse, route
 from foundation.cancellation import NEVER, CancelToken
 from foundation.events import EventName
 from pipeline.approval import Verdict, decide
-from pipeline.catalog import Reach, offered
+from pipeline.catalog import Reach
 from pipeline.context import build_context, image_in_window, is_tool_role, needs_vision
-from pipeline.demos import demonstrations
 from pipeline.passes import provider_pass
 from pipeline.preferences import Preferences, turn_preferences
 from pipeline.reply_cap import MAX_REPLY_CHARS, clip_answer
@@ -234,7 +233,7 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
             turn.history,
             followup_turns=settings.vision_followup_turns,
             load_images=services.load_images,
-            demos=demonstrations(offered(services.registry, reach)) if with_demos else (),
+            demos=services.prompts.demonstrations(reach) if with_demos else (),
         )
         last_pass = pass_index >= max_rounds
         chain = services.vision if needs_vision(context) else mine.chain  # 6.9

@@ -1,10 +1,12 @@
-"""SQLite connections: one per thread, never shared between threads.
+"""SQLite connections: lent to a thread while its statements run, never used by two at once.
 
 `Database` knows the file path and how to configure a connection (WAL, busy timeout,
-foreign keys, row factory). `thread_connection()` hands each thread its own connection and
-keeps it for the thread's next request: opening one and, worse, closing the last one
-(which checkpoints and deletes the WAL file) would be paid on every request.
-`connection()` opens a private one for CLI commands, jobs and sandboxes.
+foreign keys, row factory). `thread_connection()` hands each thread a `LentSqlite`, which
+borrows a kept connection of the pool (`storage/sqlite_pool.py`) while the thread's request
+or turn runs SQL, and gives it back when the turn waits on a model or the request ends:
+opening one and, worse, closing the last one (which checkpoints and deletes the WAL file)
+would be paid on every request, and a connection per waiting turn would hold its page cache
+for nothing. `connection()` opens a private one for CLI commands, jobs and sandboxes.
 
 A kept connection must not outlive a fault of the file. SQLite opens a database it cannot
 open for writing (a read-only file or filesystem, an immutable file) read-only without a
@@ -12,13 +14,12 @@ word, and such a connection stays read-only after the file is writable again: ev
 of its thread would fail until a restart. So each connection (`Connection`) remembers
 whether it was opened while the file was not writable, and whether a write failed with any
 `SQLITE_READONLY*` code (a read-only open, a file moved or replaced under it, a WAL index it
-could not write); `thread_connection()` closes such a connection and opens a new one at the
-next hand-out, once the file is writable again. Service resumes by itself.
+could not write); the pool closes such a connection and opens a new one at the next
+hand-out, once the file is writable again. Service resumes by itself.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import time
@@ -26,19 +27,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from storage.connection import BUSY_TIMEOUT_MS, DbConnection, Migration
-from storage.errors import (
-    IntegrityViolation,
-    StorageError,
-    StorageFull,
-    StorageLocked,
-    StorageReadOnly,
-    StorageUnavailable,
-)
+from storage.errors import StorageError, StorageLocked
 from storage.migrations import MIGRATIONS
 from storage.sqlite_backend import SqliteBackend
+from storage.sqlite_conn import Connection, translated, writable
+from storage.sqlite_pool import LentSqlite, SqlitePool
 
 __all__ = ["BUSY_TIMEOUT_MS", "Connection", "Database", "transaction", "utc_now", "utc_text"]
 
@@ -51,110 +47,6 @@ def utc_now() -> str:
 def utc_text(moment: datetime) -> str:
     """`moment` as stored: UTC, always three digits of milliseconds, `Z`."""
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class Cursor(sqlite3.Cursor):
-    """A `sqlite3.Cursor` whose fetches raise the storage layer's errors (iterating one does
-    not: a step of a query that already returned its first row seldom fails)."""
-
-    def fetchone(self) -> Any:
-        try:
-            return super().fetchone()
-        except sqlite3.Error as error:
-            raise translated(error) from error
-
-    def fetchmany(self, size: int | None = 1) -> list[Any]:
-        try:
-            return super().fetchmany(size)
-        except sqlite3.Error as error:
-            raise translated(error) from error
-
-    def fetchall(self) -> list[Any]:
-        try:
-            return super().fetchall()
-        except sqlite3.Error as error:
-            raise translated(error) from error
-
-
-class Connection(sqlite3.Connection):
-    """A `sqlite3.Connection` that notices when it can no longer write (see the module doc),
-    and raises the storage layer's errors (`storage.errors`) instead of sqlite3's.
-
-    `execute`, `executemany` and `executescript` (every statement of the storage layer,
-    `COMMIT` included) note a `SQLITE_READONLY*` failure before raising it as ours.
-    """
-
-    opened_read_only = False  # the file was not writable right after the open
-    write_refused = False  # a statement failed with a SQLITE_READONLY* code
-
-    def stale(self, path: str) -> bool:
-        """True when a new connection would write where this one cannot (while the file stays
-        read-only, the connection is kept: reads work, and reopening would change nothing)."""
-        return (self.write_refused or self.opened_read_only) and writable(path)
-
-    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
-        try:
-            return self.cursor(Cursor).execute(sql, parameters)
-        except sqlite3.Error as error:
-            self._note(error)
-            raise translated(error) from error
-
-    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
-        try:
-            return self.cursor(Cursor).executemany(sql, parameters)
-        except sqlite3.Error as error:
-            self._note(error)
-            raise translated(error) from error
-
-    def executescript(self, script: str, /) -> sqlite3.Cursor:
-        try:
-            return super().executescript(script)
-        except sqlite3.Error as error:
-            self._note(error)
-            raise translated(error) from error
-
-    def _note(self, error: sqlite3.Error) -> None:
-        if refused_as_read_only(error):
-            self.write_refused = True
-
-
-def refused_as_read_only(error: sqlite3.Error) -> bool:
-    """SQLITE_READONLY and its extended codes (RECOVERY, CANTLOCK, ROLLBACK, DBMOVED, CANTINIT, DIRECTORY)."""
-    return str(getattr(error, "sqlite_errorname", "")).startswith("SQLITE_READONLY")
-
-
-# SQLite's error name (its prefix: extended codes included) -> our class; the rest are bugs
-_BY_NAME: tuple[tuple[str, type[StorageError]], ...] = (
-    ("SQLITE_READONLY", StorageReadOnly),
-    ("SQLITE_FULL", StorageFull),
-    ("SQLITE_BUSY", StorageLocked),
-    ("SQLITE_LOCKED", StorageLocked),
-    ("SQLITE_IOERR", StorageUnavailable),
-    ("SQLITE_CANTOPEN", StorageUnavailable),
-    ("SQLITE_CONSTRAINT", IntegrityViolation),
-)
-
-
-def translated(error: sqlite3.Error) -> StorageError:
-    """Our error standing for a sqlite3 one (by its `sqlite_errorname`), cause attached."""
-    name = str(getattr(error, "sqlite_errorname", "") or "")
-    cls: type[StorageError] = StorageError
-    for prefix, mapped in _BY_NAME:
-        if name.startswith(prefix):
-            cls = mapped
-            break
-    else:
-        if isinstance(error, sqlite3.IntegrityError):
-            cls = IntegrityViolation
-    ours = cls(str(error) or type(error).__name__, name)
-    ours.__cause__ = error
-    return ours
-
-
-def writable(path: str) -> bool:
-    """Could the file be opened for writing now? (Read-only filesystems and immutable files
-    refuse root too; a missing file is not writable.)"""
-    return path == ":memory:" or os.access(path, os.W_OK)
 
 
 def _enable_wal(conn: Connection) -> None:
@@ -180,38 +72,39 @@ class Database:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self._local = threading.local()
+        self._pool = SqlitePool(lambda: self.connect(shared=True), self.path)
         self.backend = SqliteBackend(self.path)
 
-    def thread_connection(self) -> Connection:
-        """This thread's own connection, opened on first use and then reused.
-
-        A connection handed back with a transaction still open (a request that crashed
-        mid-way) is rolled back first, so no request inherits another's transaction. A
-        stale one (it cannot write, but a new one could) is replaced.
-        """
-        conn: Connection | None = getattr(self._local, "conn", None)
-        if conn is not None and conn.stale(self.path):
-            self._local.conn = None
-            conn.close()
-            conn = None
-        if conn is None:
-            conn = self._local.conn = self.connect()
-        elif conn.in_transaction:
-            conn.execute("ROLLBACK")
-        return conn
+    def thread_connection(self) -> LentSqlite:
+        """This thread's connection: it borrows a file connection from the pool at its first
+        statement and holds it until `lend_back()` (a turn about to wait) or
+        `release_thread_connection()` (the end of the request or turn). A transaction left
+        open is rolled back when the connection goes back; a stale one (it cannot write, but a
+        new one could) is replaced when it is borrowed (`storage/sqlite_pool.py`)."""
+        lent: LentSqlite | None = getattr(self._local, "lent", None)
+        if lent is None:
+            lent = self._local.lent = LentSqlite(self._pool)
+        elif lent.in_transaction:
+            lent.execute("ROLLBACK")
+        lent.drop_if_stale(self.path)
+        return lent
 
     def release_thread_connection(self) -> None:
-        """Kept: opening a SQLite connection (and closing the last one) is not free."""
+        """The request or turn is over: its file connection goes back to the pool."""
+        lent: LentSqlite | None = getattr(self._local, "lent", None)
+        if lent is not None:
+            lent.release()
 
-    def connect(self) -> Connection:
-        """Open a new autocommit connection; transactions are explicit (`transaction()`)."""
+    def connect(self, *, shared: bool = False) -> Connection:
+        """Open a new autocommit connection; transactions are explicit (`transaction()`).
+        `shared`: for the pool, whose connections serve one thread at a time, any thread."""
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
             conn = sqlite3.connect(
                 self.path,
                 isolation_level=None,
-                check_same_thread=True,
+                check_same_thread=not shared,
                 timeout=BUSY_TIMEOUT_MS / 1000,
                 factory=Connection,
             )
@@ -244,7 +137,8 @@ class Database:
             return self.backend.migrate(conn, MIGRATIONS if migrations is None else migrations)
 
     def close(self) -> None:
-        """Nothing to release: each thread's connection closes with its thread."""
+        """Close the pool's idle connections (a lent one goes back, and is closed, later)."""
+        self._pool.close()
 
 
 @contextmanager

@@ -39,6 +39,9 @@ function showLogin(message = "") {
 async function showApp(sessions = null) {
   $("login-view").hidden = true;
   $("app-view").hidden = false;
+  // The focus moves at once: hiding the sign-in form took it from the field it was on, and
+  // leaving it on <body> while the chats load would lose a keyboard user's place.
+  $("composer-input").focus();
   $("user-name").textContent = state.user.name;
   setAccountUser(state.user);
   loading(true);

@@ -160,12 +160,14 @@ def test_a_connection_opened_while_the_file_was_read_only_is_replaced_once_it_is
         with pytest.raises(StorageReadOnly, match="readonly") as refused:
             create_user(conn, "during")
         assert refused.value.code.startswith("SQLITE_READONLY") and storage_fault(refused.value)
-        assert database.thread_connection() is conn  # still read-only: kept, reads work
+        stuck = conn.held
+        assert database.thread_connection().held is stuck  # still read-only: kept, reads work
         assert conn.execute("SELECT count(*) FROM users").fetchone()[0] == 0
     fresh = database.thread_connection()
-    assert fresh is not conn
+    assert fresh.held is not stuck
     create_user(fresh, "after")
-    assert database.thread_connection() is fresh  # a healthy connection is kept
+    healthy = fresh.held
+    assert database.thread_connection().held is healthy  # a healthy connection is kept
 
 
 @SQLITE_ONLY
