@@ -33,12 +33,14 @@ from llm.base import (
     ChatMessage,
     Completion,
     FailureKind,
+    Odds,
     ProbeResult,
     Provider,
     ProviderConfig,
     ProviderError,
     Sleep,
     StreamSink,
+    TokenOdds,
     log,
 )
 from llm.breaker import BreakerPolicy, BreakerState, CircuitBreaker
@@ -59,6 +61,7 @@ __all__ = [
     "FailureKind",
     "FallbackChain",
     "HttpProvider",
+    "Odds",
     "OllamaProvider",
     "OpenAICompatibleProvider",
     "OpenRouterProvider",
@@ -69,6 +72,7 @@ __all__ = [
     "ProviderProbe",
     "ScriptedProvider",
     "StreamSink",
+    "TokenOdds",
     "breaker_policy",
     "build_chain",
     "build_provider",
@@ -101,6 +105,8 @@ def llm_config(settings: Settings) -> ProviderConfig:
         timeout_s=settings.llm_timeout_s,
         idle_timeout_s=settings.llm_idle_timeout_s,
         max_tokens=settings.llm_max_tokens,
+        temperature=settings.llm_temperature,
+        seed=settings.llm_seed,
         scripted_replies=settings.scripted_replies,
     )
 

@@ -18,6 +18,7 @@ turn does not offer. It is a decoding constraint, not a tools payload (SPEC 6.3)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,10 +32,12 @@ def rule_name(command: str) -> str:
     return "cmd-" + command.replace("_", "-")
 
 
-def first_line_grammar(catalog: Sequence[Tool[Any, Any]]) -> str:
-    """The GBNF of a reply that is one of `catalog`'s commands or text not starting with `/`."""
+def first_line_grammar(catalog: Sequence[Tool[Any, Any]], *, prose: bool = True) -> str:
+    """The GBNF of a reply that is one of `catalog`'s commands or text not starting with `/`
+    (with `prose=False`, one of the commands only: the decision by mass chose to call one)."""
     commands = [tool.command for tool in catalog if tool.command is not None]
-    lines = ["root ::= command | prose" if commands else "root ::= prose"]
+    choices = ["command"] * bool(commands) + ["prose"] * (prose or not commands)
+    lines = ["root ::= " + " | ".join(choices)]
     lines.append(rf"prose ::= [ \t]* [^/ \t\r\n\ufeff] {ANY}*")
     if commands:
         lines.append('command ::= "/" (' + " | ".join(rule_name(binding.name) for binding in commands) + ")")
@@ -44,3 +47,13 @@ def first_line_grammar(catalog: Sequence[Tool[Any, Any]]) -> str:
         lines.append(r"args ::= [ \t]+ [^ \t\r\n] [^\r\n]*")
         lines.append(rf'body ::= "\n" {ANY}*')
     return "\n".join(lines) + "\n"
+
+
+def prose_grammar() -> str:
+    """Text whose first character is not `/`: the decision by mass chose to answer in prose."""
+    return first_line_grammar(())
+
+
+def exact_grammar(text: str) -> str:
+    """Exactly `text` (a command's `/name `, to read the model's score for it)."""
+    return "root ::= " + json.dumps(text) + "\n"

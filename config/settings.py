@@ -277,6 +277,44 @@ class Settings(BaseModel):
         "registered command line (with its body where the command takes one) or text that does not start "
         "with `/`. A server that rejects the `grammar` field answers 400: leave it `off` there.",
     )
+    llm_decide: Literal["auto", "greedy", "mass"] = Field(
+        default="auto",
+        description="How a first pass decides between a command and prose (SPEC 6.11). `greedy`: the text as "
+        "the model samples it. `mass`: first read the first token's probabilities (`logprobs`): a command only "
+        "when tokens that start one carry more than `LLM_DECIDE_THRESHOLD` of the probability, then the offered "
+        "command with the best mean per-token score, then its arguments, steered by a grammar where the server "
+        "takes one. `auto`: `mass` on a provider found to return log-probabilities, `greedy` elsewhere "
+        "(detected on the first call, never assumed). See docs/models.md.",
+    )
+    llm_decide_threshold: float = Field(
+        default=0.5,
+        gt=0,
+        lt=1,
+        description="With the `mass` decision: the share of the first token's probability that tokens starting a "
+        "command must exceed for the pass to write a command (0.5: more than everything else together).",
+    )
+    command_shortlist: int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="With the `mass` decision: how many commands it scores, the ones whose name, description, "
+        "usage and examples best match the user's words (BM25); each is one short read. The prompt still "
+        "lists every offered command, so a server's prefix cache holds. `0`: score them all.",
+    )
+    llm_temperature: float | None = Field(
+        default=None,
+        ge=0,
+        le=2,
+        description="Sampling temperature sent to the chat model, only when set (unset: the server's own default, "
+        "0.8 on llama.cpp). `app.py eval` sends 0 unless `--temperature` says otherwise.",
+    )
+    llm_seed: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**31 - 1,
+        description="Sampling seed sent to the chat model, only when set (llama.cpp, vLLM, OpenAI and Ollama read "
+        "it). `app.py eval` sends one unless `--seed` says otherwise.",
+    )
     auth_token_file: str = Field(
         default="./data/admin.token",
         description="Where the first start writes the `admin` user's API token (mode 0600); `reset-admin-token` "

@@ -20,6 +20,7 @@ class EventName(StrEnum):
     TURN_QUEUED = "turn.queued"  # the user's share of turn workers is in use: it starts when one of theirs ends
     PROVIDER_REQUEST = "provider.request"
     PROVIDER_RESPONSE = "provider.response"
+    PASS_DECIDED = "pass.decided"  # a first pass read the model's probabilities first (SPEC 6.11, `LLM_DECIDE`)
     COMMAND_DETECTED = "command.detected"
     APPROVAL_REQUESTED = "approval.requested"
     TOOL_STARTED = "tool.started"
@@ -117,6 +118,12 @@ class ProblemStarted(TypedDict):
     attempt: int
 
 
+class PassDecided(TypedDict):
+    decision: str  # "command" or "prose" (never which command: the reply names it when it is one)
+    reads: int  # the probability reads made (SPEC 6.11: apart from the pass's calls)
+    elapsed_ms: float
+
+
 class ProblemRejected(TypedDict):
     index: int
     attempt: int
@@ -139,6 +146,7 @@ PAYLOADS: dict[EventName, type[Any] | None] = {
     EventName.TURN_QUEUED: None,
     EventName.PROVIDER_REQUEST: ProviderRequest,
     EventName.PROVIDER_RESPONSE: ProviderResponse,
+    EventName.PASS_DECIDED: PassDecided,
     EventName.COMMAND_DETECTED: Named,
     EventName.APPROVAL_REQUESTED: ApprovalRequested,
     EventName.TOOL_STARTED: Named,

@@ -120,9 +120,16 @@ class ProviderConfig(BaseModel):
     timeout_s: float = 120.0  # until the first piece of the answer (LLM_TIMEOUT_S)
     idle_timeout_s: float = 60.0  # the longest silence once the answer has started (LLM_IDLE_TIMEOUT_S)
     max_tokens: int = 4096  # the answer's length, sent as `max_tokens` / `num_predict` (LLM_MAX_TOKENS)
+    temperature: float | None = None  # sent only when set (LLM_TEMPERATURE)
+    seed: int | None = None  # sent only when set (LLM_SEED)
     max_retry_after_s: float = 10.0
     max_rate_limit_retries: int = 2
     scripted_replies: str | None = None
+
+    def sampling(self) -> dict[str, float | int]:
+        """`temperature` and `seed` as set; an unset one is not sent (the server's default holds)."""
+        chosen = {"temperature": self.temperature, "seed": self.seed}
+        return {key: value for key, value in chosen.items() if value is not None}
 
 
 class ProviderError(Exception):
@@ -141,6 +148,40 @@ class Attempt:
     response_bytes: int = 0
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class TokenOdds:
+    """One token a server generated, its log-probability, and the alternatives it listed."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()  # (token, log-probability), most likely first
+
+
+@dataclass(frozen=True)
+class Odds:
+    """A read of the model's probabilities on a context (SPEC 6.11): the tokens it generated
+    with their log-probabilities, or why there are none. Never shown or stored: the pipeline
+    only decides with it."""
+
+    tokens: tuple[TokenOdds, ...] = ()
+    failure: FailureKind | None = None
+    detail: str = ""
+    elapsed_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and bool(self.tokens)
+
+
+@dataclass
+class Offers:
+    """What a provider was found to offer beyond text, learnt from its answers (never assumed):
+    None until a call told. Written by the provider's own calls only."""
+
+    odds: bool | None = None  # returns log-probabilities
+    grammar: bool | None = None  # takes a GBNF `grammar` field
 
 
 def text_or_failure(content: Any) -> str | Attempt:
@@ -235,6 +276,10 @@ class Provider(ABC):
     default_model: ClassVar[str]
     # Whether the server takes a decoding grammar (GBNF, `LLM_GRAMMAR`); the others never get one.
     accepts_grammar: ClassVar[bool] = False
+    # Whether its wire format can ask for log-probabilities (`read_odds`); a server may still not give them.
+    reads_odds: ClassVar[bool] = False
+    # A hosted API that bills every request: `LLM_DECIDE=auto` makes no extra reads on it.
+    billed_per_call: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -246,6 +291,9 @@ class Provider(ABC):
         self.config = config
         self.http = http if http is not None else self._session()
         self.sleep = sleep  # None: wait on the call's cancel token, so Stop ends a wait too
+        self.offers = (
+            Offers(odds=False) if not self.reads_odds else Offers(grammar=None if self.accepts_grammar else False)
+        )
 
     def _session(self) -> requests.Session:
         """A pooled session whose proxy settings are read from the environment once.
@@ -323,6 +371,20 @@ class Provider(ABC):
     def complete(self, messages: Sequence[ChatMessage]) -> str | None:
         """The pipeline's view of a provider: text or ``None``."""
         return self.call(messages).text
+
+    def read_odds(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tokens: int,
+        top: int,
+        grammar: str | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Odds:
+        """Generate at most `tokens` tokens (held to `grammar` where the server takes one) and
+        return each with its log-probability and its `top` alternatives; not streamed, never
+        shown. A provider that cannot answers a failure (`offers.odds` says whether to ask)."""
+        return Odds(failure=FailureKind.NOT_CONFIGURED, detail=f"{self.name} returns no log-probabilities")
 
     def close(self) -> None:
         """Close the idle connections to the server (calls in flight keep theirs)."""

@@ -20,16 +20,18 @@ from typing import Any, ClassVar
 
 import requests
 
-from foundation.cancellation import Watchdog
+from foundation.cancellation import CancelToken, Watchdog
 from llm.base import (
     Attempt,
     ChatMessage,
     FailureKind,
+    Odds,
     ProbeResult,
     Provider,
     ProviderConfig,
     ReplyFeed,
     Sleep,
+    TokenOdds,
     log,
     ms_since,
     text_or_failure,
@@ -123,6 +125,82 @@ class HttpProvider(Provider):
         status = response.status_code
         detail = "reachable" if status < 400 else f"HTTP {status} ({_status_failure(status).value})"
         return ProbeResult(ok=status < 400, detail=detail, elapsed_ms=ms_since(started))
+
+    def odds_body(self, messages: Sequence[ChatMessage], grammar: str | None, tokens: int, top: int) -> dict[str, Any]:
+        """The JSON body of a read of probabilities (`reads_odds` formats only)."""
+        raise NotImplementedError(f"{self.name} cannot ask for log-probabilities")
+
+    def parse_odds(self, data: Any) -> tuple[TokenOdds, ...] | None:
+        """The tokens and their log-probabilities in a whole reply; None when it has none."""
+        return None
+
+    def read_odds(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tokens: int,
+        top: int,
+        grammar: str | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Odds:
+        """One short, unstreamed call that asks for log-probabilities, under the call's deadline.
+
+        What the server offers is learnt here: a reply without log-probabilities sets
+        `offers.odds` False (a server that ignores the field); a refused request with a grammar
+        is tried once without it and, when that passes, sets `offers.grammar` False; refused
+        without one, `offers.odds` False (llama-cpp-python started without `logits_all`
+        answers 500). A timeout or a dropped connection teaches nothing."""
+        started = time.perf_counter()
+        if not self.reads_odds or self.offers.odds is False:
+            return super().read_odds(messages, tokens=tokens, top=top, grammar=grammar, cancel=cancel)
+        if self.offers.grammar is False:
+            grammar = None
+        token = cancel if cancel is not None else CancelToken()
+        status, data = self._post_whole(self.odds_body(messages, grammar, tokens, top), token)
+        if isinstance(data, Broken):
+            return Odds(failure=data.kind, detail=data.detail, elapsed_ms=ms_since(started))
+        if status >= 400 and grammar is not None:
+            status, data = self._post_whole(self.odds_body(messages, None, tokens, top), token)
+            if isinstance(data, Broken):
+                return Odds(failure=data.kind, detail=data.detail, elapsed_ms=ms_since(started))
+            if status < 400:
+                self.offers.grammar = False
+                log.info("provider takes no grammar: provider=%s model=%s", self.name, self.model)
+        if status >= 400:
+            self.offers.odds = False
+            log.info("provider gives no log-probabilities: provider=%s model=%s HTTP %s", self.name, self.model, status)
+            return Odds(failure=_status_failure(status), detail=f"HTTP {status}", elapsed_ms=ms_since(started))
+        found = self.parse_odds(data)
+        if not found:
+            self.offers.odds = False
+            log.info("provider gives no log-probabilities: provider=%s model=%s", self.name, self.model)
+            return Odds(failure=FailureKind.MALFORMED, detail="no log-probabilities", elapsed_ms=ms_since(started))
+        self.offers.odds = True
+        if grammar is not None:
+            self.offers.grammar = True
+        return Odds(tokens=found, elapsed_ms=ms_since(started))
+
+    def _post_whole(self, body: dict[str, Any], cancel: CancelToken) -> tuple[int, Any | Broken]:
+        """POST `body` and read the whole (bounded) JSON answer: its status and decoded body."""
+        exchange = Exchange(
+            self.http,
+            self.endpoint(),
+            self.headers(),
+            self.watchdog,
+            cancel=cancel,
+            deadline=time.monotonic() + self.config.timeout_s,
+            timeout_s=self.config.timeout_s,
+            idle_timeout_s=self.config.idle_timeout_s,
+            max_bytes=ERROR_BODY_MAX * 16,
+        )
+        with exchange:
+            response = exchange.post(json.dumps(body).encode("ascii"))
+            if isinstance(response, Broken):
+                return 0, response
+            raw = exchange.read_body(response, None)
+            if isinstance(raw, Broken):
+                return response.status_code, raw
+            return response.status_code, decode_json(raw)[0]
 
     def headers(self) -> dict[str, str]:
         accept = ", ".join((*self.stream_types, "application/json"))

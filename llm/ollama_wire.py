@@ -38,12 +38,9 @@ class OllamaProvider(HttpProvider):
             if message.images:
                 item["images"] = [_strip_data_url(image) for image in message.images]
             wire.append(item)
-        return {
-            "model": self.model,
-            "messages": wire,
-            "stream": True,
-            "options": {"num_predict": self.config.max_tokens},
-        }
+        options: dict[str, Any] = {"num_predict": self.config.max_tokens}
+        options.update(self.config.sampling())
+        return {"model": self.model, "messages": wire, "stream": True, "options": options}
 
     def framing(self) -> Framing:
         return NdjsonDecoder()

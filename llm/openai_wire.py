@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llm.base import Attempt, ChatMessage, FailureKind
+from llm.base import Attempt, ChatMessage, FailureKind, TokenOdds
 from llm.framing import Framing, SseDecoder
 from llm.http import HttpProvider
 from llm.wire import Parsed, decode_json, malformed, refused, string, token_counts, upstream_error
@@ -54,10 +54,33 @@ class OpenAICompatibleProvider(HttpProvider):
             "messages": wire,
             "stream": True,
             "max_tokens": self.config.max_tokens,
+            **self.config.sampling(),
         }
         if grammar is not None:
             body["grammar"] = grammar  # llama.cpp's server and llama-cpp-python: GBNF
         return body
+
+    reads_odds = True  # `logprobs` / `top_logprobs`: OpenAI, vLLM, llama.cpp's server, llama-cpp-python
+
+    def odds_body(self, messages: Sequence[ChatMessage], grammar: str | None, tokens: int, top: int) -> dict[str, Any]:
+        body = self.request_body(messages, grammar)
+        body.update({"stream": False, "max_tokens": tokens, "logprobs": True, "top_logprobs": top})
+        return body
+
+    def parse_odds(self, data: Any) -> tuple[TokenOdds, ...] | None:
+        """`choices[0].logprobs.content`: each token with its `logprob` and `top_logprobs`."""
+        try:
+            content = data["choices"][0]["logprobs"]["content"]
+            return tuple(
+                TokenOdds(
+                    token=str(item["token"]),
+                    logprob=float(item["logprob"]),
+                    top=tuple((str(alt["token"]), float(alt["logprob"])) for alt in item.get("top_logprobs") or ()),
+                )
+                for item in content
+            )
+        except (KeyError, IndexError, TypeError, ValueError):
+            return None
 
     def framing(self) -> Framing:
         return SseDecoder()
@@ -124,6 +147,9 @@ class HostedProvider(OpenAICompatibleProvider):
 
     accepts_grammar = False
     needs_key = True
+    # Each read of probabilities is a billed request: `LLM_DECIDE=auto` keeps the greedy path here
+    # (`mass` asks anyway). A local server (`openai` with a base URL) bills nothing.
+    billed_per_call = True
 
 
 class OpenRouterProvider(HostedProvider):

@@ -26,6 +26,7 @@ from typing import Any
 from commands.grammar import first_line_grammar
 from pipeline.catalog import EVERYTHING, Reach, offered
 from pipeline.demos import DEMO_NOTE, demonstrations
+from pipeline.shortlist import Shortlister
 from providers import ChatMessage
 from tools.base import Tool
 from tools.registry import ToolRegistry
@@ -120,12 +121,13 @@ class PromptBook:
     _built: dict[tuple[int, Reach, bool], str] = field(default_factory=dict, repr=False)
     _grammars: dict[tuple[int, Reach], str] = field(default_factory=dict, repr=False)
     _demos: dict[tuple[int, Reach], tuple[ChatMessage, ...]] = field(default_factory=dict, repr=False)
+    _shortlisters: dict[tuple[int, Reach], Shortlister] = field(default_factory=dict, repr=False)
 
     def _version(self) -> int:
         """The registry's version; built prompts of an older one are dropped (an MCP server's
         tools joined or left, `tools/registry.py`)."""
         version = self.registry.version
-        caches: tuple[dict[Any, Any], ...] = (self._built, self._grammars, self._demos)
+        caches: tuple[dict[Any, Any], ...] = (self._built, self._grammars, self._demos, self._shortlisters)
         if any(key[0] != version for cache in caches for key in cache):
             for cache in caches:
                 for key in [key for key in cache if key[0] != version]:
@@ -149,6 +151,13 @@ class PromptBook:
         if key not in self._grammars:
             self._grammars[key] = first_line_grammar(offered(self.registry, reach))
         return self._grammars[key]
+
+    def shortlister(self, reach: Reach = EVERYTHING) -> Shortlister:
+        """The BM25 index of the same command list (`COMMAND_SHORTLIST`), built once."""
+        key = (self._version(), reach)
+        if key not in self._shortlisters:
+            self._shortlisters[key] = Shortlister(offered(self.registry, reach))
+        return self._shortlisters[key]
 
     def demonstrations(self, reach: Reach = EVERYTHING) -> tuple[ChatMessage, ...]:
         """The demonstration exchanges of the same command list (`PROMPT_DEMOS`), built once."""

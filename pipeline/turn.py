@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,8 +37,9 @@ from commands.router import Routed, refuse, route
 from foundation.cancellation import NEVER, CancelToken
 from foundation.events import EventName
 from pipeline.approval import Verdict, decide
-from pipeline.catalog import Reach
+from pipeline.catalog import Reach, offered
 from pipeline.context import build_context, image_in_window, is_tool_role, needs_vision
+from pipeline.decide import decide_by_mass, mass_decider
 from pipeline.passes import provider_pass
 from pipeline.preferences import Preferences, turn_preferences
 from pipeline.reply_cap import MAX_REPLY_CHARS, clip_answer
@@ -57,6 +58,7 @@ from pipeline.results import (
     tool_context,
 )
 from pipeline.starts import ApprovalAnswer, Edit, NewMessage, Regenerate, Retry, TurnStart, WidgetAnswer
+from providers import ChatMessage, FallbackChain
 from storage.connection import DbConnection, lend_back
 from storage.errors import StorageError
 from storage.learner_tasks import any_open_tasks
@@ -218,6 +220,38 @@ def verdict_on(turn: _Turn, tool: Tool[Any, Any], command: Command, mine: Prefer
     return decide(tool, command, ctx, turn.services.settings.tool_approval, mine.approval)
 
 
+def decided_grammar(turn: _Turn, chain: FallbackChain, context: Sequence[ChatMessage], reach: Reach) -> str | None:
+    """The grammar that holds a first pass to what the model's probabilities decided
+    (`pipeline/decide.py`), or None to leave the pass as it was (greedy)."""
+    settings = turn.services.settings
+    provider = mass_decider(chain, settings.llm_decide)
+    if provider is None:
+        return None
+    catalog = offered(turn.services.registry, reach)
+    asked = next((message.content for message in reversed(turn.history) if message.role == USER), "")
+    candidates = turn.services.prompts.shortlister(reach).best(asked, settings.command_shortlist)
+    decision = decide_by_mass(
+        provider,
+        context,
+        catalog,
+        candidates=candidates,
+        threshold=settings.llm_decide_threshold,
+        cancel=turn.cancel,
+    )
+    if decision is None:
+        return None
+    turn.emit(
+        EventName.PASS_DECIDED,
+        {
+            "pass": 0,
+            "decision": "prose" if decision.command is None else "command",
+            "reads": decision.reads,
+            "elapsed_ms": decision.elapsed_ms,
+        },
+    )
+    return decision.grammar
+
+
 def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult:
     """Provider passes `first_pass`..`MAX_TOOL_ROUNDS` (a pass per tool round, plus the last)."""
     services, settings = turn.services, turn.services.settings
@@ -236,8 +270,13 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
             demos=services.prompts.demonstrations(reach) if with_demos else (),
         )
         last_pass = pass_index >= max_rounds
-        chain = services.vision if needs_vision(context) else mine.chain  # 6.9
+        vision = needs_vision(context)
+        chain = services.vision if vision else mine.chain  # 6.9
         lend_back(turn.conn)  # the model may take minutes: no server connection held meanwhile
+        # a pass that may use a command is held to the turn's commands or plain text (7a.1)
+        grammar = services.prompts.grammar(reach) if settings.llm_grammar == "first_line" and not last_pass else None
+        if pass_index == 0 and not last_pass and not vision:  # 6.11: a first pass may decide by mass
+            grammar = decided_grammar(turn, chain, context, reach) or grammar
         outcome = provider_pass(
             chain,
             context,
@@ -246,8 +285,7 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
             takes_body(services.registry),
             pass_index=pass_index,
             last_pass=last_pass,
-            # a pass that may use a command is held to the turn's commands or plain text (7a.1)
-            grammar=services.prompts.grammar(reach) if settings.llm_grammar == "first_line" and not last_pass else None,
+            grammar=grammar,
         )
         if outcome.stopped:
             return turn.stop(outcome.gate.shown)

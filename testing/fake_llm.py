@@ -19,6 +19,11 @@ answers open), then the fake drops the connection without finishing the answer: 
 instead of hanging. Every answer is logged in `answers` (an `AnswerLog`): how many pieces
 went out and whether the client hung up before the end, which the fake notices at once
 (it polls the connection while it waits) rather than at its next write.
+
+A read of probabilities (`"logprobs": true`, SPEC 6.11) never takes a queued reply and is
+recorded apart (`odds_requests`): by default the fake refuses it with 400, as a server that
+gives no log-probabilities; `odds` (a function of the request body) makes it answer them, for
+the tests of the decision by mass.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
@@ -42,6 +47,9 @@ HANG_S = 3600.0  # how long a hang waits for its client to give up before the fa
 SSE = "text/event-stream"
 NDJSON = "application/x-ndjson"
 KEEPALIVE = b": OPENROUTER PROCESSING\n\n"
+
+
+Odds = list[tuple[str, float, list[tuple[str, float]]]]  # per token: its text, log-probability, alternatives
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,8 @@ class FakeLLMServer(LoopbackServer):
         self.hang_after_headers = hang_after_headers
         self.hang_s = hang_s
         self.requests: list[dict[str, Any]] = []
+        self.odds_requests: list[dict[str, Any]] = []  # reads of probabilities, apart from the chat calls
+        self.odds: Callable[[dict[str, Any]], Odds] | None = None  # None: refused, as a server without them
         self.paths: list[str] = []
         self.get_paths: list[str] = []
         self.headers: list[dict[str, str]] = []
@@ -175,6 +185,7 @@ class FakeLLMServer(LoopbackServer):
             self._replies.clear()
             self._rules.clear()
             self.requests.clear()
+            self.odds_requests.clear()
             self.paths.clear()
             self.get_paths.clear()
             self.headers.clear()
@@ -185,6 +196,7 @@ class FakeLLMServer(LoopbackServer):
         self.token_delay_s = token_delay_s
         self.trickle_s = trickle_s
         self.hang_after_headers = hang_after_headers
+        self.odds = None
         self.released.set()
 
     def queue(self, *replies: Reply) -> None:
@@ -260,6 +272,9 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 return
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
+            if body.get("logprobs") is True:
+                self._odds(body)
+                return
             with server._lock:
                 server.requests.append(body)
                 server.paths.append(self.path)
@@ -283,6 +298,22 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 log.ended.set()
 
         # --- answers -------------------------------------------------------------------
+
+        def _odds(self, body: dict[str, Any]) -> None:
+            with server._lock:
+                server.odds_requests.append(body)
+            if server.odds is None:
+                self._send(400, {"error": {"message": "logprobs are not supported by this server"}})
+                return
+            tokens = server.odds(body)
+            content = [
+                {"token": token, "logprob": logprob, "top_logprobs": [{"token": t, "logprob": lp} for t, lp in top]}
+                for token, logprob, top in tokens
+            ]
+            text = "".join(token for token, _, _ in tokens)
+            whole = _openai_whole(body, text)
+            whole["choices"][0]["logprobs"] = {"content": content}
+            self._send(200, whole)
 
         def _answer(self, body: dict[str, Any], log: AnswerLog) -> None:
             while not server.released.is_set():  # held by the test until it has done what it must meanwhile

@@ -70,7 +70,11 @@ class LlamaProcess:
     log: IO[bytes]
 
     @classmethod
-    def start(cls, log_path: Path, *, n_ctx: int = N_CTX, threads: int = THREADS) -> LlamaProcess:
+    def start(
+        cls, log_path: Path, *, n_ctx: int = N_CTX, threads: int = THREADS, logits_all: bool = True
+    ) -> LlamaProcess:
+        """`logits_all`: keep every position's logits, without which llama-cpp-python answers 500
+        to `logprobs` (the decision by mass, SPEC 6.11); off, the server gives no log-probabilities."""
         reason = missing_packages()
         if reason is not None:
             raise LlamaUnavailable(reason)
@@ -81,6 +85,7 @@ class LlamaProcess:
         command = [sys.executable, "-m", SERVER_MODULE, "--model", str(model_file)]
         command += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx)]
         command += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
+        command += ["--logits_all", str(logits_all)]
         # llama_cpp.server reads its settings from the environment too (HOST, PORT, MODEL...):
         # the command line wins, but keep the product's settings away from it anyway.
         env = {key: value for key, value in os.environ.items() if key not in ("HOST", "PORT", "MODEL", "CONFIG_FILE")}

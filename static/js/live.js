@@ -86,6 +86,9 @@ export class Progress {
           Boolean(data.ok), data.failure, data.elapsed_ms,
         );
         break;
+      case "pass.decided":
+        this.done(`Read the model's odds: ${data.decision === "command" ? "a command" : "an answer"} (${data.reads} read${data.reads === 1 ? "" : "s"})`);
+        break;
       case "command.detected":
         this.done(`Command /${data.name} detected`);
         break;
