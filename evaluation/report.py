@@ -59,18 +59,47 @@ class Card:
     answer_uses: Tally
     ttft_ms: float | None
     tokens_per_s: float | None
+    right_each: tuple[int, ...] = ()  # right-tool hits of each repeat (`--repeat`): the spread
+    false_each: tuple[int, ...] = ()  # false commands of each repeat
+    decide_ms: float | None = None  # the decision's reads before a first pass, median (`mass` only)
+    first_pass_ms: float | None = None  # the first pass itself, median
+
+    @property
+    def repeats(self) -> int:
+        return len(self.right_each)
+
+    @property
+    def decide_share(self) -> float | None:
+        """What the decision adds to a first pass, as a share of the pass's own time."""
+        if self.decide_ms is None or not self.first_pass_ms:
+            return None
+        return self.decide_ms / self.first_pass_ms
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["option"] = {"demos": self.option.demos, "grammar": self.option.grammar, "label": self.option.label}
+        data["option"] = {
+            "demos": self.option.demos,
+            "grammar": self.option.grammar,
+            "decide": self.option.decide,
+            "native": self.option.native,
+            "label": self.option.label,
+        }
+        data["decide_share"] = self.decide_share
         for name in ("right_tool", "well_formed", "args_match", "false_commands", "answer_uses"):
             tally: Tally = getattr(self, name)
             data[name] = {"hits": tally.hits, "total": tally.total, "rate": tally.rate}
         return data
 
 
+def median_of(values: Sequence[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return statistics.median(present) if present else None
+
+
 def card(model: str, option: Option, runs: Sequence[CaseRun]) -> Card:
     verdicts = [score(run) for run in runs]
+    repeats = sorted({run.repeat for run in runs})
+    each = [[v for run, v in zip(runs, verdicts, strict=True) if run.repeat == r] for r in repeats]
     firsts = [run.passes[0].first_text_ms for run in runs if run.passes and run.passes[0].first_text_ms is not None]
     passes = [stats for run in runs for stats in run.passes if stats.failure is None]
     decode_s = sum(stats.decode_s for stats in passes)
@@ -87,10 +116,29 @@ def card(model: str, option: Option, runs: Sequence[CaseRun]) -> Card:
         answer_uses=Tally.of([v.answer_uses for v in verdicts]),
         ttft_ms=statistics.median(firsts) if firsts else None,
         tokens_per_s=tokens / decode_s if decode_s > 0 else None,
+        right_each=tuple(Tally.of([v.right_tool for v in mine]).hits for mine in each),
+        false_each=tuple(Tally.of([v.false_command for v in mine]).hits for mine in each),
+        decide_ms=median_of([run.decide_ms for run in runs]),
+        first_pass_ms=median_of([run.first_pass_ms for run in runs]),
     )
 
 
-COLUMNS = ("option", "right tool", "well-formed", "args match", "false cmds", "uses result", "TTFT p50", "tok/s")
+def spread(values: tuple[int, ...]) -> str:
+    """The repeats' lowest and highest count ("" for one run)."""
+    return "" if len(values) < 2 else f" [{min(values)}-{max(values)}]"
+
+
+COLUMNS = (
+    "option",
+    "right tool",
+    "well-formed",
+    "args match",
+    "false cmds",
+    "uses result",
+    "TTFT p50",
+    "tok/s",
+    "decision / first pass",
+)
 
 
 def table(cards: Sequence[Card]) -> str:
@@ -99,13 +147,16 @@ def table(cards: Sequence[Card]) -> str:
         rows.append(
             (
                 found.option.label,
-                str(found.right_tool),
+                str(found.right_tool) + spread(found.right_each),
                 str(found.well_formed),
                 str(found.args_match),
-                str(found.false_commands),
+                str(found.false_commands) + spread(found.false_each),
                 str(found.answer_uses),
                 "n/a" if found.ttft_ms is None else f"{found.ttft_ms:,.0f} ms",
                 "n/a" if found.tokens_per_s is None else f"{found.tokens_per_s:.1f}",
+                "n/a"
+                if found.decide_share is None or found.decide_ms is None
+                else f"{found.decide_ms:,.0f} ms ({100 * found.decide_share:.0f}%)",
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
@@ -122,7 +173,10 @@ def text_report(cards: Sequence[Card], runs: Sequence[CaseRun], notes: Sequence[
         first = mine[0]
         needing = sum(1 for run in runs if run.option == first.option and run.case.needs_tool)
         lines.append(f"model: {model}")
-        lines.append(f"cases: {first.cases} ({needing} need a tool, {first.cases - needing} need none)")
+        cases = first.cases // max(1, first.repeats)
+        needing //= max(1, first.repeats)
+        repeated = f", run {first.repeats} times: [lowest-highest] of the runs" if first.repeats > 1 else ""
+        lines.append(f"cases: {cases} ({needing} need a tool, {cases - needing} need none){repeated}")
         lines.append(table(mine))
         failures = [f"{found.option.label}: {found.failures}" for found in mine if found.failures]
         if failures:
@@ -145,6 +199,8 @@ def case_record(run: CaseRun, verdict: Verdict) -> dict[str, Any]:
         "failure": run.failure,
         "verdict": asdict(verdict),
         "first_text_ms": run.passes[0].first_text_ms if run.passes else None,
+        "repeat": run.repeat,
+        "decide_ms": run.decide_ms,
     }
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from pydantic import ValidationError
 
@@ -36,11 +36,13 @@ from evaluation.dryrun import dry_context, dry_run_registry, function_registry
 from foundation.cancellation import NEVER
 from pipeline.catalog import EVERYTHING, offered
 from pipeline.context import build_context
+from pipeline.decide import decide_by_mass
 from pipeline.demos import demonstrations
 from pipeline.passes import ATTEMPTS
 from pipeline.prompt import DEFAULT_PERSONA, PromptBook
 from pipeline.reply_cap import CappedSink
 from pipeline.reply_gate import ReplyGate
+from pipeline.shortlist import Shortlister
 from pipeline.turn import TOOL_LIMIT_REACHED, strip_commands, takes_body
 from providers import ChatMessage, FallbackChain, Provider
 from storage.messages import Message
@@ -50,6 +52,7 @@ from tools.generic import SchemaInput
 from tools.registry import ToolRegistry
 
 SESSION = "eval"
+DECIDE_THRESHOLD = 0.5  # `LLM_DECIDE_THRESHOLD`'s default: the card measures the product's defaults
 
 
 def accepts_grammar(provider: Provider) -> bool:
@@ -59,14 +62,23 @@ def accepts_grammar(provider: Provider) -> bool:
 
 @dataclass(frozen=True)
 class Option:
-    """One way of running the cases: demonstrations on the first pass, the first-line grammar."""
+    """One way of running the cases: demonstrations on the first pass, the first-line grammar,
+    how the first pass decides (`LLM_DECIDE`: `greedy`, or `mass` with `shortlist` candidates),
+    or the provider's native function calling instead of our text protocol (`native`)."""
 
     demos: bool
     grammar: bool
+    decide: Literal["greedy", "mass"] = "greedy"
+    shortlist: int = 3
+    native: bool = False
 
     @property
     def label(self) -> str:
-        return f"demos {'on' if self.demos else 'off'}, grammar {'on' if self.grammar else 'off'}"
+        if self.native:
+            return "native function calling (tools field)"
+        grammar = "on" if self.grammar else "off"
+        decided = "by mass" if self.decide == "mass" else "greedy"
+        return f"text: demos {'on' if self.demos else 'off'}, grammar {grammar}, {decided}"
 
 
 @dataclass(frozen=True)
@@ -101,6 +113,14 @@ class CaseRun:
     answer: str | None = None  # what the user would read (None: the case ended at the call)
     passes: tuple[PassStats, ...] = ()
     failure: str | None = None  # the provider failed twice, or the case could not be set up
+    repeat: int = 0  # which run of the case set (`--repeat`)
+    decide_ms: float | None = None  # the reads of the decision by mass, before the first pass
+    first_pass_ms: float | None = None  # the first pass itself, from its call to its last piece
+
+
+class Timing(TypedDict):
+    decide_ms: float | None
+    first_pass_ms: float | None
 
 
 class MeteredSink:
@@ -201,16 +221,33 @@ def run_case(case: Case, chain: FallbackChain, option: Option, tools: ToolRegist
         demos=demonstrations(catalog) if option.demos else (),
     )
     grammar = first_line_grammar(catalog) if option.grammar else None
+    decide_ms = None
+    if option.decide == "mass":
+        started = time.perf_counter()
+        asked = next((content for role, content in reversed(case.messages) if role == "user"), "")
+        decision = decide_by_mass(
+            chain.primary,
+            context,
+            catalog,
+            candidates=Shortlister(catalog).best(asked, option.shortlist),
+            threshold=DECIDE_THRESHOLD,
+            cancel=NEVER,
+        )
+        decide_ms = (time.perf_counter() - started) * 1000
+        if decision is not None and decision.grammar is not None:
+            grammar = decision.grammar
+    started = time.perf_counter()
     reply, first = one_pass(chain, context, registry, grammar=grammar, last_pass=False)
+    timed = Timing(decide_ms=decide_ms, first_pass_ms=(time.perf_counter() - started) * 1000)
     if reply is None:
-        return CaseRun(case, option, passes=(first,), failure=f"provider: {first.failure}")
+        return CaseRun(case, option, passes=(first,), failure=f"provider: {first.failure}", **timed)
     command = detect_command(reply)
     if command is None:
-        return CaseRun(case, option, reply=reply, answer=reply, passes=(first,))
+        return CaseRun(case, option, reply=reply, answer=reply, passes=(first,), **timed)
     call, routed = read_call(command, registry, dry_context())
     tool = registry.for_command(command.name)
     if not call.well_formed or case.result is None or tool is None or tool.terminal_on_success or tool.interactive:
-        return CaseRun(case, option, reply=reply, call=call, passes=(first,))
+        return CaseRun(case, option, reply=reply, call=call, passes=(first,), **timed)
     result = stored_result(
         routed.role, command.name, command.line, routed.result, **command_text(command.args, command.body)
     )
@@ -218,6 +255,8 @@ def run_case(case: Case, chain: FallbackChain, option: Option, tools: ToolRegist
     context = build_context(book.system_prompt(EVERYTHING), history, followup_turns=0, load_images=no_images)
     text, second = one_pass(chain, context, registry, grammar=None, last_pass=True)
     if text is None:
-        return CaseRun(case, option, reply, call, passes=(first, second), failure=f"provider: {second.failure}")
+        return CaseRun(
+            case, option, reply, call, passes=(first, second), failure=f"provider: {second.failure}", **timed
+        )
     answer = text if detect_command(text) is None else (strip_commands(text) or TOOL_LIMIT_REACHED)
-    return CaseRun(case, option, reply, call, answer, (first, second))
+    return CaseRun(case, option, reply, call, answer, (first, second), **timed)

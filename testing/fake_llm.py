@@ -85,7 +85,15 @@ class StreamReply:
         return "".join(self.pieces)
 
 
-Reply = str | int | dict[str, Any] | list[Any] | StreamReply | None
+@dataclass(frozen=True)
+class ToolCallReply:
+    """A native function call (`tool_calls`), answered as one JSON body (`app.py eval --native`)."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+Reply = str | int | dict[str, Any] | list[Any] | StreamReply | ToolCallReply | None
 
 
 @dataclass
@@ -327,6 +335,17 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._emit(
                     log, reply, "application/json", json.dumps({"error": {"message": f"status {reply}"}}).encode()
                 )
+                return
+            if isinstance(reply, ToolCallReply):
+                called = _openai_whole(body, None)
+                call = {
+                    "id": "call-1",
+                    "type": "function",
+                    "function": {"name": reply.name, "arguments": json.dumps(reply.arguments)},
+                }
+                called["choices"][0]["message"]["tool_calls"] = [call]
+                called["choices"][0]["finish_reason"] = "tool_calls"
+                self._emit(log, 200, "application/json", json.dumps(called).encode())
                 return
             if not log.streamed:
                 content = reply.text if isinstance(reply, StreamReply) else reply

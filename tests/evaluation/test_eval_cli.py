@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from cli.eval import register
 from config.settings import Settings
-from testing.fake_llm import FakeLLMServer
+from testing.fake_llm import FakeLLMServer, ToolCallReply
 
 BFCL = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "bfcl"
 CASES = [
@@ -53,7 +53,13 @@ def cases(tmp_path: Path) -> Path:
 
 
 def invoke(fake: FakeLLMServer, *args: str, **settings: object) -> click.testing.Result:
-    values: dict[str, object] = {"llm_provider": "openai", "llm_base_url": fake.openai_base_url, "llm_model": "fake"}
+    """`eval` with `settings`; greedy unless they say otherwise (the decision by mass: below)."""
+    values: dict[str, object] = {
+        "llm_provider": "openai",
+        "llm_base_url": fake.openai_base_url,
+        "llm_model": "fake",
+        "llm_decide": "greedy",
+    }
     values.update(settings)
     group = click.Group()
     register(group, lambda: Settings.model_validate(values))
@@ -67,12 +73,12 @@ def test_a_report_card_from_a_full_run(fake_llm: FakeLLMServer, cases: Path):
     lines = result.stdout.splitlines()
     assert lines[0] == "model: openai/fake"
     assert lines[1] == "cases: 4 (2 need a tool, 2 need none)"
-    assert lines[2].split()[:3] == ["option", "right", "tool"] and lines[2].endswith("tok/s")
+    assert lines[2].split()[:3] == ["option", "right", "tool"] and lines[2].endswith("decision / first pass")
     row = lines[3]
-    assert row.startswith("demos on, grammar off")
+    assert row.startswith("text: demos on, grammar off, greedy")
     for cell in ("1/2 50%", "2/3 67%", "1/2 50%", "1/2 50%", "2/2 100%"):
         assert cell in row
-    assert "[4/4] demos on, grammar off: chat" in result.stderr
+    assert "[4/4] text: demos on, grammar off, greedy: chat" in result.stderr
     assert len(fake_llm.requests) == 5  # a second pass only after a well-formed call with a result
 
 
@@ -97,7 +103,13 @@ def test_json_report(fake_llm: FakeLLMServer, cases: Path):
     result = invoke(fake_llm, str(cases), "--json", prompt_demos=0)
     report = json.loads(result.stdout)
     (found,) = report["cards"]
-    assert found["option"] == {"demos": False, "grammar": False, "label": "demos off, grammar off"}
+    assert found["option"] == {
+        "demos": False,
+        "grammar": False,
+        "decide": "greedy",
+        "native": False,
+        "label": "text: demos off, grammar off, greedy",
+    }
     assert found["right_tool"] == {"hits": 1, "total": 2, "rate": 0.5}
     assert found["false_commands"]["hits"] == 1 and found["cases"] == 4 and found["failures"] == 0
     by_id = {case["id"]: case for case in report["cases"]}
@@ -116,12 +128,12 @@ def test_compare_runs_every_option_and_sends_the_grammar_where_accepted(fake_llm
     fake_llm.queue(*(REPLIES * 4))
     result = invoke(fake_llm, str(cases), "--compare")
     assert result.exit_code == 0, result.output
-    labels = [line.split(",")[0] + "," + line.split(",")[1][:12] for line in result.stdout.splitlines()[3:7]]
+    labels = [line.split("  ")[0] for line in result.stdout.splitlines()[3:7]]
     assert labels == [
-        "demos on, grammar off",
-        "demos on, grammar on ",
-        "demos off, grammar off",
-        "demos off, grammar on ",
+        "text: demos on, grammar off, greedy",
+        "text: demos on, grammar on, greedy",
+        "text: demos off, grammar off, greedy",
+        "text: demos off, grammar on, greedy",
     ]
     grammars = [body.get("grammar") for body in fake_llm.requests]
     assert sum(1 for grammar in grammars if grammar) == 8  # the first pass of each case, grammar on
@@ -172,3 +184,64 @@ def test_a_bad_case_file_is_one_line(fake_llm: FakeLLMServer, tmp_path: Path):
     bad.write_text('{"id": "x"}\n')
     result = invoke(fake_llm, str(bad))
     assert result.exit_code == 1 and "bad.jsonl:1" in result.stderr and "Traceback" not in result.stderr
+
+
+# --------------------------------------------------------------------------- issue 33: repeatable, by mass, native
+
+
+def test_sampling_is_pinned_unless_told(fake_llm: FakeLLMServer, cases: Path):
+    fake_llm.queue(*REPLIES)
+    invoke(fake_llm, str(cases), "--limit", "1")
+    assert {(body["temperature"], body["seed"]) for body in fake_llm.requests} == {(0.0, 1234)}
+    fake_llm.reset()
+    invoke(fake_llm, str(cases), "--limit", "1", "--temperature", "0.7", "--seed", "5")
+    assert {(body["temperature"], body["seed"]) for body in fake_llm.requests} == {(0.7, 5)}
+
+
+def test_repeats_show_their_spread(fake_llm: FakeLLMServer, cases: Path):
+    fake_llm.queue(*REPLIES, "/weather Lyon", "14°C.", "/remember I like tea", "Remembered.", "Rome.", "Paris.")
+    result = invoke(fake_llm, str(cases), "--repeat", "2", "--json")
+    (found,) = json.loads(result.stdout)["cards"]
+    assert found["right_each"] == [1, 2] and found["false_each"] == [1, 0]
+    assert found["cases"] == 8
+    text = invoke(fake_llm, str(cases), "--repeat", "2").stdout
+    assert "cases: 4 (2 need a tool, 2 need none), run 2 times" in text
+
+
+def test_by_mass_next_to_greedy_where_the_provider_gives_log_probabilities(fake_llm: FakeLLMServer, cases: Path):
+    fake_llm.odds = lambda body: [("The", -0.2, [("The", -0.2), ("/", -2.0)])]  # prose, always
+    fake_llm.queue(*REPLIES)  # the greedy runs; the runs by mass get the fake's default answer
+    result = invoke(fake_llm, str(cases), "--json", llm_decide="auto")
+    greedy, mass = json.loads(result.stdout)["cards"]
+    assert greedy["option"]["decide"] == "greedy" and mass["option"]["decide"] == "mass"
+    assert greedy["false_commands"]["hits"] == 1 and mass["false_commands"]["hits"] == 0
+    assert mass["decide_ms"] is not None and mass["decide_share"] is not None
+    assert len(fake_llm.odds_requests) == 4  # one read per case, all of them decided prose
+    assert all(body.get("grammar", "").startswith("root ::= prose") for body in fake_llm.requests[5:])
+
+
+def test_by_mass_on_a_server_without_log_probabilities_says_so(fake_llm: FakeLLMServer, cases: Path):
+    fake_llm.queue(*REPLIES)
+    result = invoke(fake_llm, str(cases), llm_decide="auto")
+    assert "decision by mass: openai gave no log-probabilities (its runs were greedy)" in result.stdout
+
+
+def test_native_runs_the_same_cases_through_the_tools_field(fake_llm: FakeLLMServer, cases: Path):
+    fake_llm.queue(
+        *REPLIES,
+        ToolCallReply("weather", {"place": "Lyon"}),
+        ToolCallReply("remember", {"fact": "I like tea"}),
+        ToolCallReply("remember", {"fact": "Rome"}),
+        "Paris.",
+    )
+    result = invoke(fake_llm, str(cases), "--native", "--json")
+    ours, native = json.loads(result.stdout)["cards"]
+    assert ours["option"]["native"] is False
+    assert native["option"]["native"] is True and native["option"]["label"] == "native function calling (tools field)"
+    assert (native["right_tool"]["hits"], native["args_match"]["hits"], native["false_commands"]["hits"]) == (2, 2, 1)
+    sent = fake_llm.requests[5:]
+    assert len(sent) == 4 and all(body["tool_choice"] == "auto" and body["stream"] is False for body in sent)
+    names = {tool["function"]["name"] for tool in sent[0]["tools"]}
+    assert {"weather", "remember"} <= names
+    assert sent[0]["messages"][0]["role"] == "system" and "/weather" not in sent[0]["messages"][0]["content"]
+    assert all("tools" not in body for body in fake_llm.requests[:5])  # our text protocol sends none

@@ -51,18 +51,20 @@ def test_table_and_text_report():
     cards = [card("openai/m", ON, runs(ON)), card("openai/m", OFF, runs(OFF))]
     lines = table(cards).splitlines()
     assert lines[0].split()[:3] == ["option", "right", "tool"]
-    assert lines[1].startswith("demos on, grammar on ") and "200 ms" in lines[1] and lines[1].endswith("24.0")
-    assert lines[2].startswith("demos off, grammar off")
+    assert lines[1].startswith("text: demos on, grammar on, greedy ") and "200 ms" in lines[1]
+    assert lines[1].split()[-2:] == ["24.0", "n/a"]  # tok/s, and no decision by mass to cost anything
+    assert lines[2].startswith("text: demos off, grammar off")
     text = text_report(cards, runs(ON) + runs(OFF), ["a note"])
     assert text.splitlines()[:2] == ["model: openai/m", "cases: 3 (1 need a tool, 2 need none)"]
-    assert "provider failures (no reply twice): demos on, grammar on: 1; demos off, grammar off: 1" in text
+    failures = "text: demos on, grammar on, greedy: 1; text: demos off, grammar off, greedy: 1"
+    assert f"provider failures (no reply twice): {failures}" in text
     assert text.endswith("a note")
 
 
 def test_json_report():
     report = json.loads(json_report([card("openai/m", ON, runs(ON))], runs(ON), ["n"]))
     (found,) = report["cards"]
-    assert found["model"] == "openai/m" and found["option"]["label"] == "demos on, grammar on"
+    assert found["model"] == "openai/m" and found["option"]["label"] == "text: demos on, grammar on, greedy"
     assert found["well_formed"] == {"hits": 2, "total": 2, "rate": 1.0}
     first = report["cases"][0]
     assert first["call"] == {"line": "/weather Lyon", "offered": True, "well_formed": True, "args": {"place": "Lyon"}}

@@ -1,0 +1,93 @@
+"""The same case through the provider's native function calling (`app.py eval --native`).
+
+The yardstick our text protocol is measured against, on the same model and cases: the case's
+conversation under the persona alone, the case's commands sent as OpenAI `tools` (each tool's
+`function_schema`, the schemas `GET /tools` serves), `tool_choice: "auto"`, one whole (not
+streamed) reply. A `tool_calls` entry is the call, read and validated as the router would
+(`tool.input_model`); a reply with content and no call is a plain answer. Only the first pass
+is scored: what the card compares is whether and what the model calls.
+
+This is the only place the product sends a `tools` field, and only here, in a measurement: a
+chat turn never does (SPEC 6.3).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import requests
+from pydantic import ValidationError
+
+from evaluation.cases import Case
+from evaluation.run import Call, CaseRun, Option, PassStats, case_registry
+from pipeline.catalog import EVERYTHING, offered
+from pipeline.prompt import DEFAULT_PERSONA
+from providers import FallbackChain, HttpProvider
+from tools.generic import SchemaInput
+from tools.registry import ToolRegistry
+
+
+def native_body(provider: HttpProvider, case: Case, registry: ToolRegistry) -> dict[str, Any]:
+    messages = [{"role": "system", "content": case.persona or DEFAULT_PERSONA}]
+    messages += [{"role": role, "content": content} for role, content in case.messages]
+    return {
+        "model": provider.model,
+        "messages": messages,
+        "tools": [tool.function_schema() for tool in offered(registry, EVERYTHING)],
+        "tool_choice": "auto",
+        "stream": False,
+        "max_tokens": provider.config.max_tokens,
+        **provider.config.sampling(),
+    }
+
+
+def read_tool_call(raw: dict[str, Any], registry: ToolRegistry) -> Call:
+    function = raw.get("function") or {}
+    name = str(function.get("name", ""))
+    arguments = function.get("arguments") or "{}"
+    line = f"{name}({arguments if isinstance(arguments, str) else json.dumps(arguments)})"
+    tool = registry.get(name) or registry.for_command(name)
+    if tool is None or tool.command is None:
+        return Call(name, line, False, None, "not a function of the list")
+    try:
+        given = json.loads(arguments) if isinstance(arguments, str) else arguments
+        data = tool.input_model.model_validate(given)
+    except (ValueError, ValidationError) as error:
+        return Call(tool.command.name, line, True, None, str(error).splitlines()[0])
+    args = data.arguments() if isinstance(data, SchemaInput) else data.model_dump(mode="json")
+    return Call(tool.command.name, line, True, args)
+
+
+def run_native(case: Case, chain: FallbackChain, option: Option, tools: ToolRegistry) -> CaseRun:
+    """One case through `tools` (never raises for a model's or a server's failure)."""
+    provider = chain.primary
+    if not isinstance(provider, HttpProvider) or not provider.reads_odds:
+        return CaseRun(case, option, failure=f"native function calling: {provider.name} does not speak OpenAI's wire")
+    try:
+        registry = case_registry(case, tools)
+    except Exception as error:  # a BFCL function that cannot be a command (two with one name...)
+        return CaseRun(case, option, failure=f"the case's functions cannot be commands: {error}")
+    started = time.perf_counter()
+    try:
+        response = provider.http.post(
+            provider.endpoint(),
+            json=native_body(provider, case, registry),
+            headers=provider.headers(),
+            timeout=provider.config.timeout_s,
+        )
+        data = response.json()
+        message = data["choices"][0]["message"]
+    except (requests.RequestException, ValueError, KeyError, IndexError, TypeError) as error:
+        return CaseRun(case, option, failure=f"provider: {type(error).__name__}")
+    elapsed = (time.perf_counter() - started) * 1000
+    stats = PassStats(elapsed, int((data.get("usage") or {}).get("completion_tokens") or 0), elapsed / 1000)
+    calls = message.get("tool_calls") or []
+    if calls:
+        call = read_tool_call(calls[0], registry)
+        return CaseRun(case, option, reply=call.line, call=call, passes=(stats,), first_pass_ms=elapsed)
+    content = message.get("content")
+    if not isinstance(content, str) or not content.strip():
+        return CaseRun(case, option, passes=(stats,), failure="provider: empty", first_pass_ms=elapsed)
+    return CaseRun(case, option, reply=content, answer=content, passes=(stats,), first_pass_ms=elapsed)
