@@ -267,8 +267,9 @@ class Settings(BaseModel):
         ge=0,
         le=1,
         description="`1`: a first pass's context carries a few demonstration exchanges generated from the "
-        "command list (a request answered by a command line, for up to three kinds of tool, and one plain "
-        "answer), between the system prompt and the history; never stored or shown. `0`: none.",
+        "command list (a request answered by a command line, for up to three kinds of tool, each followed by "
+        "a plain answer, the last exchange plain; never a command whose argument can be any sentence), "
+        "between the system prompt and the history; never stored or shown. `0`: none.",
     )
     llm_grammar: Literal["off", "first_line"] = Field(
         default="off",

@@ -18,9 +18,18 @@ from typing import Any
 from providers import ChatMessage
 from tools.base import Tool
 
-MAX_COMMAND_DEMOS = 3  # a small model's context is short: three kinds of tool and one plain answer
-PLAIN_REQUEST = "Thanks! In one sentence, what does 'concise' mean?"
-PLAIN_ANSWER = "'Concise' means saying what matters in few words, without leaving anything important out."
+MAX_COMMAND_DEMOS = 3  # a small model's context is short: three kinds of tool, each followed by a plain answer
+# Plain exchanges, one after each command one, the last exchange always plain: a model that saw
+# only commands before the real conversation wrote one for nearly every message (issue 33).
+PLAIN_PAIRS = (
+    ("How many days are there in a week?", "There are seven days in a week."),
+    ("Can you tell me briefly what a verb is?", "A verb is a word for an action or a state, like 'run' or 'be'."),
+    (
+        "Thanks! In one sentence, what does 'concise' mean?",
+        "'Concise' means saying what matters in few words, without leaving anything important out.",
+    ),
+)
+PLAIN_REQUEST, PLAIN_ANSWER = PLAIN_PAIRS[-1]
 DEMO_NOTE = (
     "The conversation starts with a few example exchanges that show how commands are written; "
     "they are not part of this conversation. The real conversation follows them."
@@ -28,18 +37,24 @@ DEMO_NOTE = (
 
 
 def demonstrations(catalog: Sequence[Tool[Any, Any]]) -> list[ChatMessage]:
-    """User/assistant pairs: up to `MAX_COMMAND_DEMOS` command replies, then a plain answer."""
-    pairs: list[tuple[str, str]] = []
+    """User/assistant pairs, a command reply and a plain answer in turn (up to
+    `MAX_COMMAND_DEMOS` of each kind of tool), the last one plain. A command whose argument can
+    be any sentence (`demonstrates=False`) is never shown: it is the shape a small model copies."""
+    commands: list[tuple[str, str]] = []
     kinds: set[str] = set()
     for tool in catalog:
         binding = tool.command
-        if binding is None or not binding.request or tool.result_role in kinds or tool.interactive:
+        if binding is None or not binding.request or not binding.demonstrates:
+            continue
+        if tool.result_role in kinds or tool.interactive:
             continue
         kinds.add(tool.result_role)
-        pairs.append((binding.request, binding.example))
-        if len(pairs) >= MAX_COMMAND_DEMOS:
+        commands.append((binding.request, binding.example))
+        if len(commands) >= MAX_COMMAND_DEMOS:
             break
-    pairs.append((PLAIN_REQUEST, PLAIN_ANSWER))
+    plain = PLAIN_PAIRS[len(PLAIN_PAIRS) - max(1, len(commands)) :]
+    pairs = [pair for command, answer in zip(commands, plain, strict=False) for pair in (command, answer)]
+    pairs = pairs or [plain[-1]]
     messages: list[ChatMessage] = []
     for request, reply in pairs:
         messages += [ChatMessage(role="user", content=request), ChatMessage(role="assistant", content=reply)]

@@ -71,10 +71,18 @@ class LlamaProcess:
 
     @classmethod
     def start(
-        cls, log_path: Path, *, n_ctx: int = N_CTX, threads: int = THREADS, logits_all: bool = True
+        cls,
+        log_path: Path,
+        *,
+        n_ctx: int = N_CTX,
+        threads: int = THREADS,
+        logits_all: bool = True,
+        chat_format: str | None = None,
     ) -> LlamaProcess:
         """`logits_all`: keep every position's logits, without which llama-cpp-python answers 500
-        to `logprobs` (the decision by mass, SPEC 6.11); off, the server gives no log-probabilities."""
+        to `logprobs` (the decision by mass, SPEC 6.11); off, the server gives no log-probabilities.
+        `chat_format`: llama-cpp-python's, e.g. `chatml-function-calling` for native `tools`
+        (`app.py eval --native`); None: the model's own template."""
         reason = missing_packages()
         if reason is not None:
             raise LlamaUnavailable(reason)
@@ -86,6 +94,8 @@ class LlamaProcess:
         command += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx)]
         command += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
         command += ["--logits_all", str(logits_all)]
+        if chat_format is not None:
+            command += ["--chat_format", chat_format]
         # llama_cpp.server reads its settings from the environment too (HOST, PORT, MODEL...):
         # the command line wins, but keep the product's settings away from it anyway.
         env = {key: value for key, value in os.environ.items() if key not in ("HOST", "PORT", "MODEL", "CONFIG_FILE")}

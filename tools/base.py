@@ -172,6 +172,9 @@ class CommandBinding:
     body_fallback_to_args: bool = False
     parse: Callable[[str, str], dict[str, Any]] | None = None  # (args, body) -> input, for several fields
     request: str = ""  # what a user would say that `example` answers (the prompt's demonstrations)
+    # False for a command whose argument can be any sentence the user wrote (`/remember …`, `/imagine …`):
+    # shown as a demonstration, it teaches a small model to put any message after it (issue 33)
+    demonstrates: bool = True
 
     @property
     def takes_body(self) -> bool:

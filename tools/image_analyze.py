@@ -123,6 +123,7 @@ IMAGE_ANALYZE_TOOL = Tool(
         usage="/image_analyze [question about the image]",
         example="/image_analyze What is written on the sign?",
         request="What is written on the sign in my photo?",
+        demonstrates=False,  # any sentence fits its argument: shown, it swallows every message
         args_field="question",
     ),
     timeout_s=300.0,

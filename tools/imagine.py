@@ -108,6 +108,7 @@ IMAGINE_TOOL = Tool(
         usage="/imagine <description of the image>",
         example="/imagine a watercolor fox in a snowy forest",
         request="Draw me a watercolor fox in a snowy forest.",
+        demonstrates=False,  # any sentence fits its argument: shown, it swallows every message
         args_field="prompt",
     ),
     terminal_on_success=True,

@@ -108,6 +108,7 @@ REMEMBER_TOOL = Tool(
         example="/remember The user prefers metric units",
         args_field="fact",
         request="Please remember that I prefer metric units.",
+        demonstrates=False,  # any sentence fits its argument: shown, it swallows every message
     ),
     budget="tools",  # a direct POST /tools/<name> spends the `tools` budget (SPEC 12)
 )

@@ -14,7 +14,7 @@ from flask.testing import FlaskClient
 from api.services import services_of
 from commands.detect import detect_command
 from learner.importer import import_task_file
-from pipeline.catalog import Reach, offered
+from pipeline.catalog import EVERYTHING, Reach, offered
 from pipeline.demos import DEMO_NOTE, MAX_COMMAND_DEMOS, PLAIN_ANSWER, PLAIN_REQUEST, demonstrations
 from pipeline.prompt import PromptBook
 from testing.fake_llm import FakeLLMServer, tiny_png
@@ -63,18 +63,27 @@ def test_a_first_pass_carries_the_demonstrations_before_the_history(client, auth
     assert all(a != b for a, b in zip(roles, roles[1:], strict=False))
 
 
-def test_demonstrations_show_commands_that_work_here_and_one_plain_answer() -> None:
+def test_demonstrations_alternate_commands_that_work_here_with_plain_answers_the_last_plain() -> None:
     catalog = offered(build_registry(), NONE)
     pairs = demonstrations(catalog)
     replies = [m.content for m in pairs if m.role == "assistant"]
-    commands = [detect_command(reply) for reply in replies[:-1]]
+    commands = [detect_command(reply) for reply in replies[0::2]]
     assert 1 <= len(commands) <= MAX_COMMAND_DEMOS
+    assert all(detect_command(reply) is None for reply in replies[1::2])  # each command followed by prose
     names = {tool.command.name for tool in catalog if tool.command}
     for command in commands:
         assert command is not None and command.name in names and command.line == command.line.strip()
     assert len({command.name for command in commands if command}) == len(commands)  # one per kind
     assert (pairs[-2].content, pairs[-1].content) == (PLAIN_REQUEST, PLAIN_ANSWER)
     assert detect_command(PLAIN_ANSWER) is None
+
+
+def test_no_demonstration_of_a_command_whose_argument_swallows_any_message() -> None:
+    registry = build_registry()
+    swallowing = {tool.command.name for tool in registry.commands() if tool.command and not tool.command.demonstrates}
+    assert {"remember", "imagine", "image_analyze"} <= swallowing
+    shown = {detect_command(m.content) for m in demonstrations(offered(registry, EVERYTHING)) if m.role == "assistant"}
+    assert not {command.name for command in shown if command} & swallowing
 
 
 def test_demonstrations_are_never_stored_shown_or_counted(make_app, fake_llm) -> None:
