@@ -85,6 +85,12 @@ def register(cli: click.Group, load_settings: Callable[[], Settings]) -> None:
     @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=1234, show_default=True, help="sampling seed")
     @click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True, help="run it all N times")
     @click.option("--native", is_flag=True, help="also through the provider's native function calling (`tools`)")
+    @click.option(
+        "--native-base-url",
+        default=None,
+        help="the server native calling goes to, when not the same (llama-cpp-python reads `tools` only "
+        "with --chat_format chatml-function-calling)",
+    )
     def eval_command(
         cases: tuple[Path, ...],
         provider: str | None,
@@ -97,6 +103,7 @@ def register(cli: click.Group, load_settings: Callable[[], Settings]) -> None:
         seed: int,
         repeat: int,
         native: bool,
+        native_base_url: str | None,
     ) -> None:
         """Run CASES (our JSONL, or BFCL files) against a model, tools in dry-run; print a report card."""
         settings = load_settings()
@@ -127,7 +134,11 @@ def register(cli: click.Group, load_settings: Callable[[], Settings]) -> None:
         for again in range(repeat):
             for option in chosen:
                 for case in runnable:
-                    run = (run_native if option.native else run_case)(case, chain, option, tools)
+                    if option.native:
+                        url = f"{native_base_url.rstrip('/')}/chat/completions" if native_base_url else None
+                        run = run_native(case, chain, option, tools, url)
+                    else:
+                        run = run_case(case, chain, option, tools)
                     runs.append(dataclasses.replace(run, repeat=again))
                     click.echo(f"[{len(runs)}/{total}] {option.label}: {case.id}", err=True)
         chain.close()

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from evaluation.cases import Case
 from evaluation.run import Call, CaseRun, Option, PassStats, case_registry
+from llm.wire import error_message
 from pipeline.catalog import EVERYTHING, offered
 from pipeline.prompt import DEFAULT_PERSONA
 from providers import FallbackChain, HttpProvider
@@ -60,8 +61,12 @@ def read_tool_call(raw: dict[str, Any], registry: ToolRegistry) -> Call:
     return Call(tool.command.name, line, True, args)
 
 
-def run_native(case: Case, chain: FallbackChain, option: Option, tools: ToolRegistry) -> CaseRun:
-    """One case through `tools` (never raises for a model's or a server's failure)."""
+def run_native(
+    case: Case, chain: FallbackChain, option: Option, tools: ToolRegistry, native_url: str | None = None
+) -> CaseRun:
+    """One case through `tools` (never raises for a model's or a server's failure), posted to
+    the chain's first provider, or to `native_url` (a server whose chat format reads `tools`:
+    llama-cpp-python's `chatml-function-calling`, `app.py eval --native-base-url`)."""
     provider = chain.primary
     if not isinstance(provider, HttpProvider) or not provider.reads_odds:
         return CaseRun(case, option, failure=f"native function calling: {provider.name} does not speak OpenAI's wire")
@@ -72,15 +77,21 @@ def run_native(case: Case, chain: FallbackChain, option: Option, tools: ToolRegi
     started = time.perf_counter()
     try:
         response = provider.http.post(
-            provider.endpoint(),
+            native_url or provider.endpoint(),
             json=native_body(provider, case, registry),
             headers=provider.headers(),
             timeout=provider.config.timeout_s,
         )
         data = response.json()
-        message = data["choices"][0]["message"]
-    except (requests.RequestException, ValueError, KeyError, IndexError, TypeError) as error:
+    except (requests.RequestException, ValueError) as error:
         return CaseRun(case, option, failure=f"provider: {type(error).__name__}")
+    if response.status_code >= 400 or not isinstance(data, dict):
+        said = error_message(data) or "no message"
+        return CaseRun(case, option, failure=f"provider: HTTP {response.status_code}: {said[:120]}")
+    try:
+        message = data["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        return CaseRun(case, option, failure="provider: no choices[0].message")
     elapsed = (time.perf_counter() - started) * 1000
     stats = PassStats(elapsed, int((data.get("usage") or {}).get("completion_tokens") or 0), elapsed / 1000)
     calls = message.get("tool_calls") or []
