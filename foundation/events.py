@@ -19,6 +19,7 @@ class EventName(StrEnum):
     TURN_STARTED = "turn.started"
     TURN_QUEUED = "turn.queued"  # the user's share of turn workers is in use: it starts when one of theirs ends
     PROVIDER_REQUEST = "provider.request"
+    PROVIDER_WAITING = "provider.waiting"  # no first token yet: said every second while the model is waited for
     PROVIDER_RESPONSE = "provider.response"
     COMMAND_DETECTED = "command.detected"
     APPROVAL_REQUESTED = "approval.requested"
@@ -53,6 +54,15 @@ class ProviderRequest(TypedDict):
     attempt: int
     message_count: int
     # `pass` is a keyword in Python: `pass` (int) is in every provider and answer event too
+
+
+class ProviderWaiting(TypedDict):
+    """A call of pass `pass` has no text yet: which model is waited for, and how long (whole seconds)."""
+
+    attempt: int
+    provider: str
+    model: str
+    waited_s: int
 
 
 class ProviderResponse(TypedDict):
@@ -138,6 +148,7 @@ PAYLOADS: dict[EventName, type[Any] | None] = {
     EventName.TURN_STARTED: TurnStarted,
     EventName.TURN_QUEUED: None,
     EventName.PROVIDER_REQUEST: ProviderRequest,
+    EventName.PROVIDER_WAITING: ProviderWaiting,
     EventName.PROVIDER_RESPONSE: ProviderResponse,
     EventName.COMMAND_DETECTED: Named,
     EventName.APPROVAL_REQUESTED: ApprovalRequested,
