@@ -46,9 +46,11 @@ from llm.base import (
 from llm.breaker import BreakerPolicy, BreakerState, CircuitBreaker
 from llm.hints import fix_hint, probe_failure
 from llm.http import HttpProvider
+from llm.last_call import LastCall
 from llm.ollama_wire import OllamaProvider
 from llm.openai_wire import CerebrasProvider, ChutesProvider, OpenAICompatibleProvider, OpenRouterProvider
 from llm.scripted import ScriptedProvider, load_script, quoted_result
+from llm.wait import TurnWait
 from observe.telemetry import Telemetry
 
 __all__ = [
@@ -73,6 +75,7 @@ __all__ = [
     "ScriptedProvider",
     "StreamSink",
     "TokenOdds",
+    "TurnWait",
     "breaker_policy",
     "build_chain",
     "build_provider",
@@ -181,7 +184,8 @@ class FallbackChain:
 
     With a ``breaker`` policy each provider has its own circuit (`llm/breaker.py`): a
     provider whose circuit is open is skipped without a call, so a hung one costs nothing
-    until its cool-down ends, and a chain whose every circuit is open fails at once.
+    until its cool-down ends, and a chain whose every circuit is open fails at once. Each
+    provider's last real call is kept (`llm/last_call.py`) for the model banner and `/health`.
     """
 
     def __init__(
@@ -193,6 +197,7 @@ class FallbackChain:
         self.breakers: tuple[CircuitBreaker, ...] | None = (
             tuple(CircuitBreaker(breaker) for _ in self.providers) if breaker is not None else None
         )
+        self.last_calls: tuple[LastCall, ...] = tuple(LastCall() for _ in self.providers)
         self.telemetry = telemetry or Telemetry.off()  # a `chat {model}` span and the counts of each call
 
     @property
@@ -220,6 +225,7 @@ class FallbackChain:
         chain = FallbackChain([self.providers[index] for index in order], None, self.telemetry)
         if self.breakers is not None:
             chain.breakers = tuple(self.breakers[index] for index in order)
+        chain.last_calls = tuple(self.last_calls[index] for index in order)
         return chain
 
     def breaker_states(self) -> list[BreakerState] | None:
@@ -233,16 +239,25 @@ class FallbackChain:
         *,
         cancel: CancelToken | None = None,
         grammar: str | None = None,
+        wait: TurnWait | None = None,
     ) -> Completion:
         """First success wins; each attempt starts with ``sink.begin(name, model)`` so the
         sink can drop what a failed attempt fed. A cancelled call returns at once (no
         fallback); a provider whose circuit is open is skipped (a ``CIRCUIT_OPEN`` failure,
-        no call); if every provider fails, the last failure is returned (each provider has
-        already logged its own failure)."""
+        no call, its ``cause`` the fault that opened it). ``wait``: the turn's wait for a
+        first token (`llm/wait.py`): each call's deadline is within what is left, no call is
+        made once it is used up, and it is the turn's key for the breakers. If every provider
+        fails, the last real call's failure is returned (a skip only when nothing was called;
+        each provider has already logged its own failure)."""
         messages = tuple(messages)
         result: Completion | None = None
+        called: Completion | None = None  # the last call that reached a provider
         for index, provider in enumerate(self.providers):
             breaker = self.breakers[index] if self.breakers is not None else None
+            if wait is not None and wait.exhausted():
+                log.info("no further provider called: the turn's wait for the model (LLM_WAIT_S) is used up")
+                result = result or _wait_used_up(provider, wait)
+                break
             if breaker is not None and not breaker.admit():
                 result = Completion(
                     text=None,
@@ -251,19 +266,12 @@ class FallbackChain:
                     failure=FailureKind.CIRCUIT_OPEN,
                     detail=breaker.refusal_detail(),
                     elapsed_ms=0.0,
+                    cause=breaker.last_fault,
                 )
                 log.info("provider skipped: provider=%s model=%s %s", provider.name, provider.model, result.detail)
                 self.telemetry.provider_skipped(result)
             else:
-                if sink is not None:
-                    sink.begin(provider.name, provider.model)
-                with self.telemetry.chat(
-                    provider.name, provider.model, lambda: [(m.role, m.content) for m in messages]
-                ) as call:
-                    result = provider.stream(messages, sink, cancel=cancel, grammar=grammar)
-                    call.finish(result)
-                if breaker is not None:
-                    breaker.record(result.failure)
+                result = called = self._call(index, provider, messages, sink, cancel, grammar, wait)
             if result.text is not None or result.failure is FailureKind.CANCELLED:
                 return result
             if cancel is not None and cancel.cancelled:  # a failure that raced with the cancel
@@ -279,11 +287,41 @@ class FallbackChain:
                     nxt.model,
                 )
         assert result is not None
+        result = called or result
         log.warning(
             "all %d providers failed; last kind=%s",
             len(self.providers),
             result.failure.value if result.failure else None,
         )
+        return result
+
+    def _call(
+        self,
+        index: int,
+        provider: Provider,
+        messages: tuple[ChatMessage, ...],
+        sink: StreamSink | None,
+        cancel: CancelToken | None,
+        grammar: str | None,
+        wait: TurnWait | None,
+    ) -> Completion:
+        """One real call of chain entry `index`, recorded by its breaker, its last call and `wait`."""
+        if sink is not None:
+            sink.begin(provider.name, provider.model)
+        with self.telemetry.chat(
+            provider.name, provider.model, lambda: [(m.role, m.content) for m in messages]
+        ) as call:
+            if wait is None:
+                result = provider.stream(messages, sink, cancel=cancel, grammar=grammar)
+            else:
+                deadline = wait.deadline(provider.config.timeout_s)
+                result = provider.stream(messages, sink, cancel=cancel, grammar=grammar, deadline=deadline)
+            call.finish(result)
+        if wait is not None:
+            wait.spend(result)
+        if self.breakers is not None:
+            self.breakers[index].record(result.failure, wait)
+        self.last_calls[index].record(result)
         return result
 
     def call(
@@ -294,6 +332,18 @@ class FallbackChain:
 
     def complete(self, messages: Sequence[ChatMessage]) -> str | None:
         return self.call(messages).text
+
+
+def _wait_used_up(provider: Provider, wait: TurnWait) -> Completion:
+    """The failure of a pass that may make no call: its turn waited `LLM_WAIT_S` already."""
+    return Completion(
+        text=None,
+        provider=provider.name,
+        model=provider.model,
+        failure=FailureKind.TIMEOUT,
+        detail=f"the turn's wait for a first token ({wait.wait_s:g} s, LLM_WAIT_S) is used up",
+        elapsed_ms=0.0,
+    )
 
 
 PROBE_TTL_S = 30.0
@@ -330,16 +380,27 @@ class ProviderProbe:
             return None if self._checked_at == float("-inf") else list(self._results)
 
     def report(self, max_age_s: float | None = None) -> dict[str, Any]:
-        """The primary's entry, then every provider with its probe and its circuit (read now,
-        not cached): the chain is ok when some provider is reachable and its circuit not open."""
+        """The primary's entry, then every provider with its probe, its last real call's
+        verdict (`llm/last_call.py`: a turn that just failed or just got its answer says more
+        than a model list) and its circuit (read now, not cached): the chain is ok when some
+        provider can answer and its circuit is not open. `last_failure` is an operator's
+        detail of the last failed call (for `/health` and the admin page, never a user)."""
         results = self.results(max_age_s)
-        entries: list[dict[str, Any]] = [
-            {"name": provider.name, "model": provider.model, "ok": result.ok, "detail": result.detail}
-            for provider, result in zip(self.chain.providers, results, strict=True)
-        ]
-        for entry in entries:
-            if not entry["ok"]:
-                entry["hint"] = fix_hint(entry["name"], entry["model"], probe_failure(entry["detail"]))
+        with self._lock:
+            probed_at = self._checked_at
+        entries: list[dict[str, Any]] = []
+        for provider, result, last in zip(self.chain.providers, results, self.chain.last_calls, strict=True):
+            ok = last.verdict(probed_at, result.ok)
+            failed = last.last_failure
+            entry: dict[str, Any] = {"name": provider.name, "model": provider.model, "ok": ok, "detail": result.detail}
+            if failed is not None:
+                entry["last_failure"] = failed.to_dict()
+            if not ok:
+                kind = probe_failure(result.detail) if not result.ok or failed is None else failed.failure
+                if result.ok and failed is not None and failed.failure is not None:
+                    entry["detail"] = f"{result.detail}, but its last call failed ({failed.failure.value})"
+                entry["hint"] = fix_hint(provider.name, provider.model, kind)
+            entries.append(entry)
         usable = [entry["ok"] for entry in entries]
         for index, state in enumerate(self.chain.breaker_states() or ()):
             entries[index]["breaker"] = state.to_dict()

@@ -192,9 +192,20 @@ class BreakerView(BaseModel):
     retry_at: str | None
 
 
+class CallView(BaseModel):
+    """A provider's last failed call, in an operator's words (never shown to users)."""
+
+    ok: bool
+    at: str = Field(description="when the call ended (UTC)")
+    failure: str | None = Field(description="its failure class (`timeout`, `connection`, `server_error`...)")
+    status_code: int | None
+    detail: str = Field(description="what the provider code saw (never prompt text)")
+
+
 class ProviderEntry(BaseModel):
     """One provider of the chain; `hint` (what an operator can do) only when it does not answer,
-    `breaker` only when circuit breaking is on."""
+    `breaker` only when circuit breaking is on, `last_failure` once a call of a turn failed.
+    `ok` is the freshest evidence: the probe, or a turn's call made since (`llm/last_call.py`)."""
 
     name: str
     model: str | None
@@ -202,6 +213,7 @@ class ProviderEntry(BaseModel):
     detail: str
     hint: str | None = None
     breaker: BreakerView | None = None
+    last_failure: CallView | None = None
 
 
 class ProviderState(ProviderEntry):

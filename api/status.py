@@ -7,7 +7,8 @@ prepared). Both come from probes already cached: the providers' (`providers.Prov
 reused up to 30 s) and the judge's (`/health`'s, reused for `HEALTH_CACHE_S`). With
 `recheck=1` (the page asks so on load, on focus, after a failed turn and while the model is
 down) a providers' probe older than `PROVIDER_RECHECK_S` is run again: one probe per that many
-seconds at most, however many pages ask.
+seconds at most, however many pages ask. A turn's own calls count too, when fresher than the
+probe (`llm/last_call.py`): the banner comes with a failed turn and goes with the next answer.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ class ModelProvider(BaseModel):
 
 
 class ModelStatus(BaseModel):
-    ok: bool = Field(description="some provider of the chain answers (and its circuit is not open)")
+    ok: bool = Field(
+        description="some provider of the chain answers (and its circuit is not open): by its probe, or by the "
+        "last call of a turn when that is fresher"
+    )
     message: str = Field(description="what a person reads: which model does not answer, or that it answers")
     providers: list[ModelProvider]
 

@@ -96,7 +96,7 @@ def failure_answer(failure: TurnFailure) -> tuple[int, dict[str, Any]]:
     extra: dict[str, Any] = {"session_id": failure.session_id}
     if failure.user_message_id is not None:
         extra["user_message_id"] = failure.user_message_id
-    error = ApiError(FAILURE_STATUS[failure.code], failure.code, failure.message, extra=extra)
+    error = ApiError(FAILURE_STATUS[failure.code], failure.code, failure.message, failure.details, extra=extra)
     return error.status_code, {"turn_id": failure.turn_id, **error.to_dict()}
 
 

@@ -4,7 +4,7 @@ Starts the real model CI installs twice (`testing/llama_server.py`: SmolLM2-135M
 llama-cpp-python's server, log-probabilities on): once with the model's own chat template, for
 our text protocol, and once with `--chat_format chatml-function-calling`, the only format of
 that server that reads a `tools` field, for native calling (that format also HTML-escapes the
-prompt, so our text protocol is not run on it). Then `python app.py eval --native --repeat N`
+prompt, so our text protocol is not run on it), with a context long enough for the schemas. Then `python app.py eval --native --repeat N`
 with the product's default settings, once on our case set and once on the first 30 cases of
 four BFCL files (`bench/data/bfcl/`), and prints a summary of each; `--json DIR` keeps the
 whole reports (every case's reply).
@@ -29,6 +29,12 @@ sys.path.insert(0, str(ROOT))
 from testing.llama_server import LlamaProcess  # noqa: E402
 
 OURS = [ROOT / "examples" / "eval" / "cases.jsonl"]
+# Native calling sends every tool's JSON schema: our 26 commands take about 4,200 prompt tokens
+# that way (our text protocol's list about 1,900), past the 4,096 the text server has; SmolLM2
+# reads 8,192. Both paths answer at most MAX_TOKENS tokens (llama-cpp-python refuses a request
+# whose prompt and answer together exceed its context).
+NATIVE_CTX = 8192
+MAX_TOKENS = 512
 BFCL = [
     ROOT / "bench" / "data" / "bfcl" / f"BFCL_v4_{name}.json"
     for name in ("simple_python", "irrelevance", "live_simple", "multiple")
@@ -42,6 +48,7 @@ def run_eval(text: LlamaProcess, native: LlamaProcess, files: list[Path], repeat
         "LLM_BASE_URL": text.base_url,
         "LLM_MODEL": text.model,
         "LLM_TIMEOUT_S": "300",
+        "LLM_MAX_TOKENS": str(MAX_TOKENS),
         "JUDGE_ENABLED": "0",
     }
     command = [sys.executable, "app.py", "eval", *map(str, files), "--native", "--native-base-url", native.base_url]
@@ -80,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         text = LlamaProcess.start(Path(tmp) / "text.log")
-        native = LlamaProcess.start(Path(tmp) / "native.log", chat_format="chatml-function-calling")
+        native = LlamaProcess.start(Path(tmp) / "native.log", chat_format="chatml-function-calling", n_ctx=NATIVE_CTX)
         try:
             for name, files in (("ours", OURS), ("bfcl", BFCL)):
                 report = json.loads(run_eval(text, native, files, args.repeat))

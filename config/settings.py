@@ -192,6 +192,17 @@ class Settings(BaseModel):
         "the first piece of the answer arrives. A cold CPU model may need minutes to load and read a long "
         "prompt. An answer that keeps streaming is never cut by a timer (see `LLM_IDLE_TIMEOUT_S`).",
     )
+    llm_wait_s: float = Field(
+        default=180.0,
+        gt=0,
+        le=7200,
+        description="Longest total wait in seconds, per turn, for the model's first token: every call of the turn "
+        "(the retry of a failed call, each fallback of `LLM_FALLBACKS`, each pass after a tool) draws its wait until "
+        "the first piece of the answer from this one budget, and once it is used up no further call is made and the "
+        "turn ends with `provider_unavailable` (the model is not answering). A call's own deadline is the sooner of "
+        "`LLM_TIMEOUT_S` and what is left. An answer that has started is never cut by it. While the model is waited "
+        "for, the turn says `provider.waiting` every second.",
+    )
     llm_idle_timeout_s: float = Field(
         default=60.0,
         gt=0,
@@ -465,11 +476,12 @@ class Settings(BaseModel):
         default=3,
         ge=0,
         le=1000,
-        description="Consecutive server faults of one provider (no first token within `LLM_TIMEOUT_S`, an answer "
-        "silent for `LLM_IDLE_TIMEOUT_S`, refused or cut connections, 5xx, unreadable replies; never a long answer, "
-        "a cancel, a 429 or another 4xx) that open its circuit: its calls then fail at once (the chain goes to the next provider) until the cool-down ends, when one call "
-        "probes it; `0` turns the breaker off. `/health` shows each provider's `breaker` (`state`, "
-        "`failures`, `retry_at`).",
+        description="Turns in a row whose calls to one provider ended with a server fault (no first token within "
+        "`LLM_TIMEOUT_S`, an answer silent for `LLM_IDLE_TIMEOUT_S`, refused or cut connections, 5xx, unreadable "
+        "replies; never a long answer, a cancel, a 429 or another 4xx) that open its circuit: its calls then fail at "
+        "once (the chain goes to the next provider) until the cool-down ends, when one call probes it. One turn counts "
+        "once, however many calls its retry and fallbacks made, so one user's failing turn never refuses the others'. "
+        "`0` turns the breaker off. `/health` shows each provider's `breaker` (`state`, `failures`, `retry_at`).",
     )
     provider_breaker_cooldown_s: float = Field(
         default=30.0,

@@ -19,6 +19,7 @@ class EventName(StrEnum):
     TURN_STARTED = "turn.started"
     TURN_QUEUED = "turn.queued"  # the user's share of turn workers is in use: it starts when one of theirs ends
     PROVIDER_REQUEST = "provider.request"
+    PROVIDER_WAITING = "provider.waiting"  # no first token yet: said every second while the model is waited for
     PROVIDER_RESPONSE = "provider.response"
     PASS_DECIDED = "pass.decided"  # a first pass read the model's probabilities first (SPEC 6.11, `LLM_DECIDE`)
     COMMAND_DETECTED = "command.detected"
@@ -54,6 +55,15 @@ class ProviderRequest(TypedDict):
     attempt: int
     message_count: int
     # `pass` is a keyword in Python: `pass` (int) is in every provider and answer event too
+
+
+class ProviderWaiting(TypedDict):
+    """A call of pass `pass` has no text yet: which model is waited for, and how long (whole seconds)."""
+
+    attempt: int
+    provider: str
+    model: str
+    waited_s: int
 
 
 class ProviderResponse(TypedDict):
@@ -145,6 +155,7 @@ PAYLOADS: dict[EventName, type[Any] | None] = {
     EventName.TURN_STARTED: TurnStarted,
     EventName.TURN_QUEUED: None,
     EventName.PROVIDER_REQUEST: ProviderRequest,
+    EventName.PROVIDER_WAITING: ProviderWaiting,
     EventName.PROVIDER_RESPONSE: ProviderResponse,
     EventName.PASS_DECIDED: PassDecided,
     EventName.COMMAND_DETECTED: Named,

@@ -18,7 +18,8 @@ as a Stop does, keeping the answer text already shown (`meta.stop_reason` `time_
 
 Whatever happens, the turn ends with exactly one terminal event and one `TurnOutcome` on its
 lease: `done` with the answer (`TurnDone`), or `error` (`TurnFailure`, `failure_of`): the
-provider chain did not answer (`provider_unavailable`), the database refused a write
+provider chain did not answer (`provider_unavailable`, in the user's words, with a `reason`;
+what an operator needs goes to the log), the database refused a write
 (`storage_unavailable`), or anything else (`internal_error`). The `error` event's data is the
 HTTP layer's rendering of the failure (`failure_event`, given where the app is built), so a
 stream and a JSON answer of the same turn say the same thing.
@@ -59,8 +60,10 @@ INTERNAL_MESSAGE = "the turn failed on the server; what was stored is kept"
 def failure_of(error: Exception, lease: TurnLease) -> TurnFailure:
     """What a turn's exception means for its user; a bug is logged with its traceback."""
     code: FailureCode
-    if isinstance(error, ProviderUnavailable):
-        code, message = "provider_unavailable", error.public_message
+    details: dict[str, Any] | None = None
+    if isinstance(error, ProviderUnavailable):  # the user's words here, the operator's in the log
+        code, message, details = "provider_unavailable", error.public_message, {"reason": error.reason}
+        log.warning("turn failed in session %s: no provider answered: %s", lease.session_id, error.operator_message)
     elif isinstance(error, StorageUnavailable) or storage_fault(error):  # a fault outside the turn's guard too
         code, message = "storage_unavailable", STORAGE_MESSAGE
     else:
@@ -72,6 +75,7 @@ def failure_of(error: Exception, lease: TurnLease) -> TurnFailure:
         code=code,
         message=message,
         user_message_id=error.user_message_id if isinstance(error, TurnFailed) else None,
+        details=details,
     )
 
 
@@ -160,7 +164,9 @@ class TurnDesk:
         if failure.user_message_id is None:
             return
         try:
-            error = {"code": failure.code, "message": failure.message}
+            error: dict[str, Any] = {"code": failure.code, "message": failure.message}
+            if failure.details:
+                error["details"] = failure.details
             set_turn_error(self.database.thread_connection(), failure.user_message_id, error)
         except Exception:
             log.warning("could not mark message %s as failed", failure.user_message_id, exc_info=True)

@@ -46,6 +46,7 @@ class TurnFailure:
     code: FailureCode
     message: str
     user_message_id: int | None = None
+    details: dict[str, Any] | None = None  # e.g. `{"reason": "unreachable"}` of provider_unavailable
 
 
 TurnOutcome = TurnDone | TurnFailure  # how a finished turn ended (the HTTP layer maps it to an answer)

@@ -58,7 +58,7 @@ class FailureKind(str, Enum):
     SCRIPT_EXHAUSTED = "script_exhausted"
     NOT_CONFIGURED = "not_configured"
     CANCELLED = "cancelled"  # the caller cancelled (the user pressed Stop): not the provider's fault
-    CIRCUIT_OPEN = "circuit_open"  # not called: it kept timing out, and fails fast for a while (llm/breaker.py)
+    CIRCUIT_OPEN = "circuit_open"  # not called: it kept failing, and fails fast for a while (llm/breaker.py)
 
 
 class StreamSink(Protocol):
@@ -92,6 +92,7 @@ class Completion(BaseModel):
     first_text_ms: float | None = None  # from the call's start to the first non-empty piece
     usage: dict[str, int] | None = None  # prompt_tokens / completion_tokens / total_tokens, when given
     finish_reason: str | None = None  # as the server said ("stop", "length"...), when it said
+    cause: FailureKind | None = None  # CIRCUIT_OPEN: the server fault that opened the circuit
 
     @property
     def ok(self) -> bool:
@@ -320,6 +321,7 @@ class Provider(ABC):
         *,
         cancel: CancelToken | None = None,
         grammar: str | None = None,
+        deadline: float | None = None,
     ) -> Completion:
         """Run one completion, handing each piece of the reply to ``sink`` as it arrives.
 
@@ -329,11 +331,15 @@ class Provider(ABC):
         headers included), ``config.idle_timeout_s`` the silence between pieces after it; an
         answer that keeps coming is never cut by a timer. ``cancel`` stops it at once.
         ``grammar`` (GBNF) constrains the reply where the server takes one (``accepts_grammar``)
-        and is left out elsewhere.
+        and is left out elsewhere. ``deadline`` (a ``time.monotonic()`` value) brings the
+        first-token deadline forward: what is left of the turn's wait (``llm/wait.py``).
         """
         started = time.perf_counter()
         token = cancel if cancel is not None else CancelToken()
-        feed = ReplyFeed(sink, token, started=started, deadline=time.monotonic() + self.config.timeout_s)
+        first_token_by = time.monotonic() + self.config.timeout_s
+        if deadline is not None:
+            first_token_by = min(first_token_by, deadline)
+        feed = ReplyFeed(sink, token, started=started, deadline=first_token_by)
         if self.needs_key and not self.config.api_key:
             attempt = Attempt(failure=FailureKind.NOT_CONFIGURED, detail="no API key configured")
         elif token.cancelled:
@@ -380,10 +386,12 @@ class Provider(ABC):
         top: int,
         grammar: str | None = None,
         cancel: CancelToken | None = None,
+        wait_s: float | None = None,
     ) -> Odds:
         """Generate at most `tokens` tokens (held to `grammar` where the server takes one) and
         return each with its log-probability and its `top` alternatives; not streamed, never
-        shown. A provider that cannot answers a failure (`offers.odds` says whether to ask)."""
+        shown, within `wait_s` (or `LLM_TIMEOUT_S`, the sooner). A provider that cannot answers
+        a failure (`offers.odds` says whether to ask)."""
         return Odds(failure=FailureKind.NOT_CONFIGURED, detail=f"{self.name} returns no log-probabilities")
 
     def close(self) -> None:

@@ -1,12 +1,18 @@
 """A circuit breaker per provider: after repeated faults of the server, fail fast for a while.
 
 A hung provider (it takes the connection and never answers) costs every call the whole
-`LLM_TIMEOUT_S`, and a turn makes two calls (the retry of SPEC 6.4): 2 x 120 s per turn, for
-every user at once. So after `failures` consecutive calls that ended with a fault of the
-server (`FAULTS`), the provider's circuit opens: its calls are refused at once for
-`cooldown_s` and the fallback chain goes straight to the next provider. Then one call is let
-through as a probe (half-open) while the others are still refused; its success closes the
-circuit, its failure opens it for another cool-down.
+`LLM_TIMEOUT_S`, for every user at once. So after faults of the server (`FAULTS`) in
+`failures` different turns in a row, the provider's circuit opens: its calls are refused at
+once for `cooldown_s` and the fallback chain goes straight to the next provider. Then one call
+is let through as a probe (half-open) while the others are still refused; its success closes
+the circuit, its failure opens it for another cool-down.
+
+A run of turns, never one turn's calls: a turn's retry (SPEC 6.4) and its fallbacks call the
+same servers again within seconds, so their faults say nothing the first one did not. The
+calls of one turn share a key (its `llm.wait.TurnWait`); a fault whose key was counted in the
+current run is not counted again, also when other turns' faults came in between. One user's
+failing turn (an HTTP 500, then its retry) therefore never opens the circuit and refuses every
+other user's turns. A call without a key (a caller outside a turn) counts on its own.
 
 What counts (SPEC 7a.1: only faults of the server):
 
@@ -53,7 +59,7 @@ State = Literal["closed", "open", "half_open"]
 
 @dataclass(frozen=True)
 class BreakerPolicy:
-    """`failures` consecutive faults of the server (`FAULTS`) open the circuit for `cooldown_s`."""
+    """Faults of the server (`FAULTS`) in `failures` turns in a row open the circuit for `cooldown_s`."""
 
     failures: int = 3
     cooldown_s: float = 30.0
@@ -81,6 +87,8 @@ class CircuitBreaker:
         self._state: State = "closed"
         self._failures = 0
         self._open_until = 0.0
+        self._turns: list[object] = []  # the keys of the turns counted in the current run (identity)
+        self._last_fault: FailureKind | None = None
 
     def admit(self) -> bool:
         """May a call go ahead now? True when closed, or for the one probe after the cool-down."""
@@ -92,19 +100,33 @@ class CircuitBreaker:
                 return True
             return False
 
-    def record(self, failure: FailureKind | None) -> None:
-        """The outcome of an admitted call (None: it succeeded)."""
+    def record(self, failure: FailureKind | None, turn: object | None = None) -> None:
+        """The outcome of an admitted call (None: it succeeded); `turn`: the key shared by the
+        calls of one turn (a turn already counted in this run is not counted again)."""
         with self._lock:
             if failure in HEALTHY:
-                self._state, self._failures = "closed", 0
+                self._state, self._failures, self._turns = "closed", 0, []
                 return
             if failure not in FAULTS:  # NEUTRAL: says nothing about the server's health
                 if self._state == "half_open":
                     self._state, self._open_until = "open", self._clock()  # the next call probes
                 return
+            self._last_fault = failure
+            probe = self._state == "half_open"
+            if not probe and turn is not None and any(seen is turn for seen in self._turns):
+                return  # this turn is counted already (its retry, a fallback of the same server)
             self._failures += 1
-            if self._state == "half_open" or self._failures >= self.policy.failures:
+            if turn is not None:
+                self._turns.append(turn)
+            if probe or self._failures >= self.policy.failures:  # a failed probe: another cool-down
                 self._state, self._open_until = "open", self._clock() + self.policy.cooldown_s
+                self._turns = []  # no call is admitted until the probe: the next run starts there
+
+    @property
+    def last_fault(self) -> FailureKind | None:
+        """The last server fault recorded (why the circuit is open, when it is)."""
+        with self._lock:
+            return self._last_fault
 
     def snapshot(self) -> BreakerState:
         with self._lock:
@@ -118,7 +140,6 @@ class CircuitBreaker:
         """Why a call was refused, for the Completion's `detail` (logs and events)."""
         state = self.snapshot()
         return (
-            f"circuit open after {state.failures} consecutive server faults (timeouts, refused or cut "
-            "connections, 5xx, unreadable replies); "
-            f"next try at {state.retry_at}"
+            f"circuit open after server faults in {state.failures} turns in a row (last: "
+            f"{self.last_fault.value if self.last_fault else 'unknown'}); next try at {state.retry_at}"
         )

@@ -1,14 +1,57 @@
-"""What happened when the model did not answer, and what an operator can do about it: one
-sentence each, the fix shared by the start-up log, `/health` and the chat error, so a
-newcomer reads the same fix everywhere.
+"""What happened when the model did not answer: in a user's words, and in an operator's.
+
+A user reads one of four plain sentences (`user_words`): the model is not answering, is
+overloaded, refused the request, or cannot be reached; with a `reason` code clients can branch
+on. An operator reads what failed (`what_failed`: which timer, which HTTP status) and what to
+do about it (`fix_hint`, shared by the start-up log, the log line of a failed turn, `/health`
+and the admin page). Settings names, `make demo`, addresses and exception text are operator
+words: they never reach the chat or a user's API error.
 
 The hint names settings and commands only, never a key, a token or a base URL (a URL can
-carry credentials, and the chat error is shown to users).
+carry credentials).
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 from llm.base import FailureKind
+
+Reason = Literal["not_answering", "overloaded", "refused", "unreachable"]
+
+#: What a user reads, by reason: what happened, in their words, and that nothing is lost.
+USER_WORDS: dict[Reason, str] = {
+    "not_answering": "The model is not answering right now. Your message was kept; try again in a moment.",
+    "overloaded": "The model is overloaded or failing right now. Your message was kept; try again in a moment.",
+    "refused": (
+        "The model refused the request. Your message was kept; if this happens again, "
+        "tell the person who runs this server."
+    ),
+    "unreachable": "The model cannot be reached right now. Your message was kept; try again in a moment.",
+}
+
+_REASONS: dict[FailureKind, Reason] = {
+    FailureKind.SERVER_ERROR: "overloaded",
+    FailureKind.RATE_LIMITED: "overloaded",
+    FailureKind.UPSTREAM_ERROR: "overloaded",
+    FailureKind.CLIENT_ERROR: "refused",
+    FailureKind.AUTH: "refused",
+    FailureKind.NOT_CONFIGURED: "refused",
+}
+
+
+def reason_of(
+    failure: FailureKind | None, *, status_code: int | None = None, cause: FailureKind | None = None
+) -> Reason:
+    """Which of the four things happened. A refused or failed connection with no HTTP answer
+    is `unreachable` (a cut in the middle of an answer is `not_answering`); a provider skipped
+    because its circuit is open says what opened it (`cause`)."""
+    if failure is FailureKind.CIRCUIT_OPEN:
+        return reason_of(cause) if cause is not None and cause is not FailureKind.CIRCUIT_OPEN else "not_answering"
+    if failure is FailureKind.CONNECTION:
+        return "unreachable" if status_code is None else "not_answering"
+    return _REASONS.get(failure, "not_answering") if failure is not None else "not_answering"
+
 
 #: The way out that needs no model at all (Makefile target `demo`).
 DEMO = "run `make demo` (scripted replies, no model needed)"

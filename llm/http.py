@@ -142,6 +142,7 @@ class HttpProvider(Provider):
         top: int,
         grammar: str | None = None,
         cancel: CancelToken | None = None,
+        wait_s: float | None = None,
     ) -> Odds:
         """One short, unstreamed call that asks for log-probabilities, under the call's deadline.
 
@@ -152,15 +153,17 @@ class HttpProvider(Provider):
         answers 500). A timeout or a dropped connection teaches nothing."""
         started = time.perf_counter()
         if not self.reads_odds or self.offers.odds is False:
-            return super().read_odds(messages, tokens=tokens, top=top, grammar=grammar, cancel=cancel)
+            return super().read_odds(messages, tokens=tokens, top=top, grammar=grammar, cancel=cancel, wait_s=wait_s)
         if self.offers.grammar is False:
             grammar = None
         token = cancel if cancel is not None else CancelToken()
-        status, data = self._post_whole(self.odds_body(messages, grammar, tokens, top), token)
+        allowed_s = self.config.timeout_s if wait_s is None else min(wait_s, self.config.timeout_s)
+        deadline = time.monotonic() + allowed_s
+        status, data = self._post_whole(self.odds_body(messages, grammar, tokens, top), token, deadline)
         if isinstance(data, Broken):
             return Odds(failure=data.kind, detail=data.detail, elapsed_ms=ms_since(started))
         if status >= 400 and grammar is not None:
-            status, data = self._post_whole(self.odds_body(messages, None, tokens, top), token)
+            status, data = self._post_whole(self.odds_body(messages, None, tokens, top), token, deadline)
             if isinstance(data, Broken):
                 return Odds(failure=data.kind, detail=data.detail, elapsed_ms=ms_since(started))
             if status < 400:
@@ -180,15 +183,16 @@ class HttpProvider(Provider):
             self.offers.grammar = True
         return Odds(tokens=found, elapsed_ms=ms_since(started))
 
-    def _post_whole(self, body: dict[str, Any], cancel: CancelToken) -> tuple[int, Any | Broken]:
-        """POST `body` and read the whole (bounded) JSON answer: its status and decoded body."""
+    def _post_whole(self, body: dict[str, Any], cancel: CancelToken, deadline: float) -> tuple[int, Any | Broken]:
+        """POST `body` and read the whole (bounded) JSON answer by `deadline` (`time.monotonic()`):
+        its status and decoded body."""
         exchange = Exchange(
             self.http,
             self.endpoint(),
             self.headers(),
             self.watchdog,
             cancel=cancel,
-            deadline=time.monotonic() + self.config.timeout_s,
+            deadline=deadline,
             timeout_s=self.config.timeout_s,
             idle_timeout_s=self.config.idle_timeout_s,
             max_bytes=ERROR_BODY_MAX * 16,

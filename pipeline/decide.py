@@ -14,7 +14,7 @@ and the greedy text is a command anyway. So before it writes, a first pass may r
    to prose.
 
 The reads are the pass's (their text is never shown, stored or sent on) and bounded: one, plus
-one per offered command. A provider that gives no log-probabilities (learnt from its first
+one per offered command, each within what the turn may still wait for its model (`LLM_WAIT_S`). A provider that gives no log-probabilities (learnt from its first
 answer, `Provider.offers`), a server that takes no grammar, a circuit that is not closed, or
 a read that fails leave the pass as it was: greedy, as sampled. Why this and not the
 provider's native function calling: bench/README.md, "Choosing a model" in the README.
@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from commands.grammar import exact_grammar, first_line_grammar, prose_grammar
 from foundation.cancellation import CancelToken
-from providers import ChatMessage, FallbackChain, Odds, Provider
+from providers import ChatMessage, FallbackChain, Odds, Provider, TurnWait
 from tools.base import Tool
 
 TOP_TOKENS = 20  # alternatives read for the first token: a command's start is among them when it matters
@@ -84,12 +84,30 @@ def decide_by_mass(
     candidates: Sequence[str],
     threshold: float,
     cancel: CancelToken,
+    wait: TurnWait | None = None,
 ) -> MassDecision | None:
     """Read, then decide among `candidates` (names of `catalog`'s commands: the short list);
     None when a read gave nothing to decide by (the pass stays greedy)."""
     started = time.perf_counter()
-    first = provider.read_odds(context, tokens=1, top=TOP_TOKENS, grammar=first_line_grammar(catalog), cancel=cancel)
-    if not first.ok:
+
+    def read(tokens: int, top: int, grammar: str) -> Odds | None:
+        """One read within what the turn may still wait (`LLM_WAIT_S`); None when it may not."""
+        if wait is not None and wait.exhausted():
+            return None
+        odds = provider.read_odds(
+            context,
+            tokens=tokens,
+            top=top,
+            grammar=grammar,
+            cancel=cancel,
+            wait_s=None if wait is None else wait.remaining_s(),
+        )
+        if wait is not None:
+            wait.spend_s(odds.elapsed_ms / 1000)
+        return odds if odds.ok else None
+
+    first = read(1, TOP_TOKENS, first_line_grammar(catalog))
+    if first is None:
         return None
     takes_grammar = provider.offers.grammar is not False
     mass = command_mass(first)
@@ -101,10 +119,8 @@ def decide_by_mass(
         return None
     scores: dict[str, float] = {}
     for name in named:
-        odds = provider.read_odds(
-            context, tokens=SCORE_TOKENS, top=1, grammar=exact_grammar(f"/{name} "), cancel=cancel
-        )
-        if not odds.ok or provider.offers.grammar is False:
+        odds = read(SCORE_TOKENS, 1, exact_grammar(f"/{name} "))
+        if odds is None or provider.offers.grammar is False:
             return None
         scores[name] = mean_score(odds)
     best = max(scores, key=lambda name: scores[name])

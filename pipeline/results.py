@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from config.settings import Settings
-from foundation.cancellation import NEVER, CancelToken
+from foundation.cancellation import NEVER, CancelToken, Watchdog
 from foundation.events import EventName
-from llm.hints import fix_hint, what_failed
+from llm.hints import USER_WORDS, Reason, fix_hint, reason_of, what_failed
 from observe.telemetry import Telemetry
 from pipeline.context import ImageLoader
 from pipeline.prompt import PromptBook
@@ -69,22 +69,33 @@ class ProviderUnavailable(TurnFailed):
         self.idle_timeout_s = idle_timeout_s
 
     @property
+    def reason(self) -> Reason:
+        """Which of the four things a user is told happened (`llm/hints.py`)."""
+        completion = self.completion
+        return reason_of(completion.failure, status_code=completion.status_code, cause=completion.cause)
+
+    @property
     def public_message(self) -> str:
-        """What the user reads: what failed (which timer, which HTTP status) and what an
-        operator can do about it, never a key or a URL (`llm/hints.py`; the same fix as the
-        start-up log and `/health`)."""
+        """What the user reads, in their words: what happened and that the message was kept;
+        never a setting, an address or a command to run (those are `operator_message`'s)."""
+        return USER_WORDS[self.reason]
+
+    @property
+    def operator_message(self) -> str:
+        """What the log says: what failed (which timer, which HTTP status, the provider's own
+        detail) and what an operator can do about it (the same fix as `/health`)."""
         detail = self.completion
         kind = detail.failure.value if detail.failure else "no answer"
+        if detail.cause is not None:
+            kind = f"{kind} after {detail.cause.value}"
         what = what_failed(
             detail.failure,
             status_code=detail.status_code,
             timeout_s=self.timeout_s,
             idle_timeout_s=self.idle_timeout_s,
         )
-        return (
-            f"{what} ({detail.provider}: {kind}); your message was kept, retry "
-            f"later. To fix it, an operator can {fix_hint(detail.provider, detail.model, detail.failure)}"
-        )
+        fix = fix_hint(detail.provider, detail.model, detail.cause or detail.failure)
+        return f"{what} ({detail.provider}/{detail.model}: {kind}: {detail.detail or 'no detail'}); to fix it, {fix}"
 
 
 class StorageUnavailable(TurnFailed):
@@ -125,6 +136,8 @@ class TurnServices:
     judge: Judge | None = None  # /run_code and task checks (None: no Docker judge here)
     bounded: WorkerPool | None = None  # /memory_sql, /search_files, /open_url and task checks run in its workers
     telemetry: Telemetry = field(default_factory=Telemetry.off)  # spans and counts of tools (SPEC 16)
+    # says `provider.waiting` of every turn waiting for a first token (one thread, while any waits)
+    waiting: Watchdog = field(default_factory=lambda: Watchdog("provider-waiting"))
 
 
 def tool_context(

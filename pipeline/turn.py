@@ -58,7 +58,7 @@ from pipeline.results import (
     tool_context,
 )
 from pipeline.starts import ApprovalAnswer, Edit, NewMessage, Regenerate, Retry, TurnStart, WidgetAnswer
-from providers import ChatMessage, FallbackChain
+from providers import ChatMessage, Completion, FallbackChain, TurnWait
 from storage.connection import DbConnection, lend_back
 from storage.errors import StorageError
 from storage.learner_tasks import any_open_tasks
@@ -114,12 +114,20 @@ class _Turn:
     def result(self, reply: str) -> TurnResult:
         return TurnResult(session_id=self.session_id, reply=reply, messages=self.stored, tool=self.last_tool)
 
-    def stop(self, shown: str) -> TurnResult:
+    def stop(self, shown: str, by: Completion | None = None) -> TurnResult:
         """Cancelled: keep the answer text already shown, nothing when none was (7a.5)."""
         reason = stop_reason(self.cancel)
         if shown:
-            self.store(ASSISTANT, shown, {"stopped": True, "stop_reason": reason})
+            self.store(ASSISTANT, shown, {"stopped": True, "stop_reason": reason, **answered_by(by)})
         return dataclasses.replace(self.result(shown), stopped=True, stop_reason=reason)
+
+
+def answered_by(completion: Completion | None) -> dict[str, Any]:
+    """`meta.answered_by` of an assistant message: the chain entry that wrote it (its time is
+    the message's `created_at`), so the chat can say which model answered."""
+    if completion is None:
+        return {}
+    return {"answered_by": {"provider": completion.provider, "model": completion.model}}
 
 
 def takes_body(registry: ToolRegistry) -> Callable[[str], bool]:
@@ -220,7 +228,9 @@ def verdict_on(turn: _Turn, tool: Tool[Any, Any], command: Command, mine: Prefer
     return decide(tool, command, ctx, turn.services.settings.tool_approval, mine.approval)
 
 
-def decided_grammar(turn: _Turn, chain: FallbackChain, context: Sequence[ChatMessage], reach: Reach) -> str | None:
+def decided_grammar(
+    turn: _Turn, chain: FallbackChain, context: Sequence[ChatMessage], reach: Reach, wait: TurnWait
+) -> str | None:
     """The grammar that holds a first pass to what the model's probabilities decided
     (`pipeline/decide.py`), or None to leave the pass as it was (greedy)."""
     settings = turn.services.settings
@@ -237,6 +247,7 @@ def decided_grammar(turn: _Turn, chain: FallbackChain, context: Sequence[ChatMes
         candidates=candidates,
         threshold=settings.llm_decide_threshold,
         cancel=turn.cancel,
+        wait=wait,
     )
     if decision is None:
         return None
@@ -258,6 +269,7 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
     max_rounds = settings.max_tool_rounds
     reach = turn_reach(turn)
     mine = turn_preferences(turn.conn, turn.user_id, turn.session_id, services.chat)  # SPEC 17: the user's settings
+    wait = TurnWait(settings.llm_wait_s)  # every pass's wait for a first token, together (LLM_WAIT_S)
     for pass_index in range(first_pass, max_rounds + 1):
         if turn.cancel.cancelled:
             return turn.stop("")
@@ -276,7 +288,7 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
         # a pass that may use a command is held to the turn's commands or plain text (7a.1)
         grammar = services.prompts.grammar(reach) if settings.llm_grammar == "first_line" and not last_pass else None
         if pass_index == 0 and not last_pass and not vision:  # 6.11: a first pass may decide by mass
-            grammar = decided_grammar(turn, chain, context, reach) or grammar
+            grammar = decided_grammar(turn, chain, context, reach, wait) or grammar
         outcome = provider_pass(
             chain,
             context,
@@ -286,9 +298,11 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
             pass_index=pass_index,
             last_pass=last_pass,
             grammar=grammar,
+            wait=wait,
+            watchdog=services.waiting,
         )
         if outcome.stopped:
-            return turn.stop(outcome.gate.shown)
+            return turn.stop(outcome.gate.shown, outcome.completion)
         reply = outcome.reply
         if reply is None:
             raise ProviderUnavailable(
@@ -298,7 +312,7 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
                 idle_timeout_s=settings.llm_idle_timeout_s,
             )
         if outcome.gate.decision is Decision.TEXT:
-            answer = turn.store(ASSISTANT, reply)  # 6.10: role set here, never parsed
+            answer = turn.store(ASSISTANT, reply, answered_by(outcome.completion))  # 6.10: role set here, never parsed
             return turn.result(answer.content)
         command = detect_command(reply)
         assert command is not None  # the gate decided "command" with the same detector
@@ -310,7 +324,7 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
         if last_pass:  # 6.6: a command in the last allowed pass is not run
             text = clip_answer(strip_commands(reply)) or TOOL_LIMIT_REACHED
             turn.emit(EventName.ANSWER_DELTA, {"pass": pass_index, "text": text})
-            answer = turn.store(ASSISTANT, text)
+            answer = turn.store(ASSISTANT, text, answered_by(outcome.completion))
             return turn.result(answer.content)
         tool = services.registry.for_command(command.name)
         verdict = Verdict("run")

@@ -209,7 +209,7 @@ def session_tree(conn: DbConnection, session_id: str) -> list[Message]:
     return [_message(row) for row in cursor.fetchall()]
 
 
-def set_turn_error(conn: DbConnection, message_id: int, error: dict[str, str] | None) -> None:
+def set_turn_error(conn: DbConnection, message_id: int, error: dict[str, Any] | None) -> None:
     """Mark a user message whose turn failed (`meta.turn_error`, so a reload still shows the
     error and Retry; never a fake assistant message, SPEC 6.4), or clear the mark (None)."""
     row = conn.execute("SELECT meta FROM chat_messages WHERE id = ?", (message_id,)).fetchone()

@@ -78,7 +78,9 @@ class MessageOut(BaseModel):
     created_at: str = Field(description="ISO-8601 UTC with milliseconds")
     parent_id: int | None = Field(default=None, description="the message this one follows (null: a first message)")
     meta: dict[str, Any] | None = Field(
-        default=None, description="`turn_error` {code, message} on a user message whose turn failed (Retry)"
+        default=None,
+        description="`turn_error` {code, message, details?} on a user message whose turn failed (Retry); "
+        "`answered_by` {provider, model} on an answer: the model that wrote it",
     )
     versions: Versions | None = Field(
         default=None, description="GET …/messages only, where the message has other versions (edit, regenerate)"

@@ -1,7 +1,9 @@
 // The admin's Users dialog: every user (role, disabled, password, tokens), a form to create one
 // (a password and/or a first token), and for the user being managed: disable or enable, their
 // role, reset the password, their tokens (create, with the secret shown once, and revoke). The server
-// refuses anyone but an admin (403), whatever this page shows.
+// refuses anyone but an admin (403), whatever this page shows. Its Model section shows each
+// provider as /health reports it: the operator's details a user's chat never shows (what the
+// last failed call saw, the circuit, what to change).
 
 import { button, drawTokens, hideSecret, openDialog, opener, say, showSecret } from "/static/js/accounts.js";
 import { api } from "/static/js/api.js";
@@ -158,6 +160,36 @@ async function createUserToken(event) {
   await loadUsers();
 }
 
+function modelItem(entry) {
+  const item = document.createElement("li");
+  item.className = "account-item model-item";
+  const main = document.createElement("span");
+  main.className = "item-main";
+  const name = document.createElement("strong");
+  name.textContent = `${entry.model || "?"} (${entry.name})`;
+  main.append(name, badge(entry.ok ? "answers" : "down", entry.ok ? "" : "badge-off"));
+  if (entry.breaker) main.append(badge(`circuit ${entry.breaker.state}`, entry.breaker.state === "closed" ? "" : "badge-off"));
+  const lines = [`Probe: ${entry.detail}`];
+  const failed = entry.last_failure;
+  if (failed) lines.push(`Last failed call (${failed.at}): ${failed.failure}${failed.status_code ? `, HTTP ${failed.status_code}` : ""}: ${failed.detail}`);
+  if (entry.hint) lines.push(`To fix it: ${entry.hint}`);
+  const text = document.createElement("span");
+  text.className = "muted model-detail";
+  text.textContent = lines.join(" · ");
+  item.append(main, text);
+  return item;
+}
+
+async function loadModel() {
+  try {
+    const response = await fetch("/health", { headers: { Accept: "application/json" } });
+    const health = await response.json();
+    $("admin-model-list").replaceChildren(...health.provider.chain.map(modelItem));
+  } catch (error) {
+    say("admin-status", `Could not read /health: ${error.message}`, true);
+  }
+}
+
 async function openAdmin(event) {
   managed = null;
   $("admin-user-detail").hidden = true;
@@ -165,7 +197,7 @@ async function openAdmin(event) {
   hideSecret("admin-secret-box");
   openDialog($("admin-dialog"), opener(event, "admin-button"));
   $("admin-new-name").focus();
-  await loadUsers();
+  await Promise.all([loadUsers(), loadModel()]);
 }
 
 export function initAdmin() {

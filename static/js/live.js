@@ -17,6 +17,22 @@ const SILENCE_MS = 45_000; // heartbeats come at least every 15 s: a quieter con
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+// A failed model call's badge, in a user's words (the failure classes are the server's).
+const FAILURE_WORDS = {
+  timeout: "no answer in time",
+  idle_timeout: "stopped answering",
+  connection: "connection failed",
+  server_error: "server error",
+  rate_limited: "overloaded",
+  upstream_error: "overloaded",
+  client_error: "refused",
+  auth: "refused",
+  not_configured: "refused",
+  malformed: "unreadable reply",
+  empty: "empty reply",
+  circuit_open: "skipped, failing lately",
+};
+
 // ---------------------------------------------------------------- progress steps
 
 export class Progress {
@@ -72,6 +88,17 @@ export class Progress {
         this.writing.delete(pass);
         this.step(`provider-${pass}-${data.attempt}`, `Calling the model (pass ${pass}${data.attempt > 1 ? ", retry" : ""})`);
         break;
+      case "provider.waiting": {
+        // No first token yet: the server says every second how long, and for which model.
+        const item = this.running.get(this.calls.get(pass));
+        if (item && !this.writing.has(pass)) {
+          const seconds = Number.isFinite(data.waited_s) ? Math.round(data.waited_s) : 0;
+          const who = data.model ? `${data.model} on ${data.provider}` : data.provider || "";
+          item.querySelector(".step-text").textContent = `Waiting for the model, ${seconds} s… (${who ? `${who}, ` : ""}pass ${pass}${data.attempt > 1 ? ", retry" : ""})`;
+          item.classList.add("waiting");
+        }
+        break;
+      }
       case "answer.delta": {
         // The call is still running, but now it writes the answer.
         const item = this.running.get(this.calls.get(pass));
@@ -82,8 +109,8 @@ export class Progress {
       case "provider.response":
         this.finish(
           `provider-${pass}-${data.attempt}`,
-          data.ok ? `Model answered (pass ${pass}${data.provider ? `, ${data.provider}` : ""})` : `Model failed: ${data.failure || "no answer"}`,
-          Boolean(data.ok), data.failure, data.elapsed_ms,
+          data.ok ? `Model answered (pass ${pass}${data.provider ? `, ${data.provider}` : ""})` : `The model did not answer (pass ${pass})`,
+          Boolean(data.ok), FAILURE_WORDS[data.failure] || data.failure, data.elapsed_ms,
         );
         break;
       case "pass.decided":

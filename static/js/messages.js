@@ -59,10 +59,29 @@ export function messageNode(message) {
     body.append(renderMarkdown(message.content));
     node.append(body);
     if (message.meta && message.meta.stopped) node.append(stoppedNote());
+    const by = answeredBy(message);
+    if (by) node.append(by);
   }
   if ((role === "user" || role === "assistant") && message.id !== undefined) node.append(messageActions(message));
   decorateMessage(node, message);
   return node;
+}
+
+// Which model wrote an answer, and when: a muted line under it, from `meta.answered_by`
+// ({provider, model}, set when the answer is stored) and the message's `created_at`.
+function answeredBy(message) {
+  const by = message.meta && message.meta.answered_by;
+  const when = message.created_at ? new Date(message.created_at) : null;
+  const known = when && !Number.isNaN(when.getTime());
+  if (!by && !known) return null;
+  const line = el("p", { class: "answered-by muted", "data-testid": "answered-by" });
+  if (by) line.append(el("span", { class: "answered-model", text: `${by.model} (${by.provider})` }));
+  if (by && known) line.append(" · ");
+  if (known) {
+    const time = when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    line.append(el("time", { datetime: message.created_at, title: when.toLocaleString(), text: time }));
+  }
+  return line;
 }
 
 // An answer the user stopped (SPEC 7a.5: stored with meta.stopped) says so under its text.

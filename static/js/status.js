@@ -2,11 +2,15 @@
 //
 // `GET /api/status` answers from probes the server already caches (SPEC 4's /health would
 // write-probe the database on each call): whether some provider of the chain answers, and the
-// judge's state. The page asks on sign-in, every minute while the model answers (every 10 s
-// while it does not, to see it come back), when the window gets the focus again and right after
-// a turn failed with provider_unavailable (turn_errors.js sends a `provider-unavailable` event).
-// Those last asks carry `recheck=1`: the server probes again if its probe is older than
-// PROVIDER_RECHECK_S, once for all pages. While no model answers, a banner (role=status, not
+// judge's state. The page asks on sign-in, every 15 s while the model answers (so a failed probe
+// shows soon; the answer is cached on the server), every 10 s while it does not (to see it come
+// back), when the window gets the focus again, right after a turn failed with
+// provider_unavailable (turn_errors.js sends a `provider-unavailable` event) and right after a
+// turn got its answer while the banner shows (turns.js sends `model-answered`): the server counts
+// a turn's calls as evidence fresher than its probe, so the banner comes with the failed turn
+// and goes with the first answer. The asks after a failure, on focus and while down carry
+// `recheck=1`: the server probes again if its probe is older than PROVIDER_RECHECK_S, once for
+// all pages. While no model answers, a banner (role=status, not
 // blocking: the composer stays usable) says what is wrong and that messages are kept; it goes
 // when the model answers again. While the judge's images are being built, the Code and
 // Problems panels say that the code runner is being prepared.
@@ -15,10 +19,10 @@ import { api, ApiError } from "/static/js/api.js";
 import { el } from "/static/js/render.js";
 
 const $ = (id) => document.getElementById(id);
-const EVERY_MS_UP = 60_000;
+const EVERY_MS_UP = 15_000;
 const EVERY_MS_DOWN = 10_000;
 
-const watch = { timer: null, down: false, asking: false, again: false };
+const watch = { timer: null, down: false, asking: false, again: false, againRecheck: false };
 
 function banner() {
   let node = $("model-banner");
@@ -77,7 +81,8 @@ function schedule() {
 // One ask at a time; an ask made meanwhile runs once the current one is answered.
 export async function checkStatus({ recheck = false } = {}) {
   if (watch.asking) {
-    watch.again = watch.again || recheck;
+    watch.again = true;
+    watch.againRecheck = watch.againRecheck || recheck;
     return;
   }
   watch.asking = true;
@@ -95,8 +100,10 @@ export async function checkStatus({ recheck = false } = {}) {
     watch.asking = false;
     schedule();
     if (watch.again) {
+      const again = { recheck: watch.againRecheck };
       watch.again = false;
-      checkStatus({ recheck: true });
+      watch.againRecheck = false;
+      checkStatus(again);
     }
   }
 }
@@ -111,4 +118,7 @@ export function initStatus() {
     if (document.visibilityState === "visible") checkStatus({ recheck: true });
   });
   document.addEventListener("provider-unavailable", () => checkStatus({ recheck: true }));
+  document.addEventListener("model-answered", () => {
+    if (watch.down) checkStatus();
+  });
 }

@@ -79,6 +79,9 @@ export async function settleChatTurn(turn, outcome, sent) {
     case "done": {
       const stopped = Boolean(data.stopped);
       turn.end(stopped ? "stopped" : "done");
+      if (Array.isArray(data.messages) && data.messages.some((message) => message.role === "assistant")) {
+        document.dispatchEvent(new CustomEvent("model-answered")); // status.js: the banner goes
+      }
       if (!onScreen(turn)) {
         // nothing to draw: the messages come from the server when the chat is opened
       } else if (!Array.isArray(data.messages)) {

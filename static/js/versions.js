@@ -12,6 +12,7 @@ import { flash, messageList, messageNode, scrollToEnd, setMessageDecorator, upda
 import { el } from "/static/js/render.js";
 import { showMessages } from "/static/js/show_messages.js";
 import { idle, loading, state } from "/static/js/state.js";
+import { modelFailureTitle } from "/static/js/turn_errors.js";
 import { runTurn, settleChatTurn, startTurn } from "/static/js/turns.js";
 
 // A message's buttons: Edit (user), Regenerate (answer), the version switcher (any).
@@ -176,7 +177,7 @@ export function showBranchEnd(messages, running) {
   let title = "This message has no answer.";
   let detail = "The turn ended without one (it was stopped, or the server stopped). Retry asks again.";
   if (failure) {
-    title = failure.code === "provider_unavailable" ? "The model did not answer. Your message was kept." : `The reply failed (${failure.code}). Your message was kept.`;
+    title = failure.code === "provider_unavailable" ? modelFailureTitle(failure) : `The reply failed (${failure.code}). Your message was kept.`;
     detail = failure.message;
   }
   const node = el("div", { class: "notice notice-error turn-error branch-error" },

@@ -6,8 +6,8 @@ Nobody attacks here; the world does. Each fault is made for real from outside th
   file is writable again every turn must succeed, with no restart;
 - the filesystem under the database filled to the last byte (a small tmpfs: `full_disk` is
   not in `ATTACKS` because the bench's server keeps its database on the machine's disk);
-- the model hung (headers sent, then nothing): after `PROVIDER_BREAKER_FAILURES` timeouts
-  the provider's circuit opens and turns fail fast instead of waiting 2 x `LLM_TIMEOUT_S`.
+- the model hung (headers sent, then nothing): after timeouts in `PROVIDER_BREAKER_FAILURES`
+  turns the provider's circuit opens and turns fail fast instead of waiting 2 x `LLM_TIMEOUT_S`.
 
 Each scenario returns a typed report (the tests assert on it); `ATTACKS` wraps them into the
 `Outcome` shape the bench prints.

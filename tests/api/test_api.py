@@ -590,8 +590,11 @@ def test_plain_turn_answer_shape(client, auth, fake_llm):
     assert body["reply"] == "Hello!"
     assert body["tool"] is None
     assert [m["role"] for m in body["messages"]] == ["user", "assistant"]
+    user, answer = body["messages"]
+    assert set(user) == MESSAGE_KEYS  # no `meta` key when there is none
+    assert set(answer) == {*MESSAGE_KEYS, "meta"}  # an answer names the model that wrote it
+    assert answer["meta"] == {"answered_by": {"provider": "openai", "model": "test-model"}}
     for message in body["messages"]:
-        assert set(message) == MESSAGE_KEYS  # no `meta` key when there is none
         assert isinstance(message["id"], int)
         assert message["session_id"] == body["session_id"]
         assert ISO_MS.match(message["created_at"])

@@ -151,7 +151,8 @@ def test_a_chat_turn_and_its_session_match_their_schemas(
     assert turn.status_code == 200
     body = turn.get_json()
     assert_matches(document, "/chat", "post", 200, body)
-    assert body["tool"] is None and all("meta" not in m for m in body["messages"])  # the wire as before
+    assert body["tool"] is None and "meta" not in body["messages"][0]  # the wire as before
+    assert set(body["messages"][1]["meta"]) == {"answered_by"}  # added: the model that wrote the answer
     session_id = body["session_id"]
     for path, concrete in (
         ("/sessions/{session_id}", f"/sessions/{session_id}"),

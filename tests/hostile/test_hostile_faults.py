@@ -101,12 +101,15 @@ def test_a_hung_model_fails_fast_once_its_circuit_opens_and_recovers(model_targe
         report = hung_model(target)
     first, *rest = report.hung
     assert (first.status, first.code) == (502, "provider_unavailable")
-    # the first turn's two attempts reached the threshold, each cut by the server's deadline (not dropped
-    # by the hung model 30 s on); the other turns failed fast: the open circuit never called the model
-    assert report.provider_calls == [BREAKER_FAILURES] * len(report.hung), report.provider_calls
-    assert [(answer.client_hung_up, answer.dropped) for answer in report.hung_answers] == [
-        (True, False)
-    ] * BREAKER_FAILURES
+    # the breaker counts turns, not calls: each of the first turns made its two attempts (one fault of
+    # the server), the turn that reached the threshold opened the circuit with its first call, each call
+    # cut by the server's deadline (not dropped by the hung model 30 s on); the other turns failed fast:
+    # the open circuit never called the model
+    opened_at = 2 * (BREAKER_FAILURES - 1) + 1
+    expected = [2 * (n + 1) for n in range(BREAKER_FAILURES - 1)]
+    expected += [opened_at] * (len(report.hung) - len(expected))
+    assert report.provider_calls == expected, report.provider_calls
+    assert [(answer.client_hung_up, answer.dropped) for answer in report.hung_answers] == [(True, False)] * opened_at
     for turn in rest:
         assert (turn.status, turn.code) == (502, "provider_unavailable"), turn
         assert turn.body_bytes < 2000

@@ -23,6 +23,7 @@ from testing.waiting import HUNG_S, wait_until
 from tests.conftest import new_token
 
 STREAM = {"Accept": "text/event-stream"}
+ANSWERED_BY = {"provider": "openai", "model": "test-model"}  # `meta.answered_by` of a stored answer
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -220,7 +221,7 @@ def test_cancel_keeps_the_shown_text_marked_stopped(app, client, auth, fake_llm)
     assert (
         stored["role"] == "assistant"
         and stored["content"] == shown
-        and stored["meta"] == {"stopped": True, "stop_reason": "user"}
+        and stored["meta"] == {"stopped": True, "stop_reason": "user", "answered_by": ANSWERED_BY}
     )
     again = client.post(f"/sessions/{session_id}/cancel", headers=auth)
     assert again.status_code == 409 and again.get_json()["error"]["code"] == "no_turn_in_progress"

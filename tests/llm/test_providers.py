@@ -447,7 +447,9 @@ class FakeProvider(Provider):
         super().__init__(ProviderConfig(provider="fake"))
         self.text, self.kind, self.seen = text, kind, 0
 
-    def stream(self, messages: Any, sink: Any = None, *, cancel: Any = None, grammar: Any = None) -> Completion:
+    def stream(
+        self, messages: Any, sink: Any = None, *, cancel: Any = None, grammar: Any = None, deadline: Any = None
+    ) -> Completion:
         self.seen += 1
         if sink is not None and self.text is not None:
             sink.feed(self.text)
@@ -706,5 +708,5 @@ def test_a_hung_server_over_http_fails_fast_once_the_circuit_is_open() -> None:
         assert [result.failure for result in slow] == [FailureKind.TIMEOUT] * 2
         assert all(result.elapsed_ms >= 300 for result in slow)
         fast = chain.call(MESSAGES)
-        assert fast.failure is FailureKind.CIRCUIT_OPEN and "circuit open after 2" in fast.detail
+        assert fast.failure is FailureKind.CIRCUIT_OPEN and "circuit open after server faults in 2 turns" in fast.detail
         assert len(server.requests) == 2 and server.connections <= 2  # refused without even connecting

@@ -1,5 +1,6 @@
 """`python app.py` tells a newcomer what is wrong: the start-up report (`serving/startup.py`), the
-one-line errors of a bad configuration, and the same fix hint in `/health` and the chat error.
+one-line errors of a bad configuration, and the same fix hint in `/health` and the log of a
+failed turn (the chat error says what happened in the user's words).
 
 Every server here is a real `python app.py` subprocess on a free loopback port, with its files
 in the test's tmp dir (testing/hostile.py `running_server`, tests/cli/test_cli.py `clean_env`).
@@ -56,22 +57,25 @@ def test_an_unreachable_model_is_a_warning_with_the_fix(tmp_path):
     assert RECONFIGURE in warning and DEMO in warning
 
 
-def test_health_and_the_chat_error_carry_the_same_hint(tmp_path):
+def test_health_and_the_log_carry_the_same_hint_and_the_chat_error_the_users_words(tmp_path):
     env = {"LLM_PROVIDER": "ollama", "LLM_BASE_URL": f"http://127.0.0.1:{free_port()}", "LLM_MODEL": "qwen2.5:0.5b"}
     with running_server(tmp_path, env) as server:
         provider = requests.get(f"{server.base}/health", timeout=10).json()["provider"]
         answer = requests.post(
             f"{server.base}/chat", json={"message": "hi"}, headers=server.auth(server.admin_token), timeout=60
         )
+        log = (tmp_path / "server.log").read_text(encoding="utf-8")
     assert provider["ok"] is False and provider["detail"] == "connection failed"
     assert provider["hint"].startswith(OLLAMA_FIX.format(model="qwen2.5:0.5b"))
     assert provider["chain"][0]["hint"] == provider["hint"]
     assert answer.status_code == 502
     error = answer.json()["error"]
-    assert error["code"] == "provider_unavailable"
-    assert error["message"].startswith("the model provider did not answer (ollama: connection); your message was kept")
-    assert error["message"].endswith(f"To fix it, an operator can {provider['hint']}")
-    assert "127.0.0.1" not in error["message"]  # no base URL (it could carry credentials)
+    assert error["code"] == "provider_unavailable" and error["details"] == {"reason": "unreachable"}
+    assert error["message"].startswith("The model cannot be reached right now. Your message was kept")
+    for operator_word in ("127.0.0.1", "LLM_", "make demo", "ollama serve"):
+        assert operator_word not in error["message"]
+    turn_line = next(line for line in log.splitlines() if "no provider answered" in line)
+    assert "(ollama/qwen2.5:0.5b: connection" in turn_line and provider["hint"] in turn_line
 
 
 def test_a_rejected_key_hints_at_the_key_not_at_ollama(tmp_path):

@@ -149,7 +149,8 @@ def test_failed_turn_keeps_its_error_and_retry_after_a_reload(
     ui.reload()
     error = ui.locator(".branch-error")
     error.wait_for()
-    assert "The model did not answer" in error.inner_text()
+    assert "The model is overloaded." in error.inner_text()  # a 500, said in the user's words
+    assert "Your message was kept" in error.inner_text()
     assert ui.locator(".role-user .bubble").all_inner_texts() == ["hello", "this one fails"]  # shown once
     shot(ui, "versions-retry-after-reload")
 
