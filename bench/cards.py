@@ -41,7 +41,7 @@ BFCL = [
 ]
 
 
-def run_eval(text: LlamaProcess, native: LlamaProcess, files: list[Path], repeat: int) -> str:
+def run_eval(text: LlamaProcess, native: LlamaProcess, files: list[Path], repeat: int, limit: int | None) -> str:
     env = {
         **os.environ,
         "LLM_PROVIDER": "openai",
@@ -52,7 +52,7 @@ def run_eval(text: LlamaProcess, native: LlamaProcess, files: list[Path], repeat
         "JUDGE_ENABLED": "0",
     }
     command = [sys.executable, "app.py", "eval", *map(str, files), "--native", "--native-base-url", native.base_url]
-    command += ["--repeat", str(repeat), "--json"]
+    command += ["--repeat", str(repeat), "--json"] + (["--limit", str(limit)] if limit else [])
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"eval failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -83,6 +83,8 @@ def summary(report: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--limit", type=int, default=None, help="at most N cases of each file (BFCL's have 30 here)")
+    parser.add_argument("--only", choices=("ours", "bfcl"), default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write each report as JSON into this folder")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,7 +92,9 @@ def main() -> None:
         native = LlamaProcess.start(Path(tmp) / "native.log", chat_format="chatml-function-calling", n_ctx=NATIVE_CTX)
         try:
             for name, files in (("ours", OURS), ("bfcl", BFCL)):
-                report = json.loads(run_eval(text, native, files, args.repeat))
+                if args.only not in (None, name):
+                    continue
+                report = json.loads(run_eval(text, native, files, args.repeat, args.limit))
                 print(f"## {name}: {len(report['cases']) // max(1, len(report['cards']))} runs per option\n")
                 print(summary(report) + "\n", flush=True)
                 if args.json is not None:
