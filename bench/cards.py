@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -87,6 +88,7 @@ def main() -> None:
     parser.add_argument("--only", choices=("ours", "bfcl"), default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write each report as JSON into this folder")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stopped: the servers below still stop
     with tempfile.TemporaryDirectory() as tmp:
         text = LlamaProcess.start(Path(tmp) / "text.log")
         native = LlamaProcess.start(Path(tmp) / "native.log", chat_format="chatml-function-calling", n_ctx=NATIVE_CTX)

@@ -31,7 +31,15 @@ SAMPLING = {"llm_temperature": 0.0, "llm_seed": 1234, "llm_timeout_s": 300}
 
 
 def product(make_app: Any, server: LlamaServer, **settings: Any) -> Any:
-    return make_app(llm_base_url=server.base_url, llm_model=server.model, judge_enabled=False, **SAMPLING, **settings)
+    # the product's defaults (the test suite's own turn the demonstrations off)
+    return make_app(
+        llm_base_url=server.base_url,
+        llm_model=server.model,
+        prompt_demos=1,
+        judge_enabled=False,
+        **SAMPLING,
+        **settings,
+    )
 
 
 def turn(app: Any, token: str, message: str, session_id: str | None = None) -> list[dict[str, Any]]:
