@@ -1,12 +1,13 @@
 """Issue 33 against the real SmolLM2-135M on llama.cpp's server (CI's model, log-probabilities on):
-the decision by mass turns a plain question the greedy text makes a command into prose, the eval
-is repeatable at temperature 0, and `--native` reports native function calling next to our text
+the decision by mass turns a plain question the greedy text makes a command into prose, its reads
+and the pass keep the server's prefix cache, the eval is repeatable at temperature 0, and `--native` reports native function calling next to our text
 protocol. Which question turns is found by measurement, in the test: what the model does with
 it is its own; nothing here writes its output for it."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from config.settings import Settings
 from testing.llama_server import LlamaProcess
 from tests.conftest import new_token
 from tests.live.test_streams import STREAM, parse
-from tests.llama_support import LlamaServer
+from tests.llama_support import LlamaServer, log_size
 
 pytestmark = [pytest.mark.slow, pytest.mark.llm]
 
@@ -82,6 +83,33 @@ def test_by_mass_a_plain_question_gets_prose_where_greedy_writes_a_command(
             assert [m["role"] for m in frames[-1]["data"]["messages"]] == ["user", "assistant"]
             return
     raise AssertionError(f"no plain question turned from a command into prose: {seen}")
+
+
+# llama-cpp-python's own report of each request's prompt: part of it found in its cache, or all of it
+CACHED = re.compile(
+    r"Llama\.generate: (?:(\d+) prefix-match hit, remaining (\d+) prompt tokens to eval|full prompt already cached)"
+)
+
+
+def test_the_reads_and_the_pass_keep_the_servers_prefix_cache(make_app: Any, llama_server: LlamaServer) -> None:
+    """The server's own count of the prompt tokens it evaluated: on a second turn the reads and
+    the pass find the system prompt, the demonstrations and the history in its cache (a request
+    that found nothing there prints no such line, and the count below falls short)."""
+    app = product(make_app, llama_server)
+    token = new_token(app)
+    first = turn(app, token, "Write a haiku about autumn leaves.")
+    session_id = first[-1]["data"]["session_id"]
+    offset = log_size(llama_server)
+    second = turn(app, token, "What is the weather like in Oslo?", session_id)
+    [decided] = [frame["data"] for frame in second if frame["event"] == "pass.decided"]
+    with llama_server.log_path.open("rb") as log:
+        log.seek(offset)
+        found = CACHED.findall(log.read().decode(errors="replace"))
+    first_pass = found[: decided["reads"] + 1]  # the reads, then the pass they decided (a second pass may follow)
+    assert len(first_pass) == decided["reads"] + 1, found
+    for hit, left in first_pass:
+        if hit:  # else: the whole prompt was in the cache
+            assert int(left) < 0.25 * (int(hit) + int(left)), found
 
 
 def run_eval(server: LlamaServer, *args: str) -> dict[str, Any]:
