@@ -425,6 +425,7 @@ def product(llama_server: LlamaServer, tmp_path_factory: pytest.TempPathFactory)
         LLM_BASE_URL=llama_server.base_url,
         LLM_MODEL=llama_server.model,
         LLM_TIMEOUT_S=str(TIMEOUT_S),
+        LLM_DECIDE="greedy",  # streaming, Stop and cancel here; the decision by mass: test_decide_real.py
         JUDGE_ENABLED="0",
         SEARCH_URL=FAR_AWAY,
         WEATHER_URL=FAR_AWAY,

@@ -101,6 +101,7 @@ def chat_with_real_model(make_app: Any, llama_server: LlamaServer, proxy: Greedy
         mcp_servers=servers,
         prompt_demos=1,
         llm_grammar="first_line",
+        llm_decide="greedy",  # what the greedy proxy measures: the text as the model samples it
         tool_approval="none",
     )
     auth = {"Authorization": f"Bearer {new_token(app)}"}
