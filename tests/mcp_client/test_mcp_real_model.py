@@ -92,14 +92,16 @@ def fixed_repository() -> Iterator[Path]:
             shutil.rmtree(home, ignore_errors=True)
 
 
-def chat_with_real_model(make_app: Any, llama_server: LlamaServer, proxy: GreedyProxy, servers: Path, message: str):
+def chat_with_real_model(
+    make_app: Any, llama_server: LlamaServer, proxy: GreedyProxy, servers: Path, message: str, demos: int = 1
+):
     app = make_app(
         llm_provider="openai",
         llm_base_url=proxy.base_url,
         llm_model=llama_server.model,
         llm_timeout_s=120,
         mcp_servers=servers,
-        prompt_demos=1,
+        prompt_demos=demos,
         llm_grammar="first_line",
         llm_decide="greedy",  # what the greedy proxy measures: the text as the model samples it
         tool_approval="none",
@@ -132,7 +134,9 @@ def test_the_real_model_calls_mcp_server_git_on_a_repository(
     git = {"command": real_server("mcp-server-git"), "allow": ["git_status", "git_log"], "prefix": ""}
     servers = write_servers(tmp_path, {"git": git})
     with fixed_repository() as repo:
-        message = f"Show me the status of my repository: /git_status {repo}"
+        # the command alone: after a sentence, this 135M model goes on writing prose on the
+        # command's line since the demonstrations alternate with plain answers (measured 2026-12-02)
+        message = f"/git_status {repo}"
         body = chat_with_real_model(make_app, llama_server, proxy, servers, message)
     assert [m["role"] for m in body["messages"]] == ["user", "mcp_tools", "assistant"]
     tool = body["messages"][1]
