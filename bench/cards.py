@@ -6,7 +6,7 @@ our text protocol, and once with `--chat_format chatml-function-calling`, the on
 that server that reads a `tools` field, for native calling (that format also HTML-escapes the
 prompt, so our text protocol is not run on it), with a context long enough for the schemas. Then `python app.py eval --native --repeat N`
 with the product's default settings, once on our case set and once on the first 30 cases of
-four BFCL files (`bench/data/bfcl/`), and prints a summary of each; `--json DIR` keeps the
+four BFCL files (`bench/bfcl/`), and prints a summary of each; `--json DIR` keeps the
 whole reports (every case's reply).
 
     .venv/bin/python bench/cards.py [--repeat 3] [--json /tmp/cards]
@@ -37,7 +37,7 @@ OURS = [ROOT / "examples" / "eval" / "cases.jsonl"]
 NATIVE_CTX = 8192
 MAX_TOKENS = 512
 BFCL = [
-    ROOT / "bench" / "data" / "bfcl" / f"BFCL_v4_{name}.json"
+    ROOT / "bench" / "bfcl" / f"BFCL_v4_{name}.json"
     for name in ("simple_python", "irrelevance", "live_simple", "multiple")
 ]
 

@@ -39,15 +39,18 @@ from tools.catalog import build_registry
 def options(settings: Settings, *, compare: bool, grammar: bool, odds: bool, native: bool) -> list[Option]:
     """The ways the cases run: greedy (and by mass where the provider may give log-probabilities,
     with the configured short list), the `--compare` grid, native calling last."""
-    k = settings.command_shortlist
+    k, listed = settings.command_shortlist, settings.prompt_commands
     if compare:
         chosen = [
-            Option(demos, with_grammar) for demos in (True, False) for with_grammar in (False, True)[: 1 + grammar]
+            Option(demos, with_grammar, prompt_commands=listed)
+            for demos in (True, False)
+            for with_grammar in (False, True)[: 1 + grammar]
         ]
     else:
-        chosen = [Option(demos=bool(settings.prompt_demos), grammar=grammar and settings.llm_grammar == "first_line")]
+        with_grammar = grammar and settings.llm_grammar == "first_line"
+        chosen = [Option(demos=bool(settings.prompt_demos), grammar=with_grammar, prompt_commands=listed)]
     if odds:
-        chosen += [Option(option.demos, option.grammar, "mass", k) for option in chosen]
+        chosen += [Option(option.demos, option.grammar, "mass", k, prompt_commands=listed) for option in chosen]
     if native:
         chosen.append(Option(demos=False, grammar=False, native=True))
     return chosen

@@ -311,7 +311,18 @@ class Settings(BaseModel):
         le=100,
         description="With the `mass` decision: how many commands it scores, the ones whose name, description, "
         "usage and examples best match the user's words (BM25); each is one short read. The prompt still "
-        "lists every offered command, so a server's prefix cache holds. `0`: score them all.",
+        "lists every offered command (up to `PROMPT_COMMANDS`), so a server's prefix cache holds. `0`: score "
+        "them all.",
+    )
+    prompt_commands: int = Field(
+        default=30,
+        ge=1,
+        le=10_000,
+        description="The most commands a prompt lists whole. A turn that can use more (many MCP tools) lists the "
+        "8 that best match the user's words (BM25 over name, description, usage and examples) in a message of "
+        "their own just before the user's message, after the fixed system prompt, the demonstrations and the "
+        "history, so a model server's prefix cache still holds them; the decision scores the best "
+        "`COMMAND_SHORTLIST` of those 8.",
     )
     llm_temperature: float | None = Field(
         default=None,

@@ -29,8 +29,8 @@ from typing import Any, Literal, TypedDict
 from pydantic import ValidationError
 
 from commands.detect import Command, detect_command
-from commands.grammar import first_line_grammar
 from commands.router import Routed, command_input, route
+from config.settings import Settings
 from evaluation.cases import Case
 from evaluation.dryrun import dry_context, dry_run_registry, function_registry
 from foundation.cancellation import NEVER
@@ -42,7 +42,6 @@ from pipeline.passes import ATTEMPTS
 from pipeline.prompt import DEFAULT_PERSONA, PromptBook
 from pipeline.reply_cap import CappedSink
 from pipeline.reply_gate import ReplyGate
-from pipeline.shortlist import Shortlister
 from pipeline.turn import TOOL_LIMIT_REACHED, strip_commands, takes_body
 from providers import ChatMessage, FallbackChain, Provider
 from storage.messages import Message
@@ -53,6 +52,7 @@ from tools.registry import ToolRegistry
 
 SESSION = "eval"
 DECIDE_THRESHOLD = 0.5  # `LLM_DECIDE_THRESHOLD`'s default: the card measures the product's defaults
+PROMPT_COMMANDS = Settings.model_fields["prompt_commands"].default  # a case with more commands: a cut list
 
 
 def accepts_grammar(provider: Provider) -> bool:
@@ -71,6 +71,7 @@ class Option:
     decide: Literal["greedy", "mass"] = "greedy"
     shortlist: int = 3
     native: bool = False
+    prompt_commands: int = PROMPT_COMMANDS  # more offered commands than this: a cut list (`PROMPT_COMMANDS`)
 
     @property
     def label(self) -> str:
@@ -78,7 +79,8 @@ class Option:
             return "native function calling (tools field)"
         grammar = "on" if self.grammar else "off"
         decided = "by mass" if self.decide == "mass" else "greedy"
-        return f"text: demos {'on' if self.demos else 'off'}, grammar {grammar}, {decided}"
+        listed = "" if self.prompt_commands == PROMPT_COMMANDS else f", lists at most {self.prompt_commands}"
+        return f"text: demos {'on' if self.demos else 'off'}, grammar {grammar}, {decided}{listed}"
 
 
 @dataclass(frozen=True)
@@ -213,23 +215,25 @@ def run_case(case: Case, chain: FallbackChain, option: Option, tools: ToolRegist
     catalog = offered(registry, EVERYTHING)
     book = PromptBook(registry, case.persona or DEFAULT_PERSONA)
     history = stored(case)
+    asked = next((content for role, content in reversed(case.messages) if role == "user"), "")
+    listing = book.listing(EVERYTHING, asked, option.prompt_commands)
     context = build_context(
-        book.system_prompt(EVERYTHING, demos=option.demos),
+        book.system_prompt(EVERYTHING, demos=option.demos, cut=listing.cut),
         history,
         followup_turns=0,
         load_images=no_images,
         demos=demonstrations(catalog) if option.demos else (),
+        listing=listing.message,
     )
-    grammar = first_line_grammar(catalog) if option.grammar else None
+    grammar = book.grammar(EVERYTHING, listing) if option.grammar else None
     decide_ms = None
     if option.decide == "mass":
         started = time.perf_counter()
-        asked = next((content for role, content in reversed(case.messages) if role == "user"), "")
         decision = decide_by_mass(
             chain.primary,
             context,
-            catalog,
-            candidates=Shortlister(catalog).best(asked, option.shortlist),
+            listing.tools,
+            candidates=book.candidates(EVERYTHING, listing, asked, option.shortlist),
             threshold=DECIDE_THRESHOLD,
             cancel=NEVER,
         )
@@ -252,7 +256,13 @@ def run_case(case: Case, chain: FallbackChain, option: Option, tools: ToolRegist
         routed.role, command.name, command.line, routed.result, **command_text(command.args, command.body)
     )
     history.append(Message(len(history) + 1, SESSION, routed.role, result.content, "", result.meta))
-    context = build_context(book.system_prompt(EVERYTHING), history, followup_turns=0, load_images=no_images)
+    context = build_context(
+        book.system_prompt(EVERYTHING, cut=listing.cut),
+        history,
+        followup_turns=0,
+        load_images=no_images,
+        listing=listing.message,
+    )
     text, second = one_pass(chain, context, registry, grammar=None, last_pass=True)
     if text is None:
         return CaseRun(

@@ -101,20 +101,25 @@ def build_context(
     followup_turns: int,
     load_images: ImageLoader,
     demos: Sequence[ChatMessage] = (),
+    listing: ChatMessage | None = None,
 ) -> list[ChatMessage]:
     """System prompt, the demonstrations of a first pass (`pipeline/demos.py`), then the history
-    (which ends with this turn's stored messages)."""
+    (which ends with this turn's stored messages), with a cut command `listing`
+    (`pipeline/prompt.Listing`) just before this turn's user message."""
     attached = images_in_window(history, followup_turns, load_images)
+    asked_at = max((index for index, message in enumerate(history) if message.role == USER), default=None)
     converted: list[ChatMessage] = []
-    for message, after in zip(history, [*history[1:], None], strict=True):
+    for index, (message, after) in enumerate(zip(history, [*history[1:], None], strict=True)):
+        if listing is not None and index == asked_at:
+            converted.append(listing)
         converted.extend(as_provider_messages(message, attached.get(message.id, ())))
         if after is not None and after.role == USER and unanswered(message):
             converted.append(ChatMessage(role="assistant", content=UNANSWERED))
         elif after is not None and after.role == USER and unapproved(message):
             converted.append(ChatMessage(role="assistant", content=NOT_APPROVED))
-    while converted and converted[0].role != "user":
+    while converted and converted[0].role not in ("user", "system"):  # never start on an answer
         converted.pop(0)
-    return [ChatMessage(role="system", content=system_prompt), *demos, *merge_consecutive(converted)]
+    return merge_consecutive([ChatMessage(role="system", content=system_prompt), *demos, *converted])
 
 
 def image_in_window(history: Sequence[Message], followup_turns: int) -> bool:

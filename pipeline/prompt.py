@@ -11,7 +11,13 @@ there can shape answers but cannot remove the commands or restate the rules abov
 (SPEC 6.10). The addition is one user's: it goes into their turns' prompts only.
 
 Each turn lists only the commands it can use (`pipeline/catalog.py`); `PromptBook` builds the
-prompt of each such list once. Usages and examples are written bare, exactly as the model must
+prompt of each such list once. A turn that can use more than `PROMPT_COMMANDS` (a hundred MCP
+tools) would spend thousands of prompt tokens on them: its system prompt keeps the fixed
+protocol and points to a list of the `CUT_LIST` commands that best match the user's words, a
+message of its own placed just before the user's message (`Listing`). Placed there, after the
+system prompt, the demonstrations and the history, it leaves all of those a prefix that a
+model server's cache still holds from the turn before; cut into the system prompt, it would
+change the prompt's head on every turn and the server would evaluate the whole history again. Usages and examples are written bare, exactly as the model must
 write them: a model that copies an example wrapped in backticks writes a line the detector
 rejects.
 """
@@ -52,6 +58,13 @@ When no tool is needed, just answer in plain text.
 
 ## Commands"""
 
+
+LISTED_HEADING = "## Commands for this message"
+LISTED_NOTE = (
+    "The commands you can use for a message are listed in a system message just before it, under "
+    f'"{LISTED_HEADING}". Use only those.'
+)
+CUT_LIST = 8  # the best BM25 matches a cut list names: our cases' command is among the 8 for 27 of 27
 
 PREFERENCES_HEADING = "## The user's preferences"
 PREFERENCES_NOTE = (
@@ -100,13 +113,32 @@ def build_system_prompt(
     *,
     demos: bool = False,
     preferences: str = "",
+    cut: bool = False,
 ) -> str:
     """The system prompt of a turn that can use `reach` (every command by default), with the
-    user's `preferences` after the persona."""
+    user's `preferences` after the persona; `cut`: the commands are listed apart (`Listing`)."""
     note = f"\n\n{DEMO_NOTE}" if demos else ""
     block = preferences_block(preferences)
     head = f"{persona}\n\n{block}" if block else persona
-    return f"{head}\n\n{PROTOCOL}\n{command_catalog(offered(registry, reach))}{note}\n"
+    commands = LISTED_NOTE if cut else command_catalog(offered(registry, reach))
+    return f"{head}\n\n{PROTOCOL}\n{commands}{note}\n"
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The commands one turn's prompt names, and where: in the system prompt (`message` None:
+    every offered command) or in `message`, placed just before the user's message."""
+
+    tools: tuple[Tool[Any, Any], ...]
+    message: ChatMessage | None = None
+
+    @property
+    def cut(self) -> bool:
+        return self.message is not None
+
+    @property
+    def names(self) -> list[str]:
+        return [tool.command.name for tool in self.tools if tool.command is not None]
 
 
 @dataclass
@@ -118,7 +150,7 @@ class PromptBook:
     registry: ToolRegistry
     persona: str = DEFAULT_PERSONA
     suffix: str = ""  # appended after the command list (the `/v1` client's instructions)
-    _built: dict[tuple[int, Reach, bool], str] = field(default_factory=dict, repr=False)
+    _built: dict[tuple[int, Reach, bool, bool], str] = field(default_factory=dict, repr=False)
     _grammars: dict[tuple[int, Reach], str] = field(default_factory=dict, repr=False)
     _demos: dict[tuple[int, Reach], tuple[ChatMessage, ...]] = field(default_factory=dict, repr=False)
     _shortlisters: dict[tuple[int, Reach], Shortlister] = field(default_factory=dict, repr=False)
@@ -134,19 +166,45 @@ class PromptBook:
                     del cache[key]
         return version
 
-    def system_prompt(self, reach: Reach = EVERYTHING, *, demos: bool = False, preferences: str = "") -> str:
+    def system_prompt(
+        self, reach: Reach = EVERYTHING, *, demos: bool = False, preferences: str = "", cut: bool = False
+    ) -> str:
         """The prompt of `reach`; with a user's `preferences`, built for the call (not kept: it is
-        one user's), else the shared one."""
+        one user's), else the shared one. `cut`: a `Listing` message names the commands."""
         if preferences.strip():
-            built = build_system_prompt(self.registry, self.persona, reach, demos=demos, preferences=preferences)
+            built = build_system_prompt(
+                self.registry, self.persona, reach, demos=demos, preferences=preferences, cut=cut
+            )
             return built + self.suffix
-        key = (self._version(), reach, demos)
+        key = (self._version(), reach, demos, cut)
         if key not in self._built:
-            self._built[key] = build_system_prompt(self.registry, self.persona, reach, demos=demos) + self.suffix
+            built = build_system_prompt(self.registry, self.persona, reach, demos=demos, cut=cut)
+            self._built[key] = built + self.suffix
         return self._built[key]
 
-    def grammar(self, reach: Reach = EVERYTHING) -> str:
-        """The first-line grammar of the same command list (`LLM_GRAMMAR=first_line`)."""
+    def listing(self, reach: Reach, asked: str, most: int) -> Listing:
+        """The commands a turn that can use `reach` names for the user's words `asked`: all of
+        them when they are at most `most` (`PROMPT_COMMANDS`), else the `CUT_LIST` best matches,
+        best first, in a message of their own."""
+        catalog = offered(self.registry, reach)
+        if len(catalog) <= most:
+            return Listing(tuple(catalog))
+        by_name = {tool.command.name: tool for tool in catalog if tool.command is not None}
+        tools = tuple(by_name[name] for name in self.shortlister(reach).best(asked, CUT_LIST))
+        return Listing(tools, ChatMessage(role="system", content=f"{LISTED_HEADING}\n{command_catalog(tools)}"))
+
+    def candidates(self, reach: Reach, listing: Listing, asked: str, k: int) -> list[str]:
+        """The commands the decision scores (`COMMAND_SHORTLIST` = `k`, 0: all of the list): the
+        first of a cut list (it is in BM25's order), else the best of every offered command."""
+        if listing.cut:
+            return listing.names[:k] if k > 0 else listing.names
+        return self.shortlister(reach).best(asked, k)
+
+    def grammar(self, reach: Reach = EVERYTHING, listing: Listing | None = None) -> str:
+        """The first-line grammar of the same command list (`LLM_GRAMMAR=first_line`), or of a
+        cut `listing`'s commands."""
+        if listing is not None and listing.cut:
+            return first_line_grammar(listing.tools)
         key = (self._version(), reach)
         if key not in self._grammars:
             self._grammars[key] = first_line_grammar(offered(self.registry, reach))

@@ -37,11 +37,12 @@ from commands.router import Routed, refuse, route
 from foundation.cancellation import NEVER, CancelToken
 from foundation.events import EventName
 from pipeline.approval import Verdict, decide
-from pipeline.catalog import Reach, offered
+from pipeline.catalog import Reach
 from pipeline.context import build_context, image_in_window, is_tool_role, needs_vision
 from pipeline.decide import decide_by_mass, mass_decider
 from pipeline.passes import provider_pass
 from pipeline.preferences import Preferences, turn_preferences
+from pipeline.prompt import Listing
 from pipeline.reply_cap import MAX_REPLY_CHARS, clip_answer
 from pipeline.reply_gate import Decision
 from pipeline.results import (
@@ -228,8 +229,18 @@ def verdict_on(turn: _Turn, tool: Tool[Any, Any], command: Command, mine: Prefer
     return decide(tool, command, ctx, turn.services.settings.tool_approval, mine.approval)
 
 
+def asked_words(turn: _Turn) -> str:
+    """The user's message this turn answers."""
+    return next((message.content for message in reversed(turn.history) if message.role == USER), "")
+
+
+def turn_listing(turn: _Turn, reach: Reach) -> Listing:
+    """The commands this turn's prompt names (`PROMPT_COMMANDS`: all, or the best for its words)."""
+    return turn.services.prompts.listing(reach, asked_words(turn), turn.services.settings.prompt_commands)
+
+
 def decided_grammar(
-    turn: _Turn, chain: FallbackChain, context: Sequence[ChatMessage], reach: Reach, wait: TurnWait
+    turn: _Turn, chain: FallbackChain, context: Sequence[ChatMessage], reach: Reach, listing: Listing, wait: TurnWait
 ) -> str | None:
     """The grammar that holds a first pass to what the model's probabilities decided
     (`pipeline/decide.py`), or None to leave the pass as it was (greedy)."""
@@ -237,14 +248,11 @@ def decided_grammar(
     provider = mass_decider(chain, settings.llm_decide)
     if provider is None:
         return None
-    catalog = offered(turn.services.registry, reach)
-    asked = next((message.content for message in reversed(turn.history) if message.role == USER), "")
-    candidates = turn.services.prompts.shortlister(reach).best(asked, settings.command_shortlist)
     decision = decide_by_mass(
         provider,
         context,
-        catalog,
-        candidates=candidates,
+        listing.tools,
+        candidates=turn.services.prompts.candidates(reach, listing, asked_words(turn), settings.command_shortlist),
         threshold=settings.llm_decide_threshold,
         cancel=turn.cancel,
         wait=wait,
@@ -270,25 +278,28 @@ def run_passes(turn: _Turn, user_message_id: int, first_pass: int) -> TurnResult
     reach = turn_reach(turn)
     mine = turn_preferences(turn.conn, turn.user_id, turn.session_id, services.chat)  # SPEC 17: the user's settings
     wait = TurnWait(settings.llm_wait_s)  # every pass's wait for a first token, together (LLM_WAIT_S)
+    listing = turn_listing(turn, reach)
     for pass_index in range(first_pass, max_rounds + 1):
         if turn.cancel.cancelled:
             return turn.stop("")
         with_demos = bool(settings.prompt_demos) and pass_index == 0  # a first pass only
         context = build_context(
-            services.prompts.system_prompt(reach, demos=with_demos, preferences=mine.prompt),
+            services.prompts.system_prompt(reach, demos=with_demos, preferences=mine.prompt, cut=listing.cut),
             turn.history,
             followup_turns=settings.vision_followup_turns,
             load_images=services.load_images,
             demos=services.prompts.demonstrations(reach) if with_demos else (),
+            listing=listing.message,
         )
         last_pass = pass_index >= max_rounds
         vision = needs_vision(context)
         chain = services.vision if vision else mine.chain  # 6.9
         lend_back(turn.conn)  # the model may take minutes: no server connection held meanwhile
         # a pass that may use a command is held to the turn's commands or plain text (7a.1)
-        grammar = services.prompts.grammar(reach) if settings.llm_grammar == "first_line" and not last_pass else None
+        first_line = settings.llm_grammar == "first_line" and not last_pass
+        grammar = services.prompts.grammar(reach, listing) if first_line else None
         if pass_index == 0 and not last_pass and not vision:  # 6.11: a first pass may decide by mass
-            grammar = decided_grammar(turn, chain, context, reach, wait) or grammar
+            grammar = decided_grammar(turn, chain, context, reach, listing, wait) or grammar
         outcome = provider_pass(
             chain,
             context,
