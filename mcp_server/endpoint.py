@@ -41,6 +41,7 @@ from api.live import ASGIMessage, Receive, Send
 from api.openapi.document import EXTRA_PATHS_KEY
 from api.services import services_of
 from foundation.fair_share import Busy
+from foundation.version import VERSION
 from mcp_server.calls import FairThreads, call, user_of
 from mcp_server.listing import error_result, is_served, listed, served
 from mcp_server.openapi import path_item
@@ -58,7 +59,9 @@ class McpEndpoint:
     def __init__(self, flask_app: Flask, *, threads: int) -> None:
         self.flask_app = flask_app
         self.threads = threads
-        self.server: Server[Any] = Server(SERVER_NAME, on_list_tools=self.list_tools, on_call_tool=self.call_tool)
+        self.server: Server[Any] = Server(
+            SERVER_NAME, version=VERSION, on_list_tools=self.list_tools, on_call_tool=self.call_tool
+        )
         self.manager: StreamableHTTPSessionManager | None = None
         self.pool: FairThreads | None = None
         flask_app.extensions.setdefault(EXTRA_PATHS_KEY, {})[PATH] = path_item()  # in /openapi.json
