@@ -54,7 +54,8 @@ def path_item() -> dict[str, Any]:
             "description": "A JSON-RPC 2.0 message of the Model Context Protocol; the answer is JSON "
             "(no event stream). Each call spends the tool's budget, as over HTTP; over budget is a "
             "result with `isError` and the code `rate_limited` in its text. "
-            "`GET /mcp` answers 405: the server sends no messages of its own.",
+            "`GET /mcp` answers 405: the server sends no messages of its own. A `Host` the server does "
+            "not serve, or an `Origin` not in `MCP_ALLOWED_ORIGINS`, answers 403 (DNS-rebinding protection).",
             "security": [{"bearerAuth": []}],
             "requestBody": {"required": True, "content": json_content(JsonRpcMessage.model_json_schema())},
             "responses": {
@@ -69,6 +70,10 @@ def path_item() -> dict[str, Any]:
                     **error("missing or invalid bearer token (`unauthorized`)"),
                     "headers": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "`Bearer`"}},
                 },
+                "403": error(
+                    "DNS-rebinding protection: a `Host` the server does not serve (`host_not_allowed`) "
+                    "or an `Origin` not in `MCP_ALLOWED_ORIGINS` (`origin_not_allowed`)"
+                ),
                 "405": {
                     "description": "a method MCP's stateless transport does not take",
                     "content": json_content(answer),

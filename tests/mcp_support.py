@@ -213,6 +213,7 @@ def asgi_post(endpoint: Any, token: str, body: bytes) -> list[dict[str, Any]]:
             sent.append(message)
 
         headers = [
+            (b"host", b"localhost"),
             (b"authorization", f"Bearer {token}".encode()),
             (b"content-type", b"application/json"),
             (b"accept", b"application/json, text/event-stream"),
