@@ -23,6 +23,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from config.approval import ApprovalPolicy, checked_approval, default_approval
 from config.database_url import DatabaseTarget, checked_database_url, parse_database_url
+from config.origins import checked_origins, checked_public_url
 
 
 class ConfigError(Exception):
@@ -138,6 +139,12 @@ class Settings(BaseModel):
 
     host: str = Field(default="127.0.0.1", description="Address the server listens on (`0.0.0.0`: every interface).")
     port: int = Field(default=5000, ge=1, le=65535, description="Port the server listens on.")
+    public_url: Annotated[str | None, BeforeValidator(checked_public_url)] = Field(
+        default=None,
+        description="The address people and MCP hosts reach the server at when it is not `HOST`:`PORT` (behind a "
+        "reverse proxy or a container's published port), e.g. `https://chat.example.com`: `/mcp` accepts its host "
+        "in `Host` and its origin in `Origin` (see `MCP_ALLOWED_ORIGINS`). Unset: only `HOST` and loopback.",
+    )
     database_path: str = Field(
         default="./data/app.db",
         description="The SQLite database file, created on first start (its `-wal` and `-shm` files sit beside it).",
@@ -361,6 +368,16 @@ class Settings(BaseModel):
         '`"allow"` (tool names; absent: all), `"prefix"` (absent: the key and `_`), `"timeout_s"` (a call\'s '
         'deadline, default 30) and for HTTP `"trusted": true` (a server on a private address: the SSRF rules are '
         "skipped). See Tools from MCP servers. Unset: no MCP server.",
+    )
+    mcp_allowed_origins: Annotated[str, BeforeValidator(checked_origins)] = Field(
+        default="default",
+        description="Web pages allowed to call `/mcp` (DNS-rebinding protection, as MCP's transport requires): "
+        "comma-separated origins `scheme://host[:port]` and the word `default`, which stands for "
+        "`http://127.0.0.1:PORT`, `http://localhost:PORT`, `http://[::1]:PORT`, `http://HOST:PORT` and the origin "
+        "of `PUBLIC_URL`. A request whose `Origin` is present and not listed answers 403 `origin_not_allowed`; "
+        "one without `Origin` (SDK clients, curl) passes. `Host` must name loopback, `HOST` (any IP address when "
+        "`HOST` is `0.0.0.0` or `::`), `PUBLIC_URL`'s host or a listed origin's, else 403 `host_not_allowed`. "
+        "E.g. `default,https://app.example.org` lets one more page call it; a bad item stops the start.",
     )
     trace_enabled: bool = Field(
         default=False,

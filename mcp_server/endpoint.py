@@ -2,6 +2,9 @@
 
 Before the SDK sees a request, this endpoint answers what the rest of the API answers:
 
+- a `Host` we do not serve, or an `Origin` that is present and not allowed: 403
+  `host_not_allowed` / `origin_not_allowed`, before anything else (DNS-rebinding protection,
+  `mcp_server/origins.py`).
 - no bearer token, or one that is nobody's: 401 `unauthorized` with `WWW-Authenticate: Bearer`
   (RFC 6750, which MCP's authorization spec builds on; `error="invalid_token"` when a token
   was sent). The user is put in the request's scope, where the tool handlers read it; a
@@ -41,9 +44,11 @@ from api.live import ASGIMessage, Receive, Send
 from api.openapi.document import EXTRA_PATHS_KEY
 from api.services import services_of
 from foundation.fair_share import Busy
+from foundation.version import VERSION
 from mcp_server.calls import FairThreads, call, user_of
 from mcp_server.listing import error_result, is_served, listed, served
 from mcp_server.openapi import path_item
+from mcp_server.origins import OriginCheck
 from storage.users import User
 from tools.base import ErrorCode
 
@@ -58,7 +63,10 @@ class McpEndpoint:
     def __init__(self, flask_app: Flask, *, threads: int) -> None:
         self.flask_app = flask_app
         self.threads = threads
-        self.server: Server[Any] = Server(SERVER_NAME, on_list_tools=self.list_tools, on_call_tool=self.call_tool)
+        self.origins = OriginCheck.of(services_of(flask_app).settings)
+        self.server: Server[Any] = Server(
+            SERVER_NAME, version=VERSION, on_list_tools=self.list_tools, on_call_tool=self.call_tool
+        )
         self.manager: StreamableHTTPSessionManager | None = None
         self.pool: FairThreads | None = None
         flask_app.extensions.setdefault(EXTRA_PATHS_KEY, {})[PATH] = path_item()  # in /openapi.json
@@ -78,6 +86,11 @@ class McpEndpoint:
                 self.manager = self.pool = None
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers", ()))
+        forbidden = self.origins.refusal(header_text(headers.get(b"host")), header_text(headers.get(b"origin")))
+        if forbidden is not None:  # before the token is looked up: a rebinding page learns nothing
+            await answer(send, 403, error_body(forbidden.code, forbidden.message))
+            return
         manager = self.manager
         if manager is None:
             await answer(send, 503, error_body("mcp_unavailable", "the MCP endpoint is not running"))
@@ -140,6 +153,10 @@ def bearer_token(scope: dict[str, Any]) -> str | None:
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
+
+
+def header_text(value: bytes | None) -> str | None:
+    return None if value is None else bytes(value).decode("latin1")
 
 
 def is_json(scope: dict[str, Any]) -> bool:

@@ -6,13 +6,19 @@ servers (`mcp_tools`) are not passed on: a host that wants them connects to thos
 the schema `GET /tools` gives; its output schema is its output model's, and a successful call
 carries the output as `structuredContent`, which the host may check against it. The text
 block is what the chat's contract block quotes: the tool's rendered output, or the
-`Error: <code>: <message>` line. A failure is a result with `isError` (so the host's model
-reads it and may retry), its code and message as `structuredContent.error`, the shape of
-every error answer of the HTTP API.
+`Error: <code>: <message>` line.
+
+A failure is a result with `isError` (so the host's model reads it and may retry) and no
+`structuredContent`: the spec requires structured content to conform to the output schema,
+and hosts built on the TypeScript SDK check it even on an error, so `{"error": …}` there
+would make them throw instead of showing the error. Its content is two text blocks: the
+`Error: <code>: <message>` line, then the JSON error body of the HTTP API
+(`{"error": {"code", "message", "details"?}}`), for a program that wants the code and details.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -54,14 +60,14 @@ def listed(tool: Tool[Any, Any]) -> types.Tool:
 
 
 def error_result(code: str, message: str, details: Any = None) -> types.CallToolResult:
-    """A refused or failed call: `isError`, the code and message as text and as data."""
+    """A refused or failed call: `isError`, the error line and the error body as text, no
+    `structuredContent` (the module's docstring says why)."""
     error: dict[str, Any] = {"code": code, "message": message}
     if details is not None:
         error["details"] = details
+    body = json.dumps({"error": error}, ensure_ascii=False)
     return types.CallToolResult(
-        content=[types.TextContent(text=f"Error: {code}: {message}")],
-        structured_content={"error": error},
-        is_error=True,
+        content=[types.TextContent(text=f"Error: {code}: {message}"), types.TextContent(text=body)], is_error=True
     )
 
 

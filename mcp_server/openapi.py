@@ -27,7 +27,8 @@ class JsonRpcMessage(BaseModel):
 
 class JsonRpcAnswer(BaseModel):
     """A JSON-RPC 2.0 answer: `result`, or `error` (`{"code": int, "message": str, "data"?}`).
-    A tool that fails answers a `result` with `isError: true` and `structuredContent.error`."""
+    A tool that fails answers a `result` with `isError: true`, no `structuredContent`, and two
+    text blocks: `Error: <code>: <message>` and the JSON error body `{"error": {...}}`."""
 
     jsonrpc: Literal["2.0"]
     id: Any = None
@@ -52,8 +53,9 @@ def path_item() -> dict[str, Any]:
             "summary": "MCP (streamable HTTP, stateless): list and call the tools of POST /tools/<name>",
             "description": "A JSON-RPC 2.0 message of the Model Context Protocol; the answer is JSON "
             "(no event stream). Each call spends the tool's budget, as over HTTP; over budget is a "
-            "result with `isError` and `structuredContent.error.code` = `rate_limited`. "
-            "`GET /mcp` answers 405: the server sends no messages of its own.",
+            "result with `isError` and the code `rate_limited` in its text. "
+            "`GET /mcp` answers 405: the server sends no messages of its own. A `Host` the server does "
+            "not serve, or an `Origin` not in `MCP_ALLOWED_ORIGINS`, answers 403 (DNS-rebinding protection).",
             "security": [{"bearerAuth": []}],
             "requestBody": {"required": True, "content": json_content(JsonRpcMessage.model_json_schema())},
             "responses": {
@@ -68,6 +70,10 @@ def path_item() -> dict[str, Any]:
                     **error("missing or invalid bearer token (`unauthorized`)"),
                     "headers": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "`Bearer`"}},
                 },
+                "403": error(
+                    "DNS-rebinding protection: a `Host` the server does not serve (`host_not_allowed`) "
+                    "or an `Origin` not in `MCP_ALLOWED_ORIGINS` (`origin_not_allowed`)"
+                ),
                 "405": {
                     "description": "a method MCP's stateless transport does not take",
                     "content": json_content(answer),

@@ -1,7 +1,7 @@
 """A real server process for the `/mcp` tests, and the official MCP client SDK pointed at it.
 
 `McpServer` starts `python app.py` on a free port with a loopback web fake behind
-`/web_search` (SearXNG's JSON) and `/weather` (Open-Meteo's), the example course imported
+`/web_search` (SearXNG's JSON), `/weather` (Open-Meteo's) and `/open_url` (`/page`), the example course imported
 (the learner-task tools), the admin (alice) and a second user (bob) with their tokens. `session(url, token)` is the SDK's streamable-HTTP client and
 `ClientSession`, initialized.
 """
@@ -55,12 +55,60 @@ FORECAST = {
 }
 
 
+TASK = "<the first ready task>"  # `good_arguments` puts the id `get_ready` answers in its place
+PAGE = "<the web fake's page>"
+#: good arguments for every tool `/mcp` lists (a new tool fails the tests that use this until it
+#: is here), in an order that works: the file written before it is edited, the task started
+#: before it is submitted
+GOOD: dict[str, dict[str, Any]] = {
+    "weather": {"place": "Paris"},
+    "remember": {"fact": "alice drinks green tea", "importance": 3},
+    "web_search": {"query": "mars rover"},
+    "memory_search": {"query": "green tea"},
+    "open_url": {"url": PAGE},
+    "memory_sql": {"sql": "SELECT content FROM memories"},
+    "write_file": {"path": "notes/plan.txt", "content": "step one\nstep two\n"},
+    "edit_file": {"path": "notes/plan.txt", "edits": "<<<<<<< SEARCH\nstep two\n=======\nstep 2\n>>>>>>> REPLACE"},
+    "read_file": {"path": "notes/plan.txt", "start_line": 1, "end_line": 2},
+    "list_files": {"glob": "notes/*"},
+    "search_files": {"pattern": "step", "file_glob": "*.txt"},
+    "run_code": {"language": "python", "code": "print(6 * 7)"},
+    "get_ready": {"limit": 5},
+    "show_task": {"task_id": TASK},
+    "get_context": {"task_id": TASK},
+    "start_task": {"task_id": TASK},
+    "submit": {"task_id": TASK, "answer": "print('Hello, world!')"},
+    "add_comment": {"task_id": TASK, "text": "alice's note"},
+    "get_comments": {"task_id": TASK, "limit": 5},
+    "go_back": {"task_id": TASK, "reason": "I want to read it again"},
+    "request_help": {"task_id": TASK, "message": "I am stuck on the loop"},
+}
+#: good arguments whose call still fails with `JUDGE_ENABLED=0`, and its code (None: the learner
+#: tools' own): nothing is graded, so no task is closed for `go_back` to reopen
+FAILS_WITH_THE_JUDGE_OFF: dict[str, str | None] = {
+    "run_code": "NOT_CONFIGURED",
+    "submit": None,
+    "go_back": "INVALID_STATE",
+}
+
+
+def good_arguments(name: str, task_id: str, page_url: str) -> dict[str, Any]:
+    """`GOOD[name]` with the task and the page filled in."""
+    return {key: {TASK: task_id, PAGE: page_url}.get(value, value) for key, value in GOOD[name].items()}
+
+
 def web_fake() -> FakeWebServer:
     def as_json(value: object) -> Page:
         return Page(json.dumps(value), content_type="application/json")
 
+    page = Page("<html><head><title>Rovers</title></head><body><p>A rover drives on Mars.</p></body></html>")
     return FakeWebServer(
-        {"/search": as_json(SEARXNG), "/geo": as_json({"results": [PARIS]}), "/forecast": as_json(FORECAST)}
+        {
+            "/search": as_json(SEARXNG),
+            "/geo": as_json({"results": [PARIS]}),
+            "/forecast": as_json(FORECAST),
+            "/page": page,
+        }
     )
 
 
@@ -133,10 +181,21 @@ async def session(url: str, token: str) -> AsyncIterator[ClientSession]:
 
 
 def structured(result: Any) -> dict[str, Any]:
-    """A call result's `structuredContent` (present on every answer of ours)."""
+    """A call result's `structuredContent` (present on every successful answer of ours)."""
     assert result.structured_content is not None, result
     value: dict[str, Any] = result.structured_content
     return value
+
+
+def error_of(result: Any) -> dict[str, Any]:
+    """A failed call's error, `{"code", "message", "details"?}`: the result has `isError` and no
+    `structuredContent` (`{"error": …}` would not match the tool's output schema), and its text
+    is the `Error: <code>: <message>` line, then the JSON error body."""
+    assert result.is_error is True and result.structured_content is None, result
+    line, body = (block.text for block in result.content)
+    error: dict[str, Any] = json.loads(body)["error"]
+    assert line == f"Error: {error['code']}: {error['message']}"
+    return error
 
 
 def asgi_post(endpoint: Any, token: str, body: bytes) -> list[dict[str, Any]]:
@@ -154,6 +213,7 @@ def asgi_post(endpoint: Any, token: str, body: bytes) -> list[dict[str, Any]]:
             sent.append(message)
 
         headers = [
+            (b"host", b"localhost"),
             (b"authorization", f"Bearer {token}".encode()),
             (b"content-type", b"application/json"),
             (b"accept", b"application/json, text/event-stream"),

@@ -16,7 +16,7 @@ from mcp_server.calls import call
 from mcp_server.endpoint import McpEndpoint
 from storage.errors import StorageUnavailable
 from tests.conftest import new_token
-from tests.mcp_support import asgi_post
+from tests.mcp_support import asgi_post, error_of
 
 LIST = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
 
@@ -49,8 +49,7 @@ def test_redis_failing_under_a_calls_budget_is_an_error_result(make_app, monkeyp
     tool = services_of(app).turns.registry.get("list_files")
     assert tool is not None
     result = call(app, tool, {}, 1)
-    assert result.is_error is True
-    assert result.structured_content["error"]["code"] == "live_state_unavailable"
+    assert error_of(result)["code"] == "live_state_unavailable"
 
 
 def test_a_token_answers_when_the_database_does(make_app) -> None:

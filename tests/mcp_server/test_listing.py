@@ -41,8 +41,11 @@ def test_results_keep_the_runners_shapes() -> None:
     assert ok.is_error is False and ok.structured_content == {"a": 1} and ok.content[0].text == "a is 1"
     failed = call_result(ToolResult.failure("t", "NOT_FOUND", "no such file", hint="Usage: /read_file <path>"))
     assert failed.is_error is True
-    assert failed.structured_content == {"error": {"code": "NOT_FOUND", "message": "no such file"}}
-    assert failed.content[0].text == "Error: NOT_FOUND: no such file"  # the model's chat hint stays in chat
+    assert failed.structured_content is None  # {"error": …} would not match the tool's output schema
+    assert [block.text for block in failed.content] == [
+        "Error: NOT_FOUND: no such file",  # the model's chat hint stays in chat
+        '{"error": {"code": "NOT_FOUND", "message": "no such file"}}',
+    ]
 
 
 def test_an_operators_mcp_tools_are_not_relayed_to_hosts() -> None:

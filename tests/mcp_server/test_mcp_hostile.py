@@ -22,7 +22,7 @@ import requests
 from testing.loopback import LoopbackServer, QuietHandler
 from testing.waiting import wait_until
 from tests.async_support import run_async
-from tests.mcp_support import SEARXNG, McpServer, mcp_server, session, structured
+from tests.mcp_support import SEARXNG, McpServer, error_of, mcp_server, session, structured
 
 pytestmark = pytest.mark.slow
 
@@ -204,7 +204,7 @@ def test_a_users_queue_of_calls_is_bounded_the_excess_is_busy_at_once(tmp_path: 
                 )
                 early = list(answers)
                 search.release.set()
-            assert all(structured(result)["error"]["code"] == "BUSY" for result in early)
+            assert all(error_of(result)["code"] == "BUSY" for result in early)
             return answers
 
         answers = run_async(scenario)

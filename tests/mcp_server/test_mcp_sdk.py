@@ -15,10 +15,11 @@ import httpx2
 import pytest
 import requests
 
+from foundation.version import VERSION
 from judge.service import Judge
 from tests.async_support import run_async
 from tests.judge_support import require_judge
-from tests.mcp_support import McpServer, mcp_server, session, structured
+from tests.mcp_support import McpServer, error_of, mcp_server, session, structured
 from tools.catalog import build_registry
 
 pytestmark = pytest.mark.slow
@@ -36,7 +37,7 @@ def test_tools_list_is_derived_from_each_tools_models_and_hints(server: McpServe
             return client.initialize_result, await client.list_tools()  # type: ignore[attr-defined]
 
     initialized, listed = run_async(scenario)
-    assert initialized.server_info.name == "orchestrator"
+    assert initialized.server_info.name == "orchestrator" and initialized.server_info.version == VERSION
     served = [tool for tool in build_registry() if tool.annotations is not None]
     assert [tool.name for tool in listed.tools] == [tool.name for tool in served]
     assert {"ask_choice", "image_analyze", "imagine"}.isdisjoint(tool.name for tool in listed.tools)
@@ -109,7 +110,7 @@ def test_each_tool_family_answers_structured_content(server: McpServer) -> None:
     assert structured(results["start_task"])["task_id"] == structured(results["show_task"])["id"]
     assert [comment["text"] for comment in structured(results["get_comments"])["comments"]] == ["alice's note"]
     unknown = results["submit_unknown"]
-    assert unknown.is_error is True and structured(unknown)["error"]["code"] in ("NOT_FOUND", "VALIDATION_FAILED")
+    assert error_of(unknown)["code"] in ("NOT_FOUND", "VALIDATION_FAILED")
 
 
 def test_one_users_memories_files_and_comments_are_invisible_to_another(server: McpServer) -> None:
@@ -132,7 +133,7 @@ def test_one_users_memories_files_and_comments_are_invisible_to_another(server: 
     seen = run_async(scenario)
     assert structured(seen["search"])["hits"] == []
     assert structured(seen["sql"])["rows"] == [[0]]
-    assert seen["read"].is_error is True and structured(seen["read"])["error"]["code"] == "NOT_FOUND"
+    assert error_of(seen["read"])["code"] == "NOT_FOUND"
     assert structured(seen["list"])["files"] == []
     assert structured(seen["grep"])["matches"] == []
     assert all("4711" not in comment["text"] for comment in structured(seen["comments"])["comments"])
@@ -144,8 +145,7 @@ def test_a_failed_call_is_an_error_result_with_its_code_and_fields(server: McpSe
             return await client.call_tool("memory_search", {"query": "x", "bogus": 1})
 
     result = run_async(scenario)
-    assert result.is_error is True
-    error = structured(result)["error"]
+    error = error_of(result)
     assert error["code"] == "VALIDATION_FAILED"
     assert [problem["field"] for problem in error["details"]] == ["bogus"]
     assert result.content[0].text.startswith("Error: VALIDATION_FAILED: ")
@@ -201,8 +201,7 @@ def test_the_rate_budget_is_spent_and_refused_like_post_tools(tmp_path) -> None:
                 return await client.call_tool("memory_search", {"query": "x"})
 
         refused = run_async(over)
-        assert refused.is_error is True
-        error = structured(refused)["error"]
+        error = error_of(refused)
         assert error["code"] == "rate_limited" and error["details"]["limit"] == "tools"
         assert error["details"]["retry_after_s"] >= 1
         # the budget is the one POST /tools/<name> spends: spent over /mcp, refused over HTTP too
