@@ -30,13 +30,33 @@ from tools.generic import SchemaInput
 from tools.registry import ToolRegistry
 
 
+LONG_BOUND = 256  # a `maxLength` past this is left out of what native calling is sent (below)
+
+
+def without_long_bounds(schema: Any) -> Any:
+    """`schema` without `maxLength`/`minLength` bounds past `LONG_BOUND`. llama-cpp-python's
+    native calling writes a grammar from each schema, spelling a bound out as that many nested
+    repetitions: `/remember`'s `fact` (at most 2,000 characters) makes it fail to parse the
+    grammar, and the server then dies (SIGSEGV, measured 2026-12-02). The bound changes nothing
+    a short call says; our text protocol checks it when the command is routed."""
+    if isinstance(schema, dict):
+        return {
+            key: without_long_bounds(value)
+            for key, value in schema.items()
+            if not (key in ("maxLength", "minLength") and isinstance(value, int) and value > LONG_BOUND)
+        }
+    if isinstance(schema, list):
+        return [without_long_bounds(item) for item in schema]
+    return schema
+
+
 def native_body(provider: HttpProvider, case: Case, registry: ToolRegistry) -> dict[str, Any]:
     messages = [{"role": "system", "content": case.persona or DEFAULT_PERSONA}]
     messages += [{"role": role, "content": content} for role, content in case.messages]
     return {
         "model": provider.model,
         "messages": messages,
-        "tools": [tool.function_schema() for tool in offered(registry, EVERYTHING)],
+        "tools": [without_long_bounds(tool.function_schema()) for tool in offered(registry, EVERYTHING)],
         "tool_choice": "auto",
         "stream": False,
         "max_tokens": provider.config.max_tokens,

@@ -245,3 +245,7 @@ def test_native_runs_the_same_cases_through_the_tools_field(fake_llm: FakeLLMSer
     assert {"weather", "remember"} <= names
     assert sent[0]["messages"][0]["role"] == "system" and "/weather" not in sent[0]["messages"][0]["content"]
     assert all("tools" not in body for body in fake_llm.requests[:5])  # our text protocol sends none
+    remember = next(tool for tool in sent[0]["tools"] if tool["function"]["name"] == "remember")
+    assert "maxLength" not in json.dumps(remember)  # 2,000: llama-cpp-python's native grammar dies on it
+    weather = next(tool for tool in sent[0]["tools"] if tool["function"]["name"] == "weather")
+    assert '"maxLength": 200' in json.dumps(weather)  # a short bound is sent as declared
