@@ -29,7 +29,6 @@ from providers import FallbackChain, HttpProvider
 from tools.generic import SchemaInput
 from tools.registry import ToolRegistry
 
-
 LONG_BOUND = 256  # a `maxLength` past this is left out of what native calling is sent (below)
 
 
