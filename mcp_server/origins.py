@@ -20,12 +20,12 @@ carry `Origin: http://evil.example.com:PORT` and `Host: evil.example.com:PORT`, 
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from config.origins import DEFAULT_WORD, authority, normalized_origin, url_origin
 from config.settings import Settings
+from tools.safe_http import is_ip_literal
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # "every interface": any address of the machine is ours
@@ -94,12 +94,4 @@ class OriginCheck:
             return False
         if name in self.hosts:
             return True
-        return self.any_address and is_address(name)
-
-
-def is_address(name: str) -> bool:
-    try:
-        ipaddress.ip_address(name)
-    except ValueError:
-        return False
-    return True
+        return self.any_address and is_ip_literal(name)

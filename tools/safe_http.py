@@ -192,7 +192,7 @@ def _parse(url: str) -> _Target:
     return _Target(scheme, host, port or (443 if scheme == "https" else 80), path)
 
 
-def _is_ip_literal(host: str) -> bool:
+def is_ip_literal(host: str) -> bool:
     try:
         ipaddress.ip_address(host)
     except ValueError:
@@ -206,7 +206,7 @@ def _vetted_addresses(target: _Target, ctx: ToolContext) -> list[IPAddress]:
     for address in addresses:
         problem = address_problem(address, allow_private=allow_private)
         if problem is not None:
-            verb = "is" if _is_ip_literal(target.host) else "resolves to"
+            verb = "is" if is_ip_literal(target.host) else "resolves to"
             raise _deny(f"{target.host} {verb} {problem}; only public internet addresses can be fetched.")
     return addresses
 
