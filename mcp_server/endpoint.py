@@ -27,6 +27,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import cached_property
 from typing import Any
 
 import anyio
@@ -63,7 +64,6 @@ class McpEndpoint:
     def __init__(self, flask_app: Flask, *, threads: int) -> None:
         self.flask_app = flask_app
         self.threads = threads
-        self.origins = OriginCheck.of(services_of(flask_app).settings)
         self.server: Server[Any] = Server(
             SERVER_NAME, version=VERSION, on_list_tools=self.list_tools, on_call_tool=self.call_tool
         )
@@ -84,6 +84,12 @@ class McpEndpoint:
                 yield
             finally:
                 self.manager = self.pool = None
+
+    @cached_property
+    def origins(self) -> OriginCheck:
+        """The allowed `Origin`s and `Host`s, from the app's settings (read on the first request:
+        an ASGI front may wrap an app before its services are installed)."""
+        return OriginCheck.of(services_of(self.flask_app).settings)
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers", ()))
