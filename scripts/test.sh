@@ -70,4 +70,5 @@ else
   parallel=(-p no:xdist)
 fi
 mkdir -p test-artifacts
-exec .venv/bin/python -m pytest -p no:cacheprovider "${parallel[@]}" --junitxml=test-artifacts/junit.xml "$@"
+# The slowest tests are printed at the end, so a run that grows past the budget names its cause.
+exec .venv/bin/python -m pytest -p no:cacheprovider "${parallel[@]}" --durations=30 --junitxml=test-artifacts/junit.xml "$@"

@@ -179,10 +179,11 @@ def read_all(reader: Iterator[Frame]) -> tuple[list[Frame], bool]:
 def test_raw_a_second_request_cuts_a_running_stream_short(llama_server: LlamaServer) -> None:
     """The engine serves one request at a time, and by default (`interrupt_requests=True`) a
     request that arrives while a stream is running ENDS that stream, streamed or not: after
-    its next token it sends `data: [DONE]` (no chunk ever had a `finish_reason`) and then
-    drops the HTTP response without its final zero-length chunk (uvicorn logs "ASGI callable
-    returned without completing response"; requests raises ChunkedEncodingError "Response
-    ended prematurely" after the `[DONE]` frame). The newcomer is then served at once.
+    its next token it sends `data: [DONE]` (no chunk ever had a `finish_reason`) and then,
+    mostly but not always (twice in CI the response ended cleanly on a loaded machine), drops
+    the HTTP response without its final zero-length chunk (uvicorn logs "ASGI callable returned
+    without completing response"; requests raises ChunkedEncodingError "Response ended
+    prematurely" after the `[DONE]` frame). The newcomer is then served at once.
     So with two users on one llama.cpp server an answer can stop mid-sentence: a client must
     stop reading at `[DONE]`, and only the missing `finish_reason` tells it was cut."""
     url = f"{llama_server.base_url}/chat/completions"
@@ -193,10 +194,9 @@ def test_raw_a_second_request_cuts_a_running_stream_short(llama_server: LlamaSer
             if frame.data and frame.data != "[DONE]" and frame.json()["choices"][0]["delta"].get("content"):
                 break
         second = requests.post(url, timeout=TIMEOUT_S, json=chat_body(llama_server, SHORT))
-        rest, abrupt = read_all(reader)
+        rest, _abrupt_or_clean = read_all(reader)
     assert second.status_code == 200 and second.json()["choices"][0]["message"]["content"]
     assert rest and rest[-1].data == "[DONE]"
-    assert abrupt, "the cut stream now ends cleanly: update the docstring"
     chunks = [frame.json() for frame in rest[:-1] if frame.data]
     assert len(chunks) < 50, "the story ran on instead of being cut short"
     assert all(chunk["choices"][0]["finish_reason"] is None for chunk in chunks)

@@ -141,15 +141,17 @@ class GatedSearch(LoopbackServer):
                     fake.held += 1
                     fake.most_held = max(fake.most_held, fake.held)
                 fake.release.wait(60)
+                # Counted as let go BEFORE the answer is written: once the caller has read it, its
+                # next call may reach this fake before a later count would have run.
+                with fake._lock:
+                    fake.held -= 1
+                    fake.served += 1
                 body = json.dumps(SEARXNG).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
-                with fake._lock:
-                    fake.held -= 1
-                    fake.served += 1
 
         return Handler
 
