@@ -1,13 +1,19 @@
 """One MCP server, supervised: connect, list its tools, stay connected, reconnect with back-off.
 
 A connection lives on the hub's event loop (`hub.py`) as one task, `run`, until the app
-closes. Each round opens the transport (a stdio child, or a streamable-HTTP session), runs
-the MCP handshake, lists the tools (they join the registry through `on_tools`), then waits
+closes. Each round opens the transport (a stdio child, or a streamable-HTTP session), agrees
+on a protocol revision, lists the tools (they join the registry through `on_tools`), then waits
 until the transport ends: the child exited, or the HTTP session failed. Then it waits a
 back-off (doubled after each quick failure, from `MIN_BACKOFF_S` to `MAX_BACKOFF_S`, back to
 the start after a round that stayed up `STABLE_S`) and starts again. So a crashing child is
 restarted, but never in a tight loop; and calls that arrive meanwhile wait for the session
 within their own deadline.
+
+Both protocol eras (SPEC 14): the SDK's `Client(mode="auto")` sends `server/discover`
+(revision 2026-07-28, stateless) and falls back to the `initialize` handshake (2025-11-25)
+for a server that only speaks the older one; which one was agreed is `protocol`, shown by
+the hub's `status()`. The negotiation is the SDK's own (its denylist of what counts as an
+old server), not ours.
 
 A stdio child's stderr goes to the log, line by line, cut to `MAX_STDERR_LINE` characters and
 at most `STDERR_LINES_PER_MINUTE` lines a minute (the rest are counted and the count logged),
@@ -20,19 +26,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import threading
 import time
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ToolsListChanged
 from mcp.shared.message import SessionMessage
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_client.config import HttpServer, ServerConfig, StdioServer
 from mcp_client.http import http_client, vetted_addresses
@@ -42,8 +52,9 @@ log = logging.getLogger("mcp")
 MIN_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
 STABLE_S = 60.0
-HANDSHAKE_TIMEOUT_S = 20.0  # initialize + tools/list (a child's interpreter starting on a busy machine)
+HANDSHAKE_TIMEOUT_S = 20.0  # discover or initialize, + tools/list (a child's interpreter starting on a busy machine)
 MAX_LIST_PAGES = 10
+LISTEN_REOPEN_S = 5.0  # a modern server's change-notice stream is opened again at most this often
 MAX_STDERR_LINE = 500
 STDERR_LINES_PER_MINUTE = 60
 CLIENT_INFO = types.Implementation(name="chat-orchestrator", version="1")
@@ -62,6 +73,7 @@ class ServerConnection:
         self.connected: asyncio.Event | None = None  # made on the loop (`run`)
         self.starts = 0  # rounds begun (1 + restarts)
         self.last_error: str | None = None  # why the last round ended or failed, for the log and tests
+        self.protocol: str | None = None  # the revision the last handshake agreed ("2026-07-28", "2025-11-25")
         self._relist: asyncio.Event | None = None
 
     async def wait_session(self, timeout_s: float) -> ClientSession:
@@ -96,6 +108,14 @@ class ServerConnection:
             backoff = min(MAX_BACKOFF_S, backoff * 2)
 
     async def _one_round(self) -> None:
+        # one scope for the handshake: entered around the whole round (the session's task
+        # group opens inside it), its deadline lifted once the tools are listed
+        with anyio.CancelScope(deadline=anyio.current_time() + HANDSHAKE_TIMEOUT_S) as handshake:
+            await self._serve(handshake)
+        if handshake.cancelled_caught:
+            raise TimeoutError(f"no handshake and tool listing within {HANDSHAKE_TIMEOUT_S:.0f} s")
+
+    async def _serve(self, handshake: anyio.CancelScope) -> None:
         async with AsyncExitStack() as stack:
             read, write = await self._open(stack)
             ended = anyio.Event()
@@ -103,16 +123,27 @@ class ServerConnection:
             group = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(group.cancel_scope.cancel)  # after the session closed (LIFO)
             group.start_soon(_relay, read, relay_send, ended)
-            session = await stack.enter_async_context(
-                ClientSession(relay_receive, write, message_handler=self._on_message, client_info=CLIENT_INFO)
+            client = Client(
+                _streams(relay_receive, write),
+                mode="auto",  # server/discover first, initialize for a server of the older era
+                message_handler=self._on_message,
+                client_info=CLIENT_INFO,
+                cache=None,  # tools/list is ours to repeat when the server says it changed
             )
-            with anyio.fail_after(HANDSHAKE_TIMEOUT_S):
-                await session.initialize()
-                self._on_tools(self, await list_tools(session))
+            await stack.enter_async_context(client)
+            session = client.session
+            listed = await list_tools(session)
+            self._on_tools(self, listed)
+            if _announces_changes(session):  # 2026-07-28: change notices come on a listen stream only
+                listeners = await stack.enter_async_context(anyio.create_task_group())
+                stack.callback(listeners.cancel_scope.cancel)
+                listeners.start_soon(self._listen_for_changes, client)
+            handshake.deadline = math.inf
+            self.protocol = session.protocol_version
             self.session = session
             assert self.connected is not None and self._relist is not None
             self.connected.set()
-            log.info("MCP server %s: connected (start %d)", self.key, self.starts)
+            log.info("MCP server %s: connected, protocol %s (start %d)", self.key, self.protocol, self.starts)
             while not ended.is_set():
                 waiters = [asyncio.ensure_future(ended.wait()), asyncio.ensure_future(self._relist.wait())]
                 try:
@@ -124,9 +155,31 @@ class ServerConnection:
                     self._relist.clear()
                     try:
                         with anyio.fail_after(HANDSHAKE_TIMEOUT_S):
-                            self._on_tools(self, await list_tools(session))
+                            relisted = await list_tools(session)
+                        if relisted != listed:
+                            listed = relisted
+                            self._on_tools(self, listed)
                     except Exception as error:
                         log.warning("MCP server %s: listing its tools again failed: %s", self.key, describe(error))
+
+    async def _listen_for_changes(self, client: Client) -> None:
+        """A modern server's `subscriptions/listen` stream: a changed tool list is listed again.
+
+        The stream ends when the HTTP read timeout passes without a notice (the SDK has no
+        keep-alive for it); it is opened again, at most once every `LISTEN_REOPEN_S`, and the
+        tools listed again since a change may have passed unseen (the round ends the loop)."""
+        assert self._relist is not None
+        while True:
+            opened = time.monotonic()
+            try:
+                async with client.listen(tools_list_changed=True) as changes:
+                    async for event in changes:
+                        if isinstance(event, ToolsListChanged):
+                            self._relist.set()
+            except Exception as error:  # lost: open it again below
+                log.debug("MCP server %s: its change notices stopped: %s", self.key, describe(error))
+            await asyncio.sleep(max(0.0, LISTEN_REOPEN_S - (time.monotonic() - opened)))
+            self._relist.set()
 
     async def _open(self, stack: AsyncExitStack) -> tuple[Any, Any]:
         config = self.config
@@ -158,6 +211,17 @@ class ServerConnection:
             log.warning("MCP server %s sent something unreadable: %s", self.key, describe(message))
 
 
+def _announces_changes(session: ClientSession) -> bool:
+    """A modern-era server that says its tool list can change (the notices come by `listen`)."""
+    capabilities = session.server_capabilities
+    return (
+        session.protocol_version in MODERN_PROTOCOL_VERSIONS
+        and capabilities is not None
+        and capabilities.tools is not None
+        and bool(capabilities.tools.list_changed)
+    )
+
+
 def anyio_url(url: str) -> tuple[str, int]:
     from urllib.parse import urlsplit
 
@@ -176,6 +240,12 @@ async def list_tools(session: ClientSession) -> list[types.Tool]:
         if not cursor:
             break
     return tools
+
+
+@asynccontextmanager
+async def _streams(read: Any, write: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """An opened transport's two streams as the SDK's `Transport` (the round owns their lives)."""
+    yield read, write
 
 
 async def _relay(source: Any, sink: MemoryObjectSendStream[SessionMessage | Exception], ended: anyio.Event) -> None:

@@ -75,10 +75,12 @@ class McpHub:
             self._listed.notify_all()
 
     def status(self) -> dict[str, dict[str, Any]]:
-        """Each server: connected or not, how often it started, why it last stopped."""
+        """Each server: connected or not, the protocol revision agreed, how often it started,
+        why it last stopped."""
         return {
             key: {
                 "connected": c.session is not None,
+                "protocol": c.protocol,
                 "starts": c.starts,
                 "error": c.last_error,
                 "tools": [tool.name for tool in self.registry.group(GROUP_PREFIX + key)],
