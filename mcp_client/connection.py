@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -45,13 +46,15 @@ from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_client.config import HttpServer, ServerConfig, StdioServer
-from mcp_client.http import http_client, vetted_addresses
+from mcp_client.http import HttpObserver, http_client, vetted_addresses
+from mcp_client.outage import Outage, Unavailable
 
 log = logging.getLogger("mcp")
 
 MIN_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
 STABLE_S = 60.0
+RENEW_AFTER_S = 1.0  # a session the server expires is made again at once if it lasted this long
 HANDSHAKE_TIMEOUT_S = 20.0  # discover or initialize, + tools/list (a child's interpreter starting on a busy machine)
 MAX_LIST_PAGES = 10
 LISTEN_REOPEN_S = 5.0  # a modern server's change-notice stream is opened again at most this often
@@ -62,6 +65,17 @@ CLIENT_INFO = types.Implementation(name="chat-orchestrator", version="1")
 ToolsListener = Callable[["ServerConnection", list[types.Tool]], None]
 
 
+@dataclass
+class _Round:
+    """One round's own state: its session once made, whether the server expired it."""
+
+    number: int
+    end: asyncio.Event = field(default_factory=asyncio.Event)  # set: leave the round (an expired session)
+    session: ClientSession | None = None
+    expired: bool = False
+    started: float = field(default_factory=time.monotonic)
+
+
 class ServerConnection:
     """The supervised connection to one server; `session` while connected (loop thread only)."""
 
@@ -70,41 +84,113 @@ class ServerConnection:
         self.config = config
         self._on_tools = on_tools
         self.session: ClientSession | None = None
-        self.connected: asyncio.Event | None = None  # made on the loop (`run`)
         self.starts = 0  # rounds begun (1 + restarts)
         self.last_error: str | None = None  # why the last round ended or failed, for the log and tests
         self.protocol: str | None = None  # the revision the last handshake agreed ("2026-07-28", "2025-11-25")
+        self.outage: Outage | None = None  # while known down: the back-off under way
+        self.prompted_tries = 0  # back-offs a call cut short
+        self.refused_calls = 0  # calls failed at once while known down
+        self.renewals = 0  # sessions the server expired, made again at once
+        self.late_answers = 0  # answers dropped unread because they came after the call's deadline
+        self._round: _Round | None = None
         self._relist: asyncio.Event | None = None
+        self._wake: asyncio.Event | None = None  # made on the loop (`run`)
+        self._changed: asyncio.Event | None = None
 
     async def wait_session(self, timeout_s: float) -> ClientSession:
-        """The session, waiting up to `timeout_s` for a (re)connection."""
-        assert self.connected is not None, "the connection runs on the hub's loop"
-        if self.session is None:
-            with anyio.fail_after(timeout_s):
-                await self.connected.wait()
-        assert self.session is not None
-        return self.session
+        """The session, waiting up to `timeout_s` for the try under way, or making one try
+        sooner than the back-off would (`outage.py`); `Unavailable` while known down."""
+        deadline = anyio.current_time() + timeout_s
+        for _ in range(3):  # at most: the try under way, then one try this call prompts
+            if self.session is not None:
+                return self.session
+            outage = self.outage
+            if outage is not None:
+                if not outage.may_prompt(time.monotonic()):
+                    self.refused_calls += 1
+                    raise Unavailable(self.key, outage.retry_in(time.monotonic()), self.last_error)
+                self.outage = None  # a try is under way: the calls behind this one wait for it
+                self.prompted_tries += 1
+                assert self._wake is not None
+                self._wake.set()
+            await self._next_change(deadline)
+        self.refused_calls += 1
+        raise Unavailable(self.key, self.outage.retry_in(time.monotonic()) if self.outage else 0.0, self.last_error)
+
+    def expired(self, session: ClientSession) -> bool:
+        """Whether the server said (HTTP 404 to our session id) that `session` is gone."""
+        current = self._round
+        return current is not None and current.session is session and current.expired
+
+    async def renew(self, old: ClientSession, timeout_s: float) -> ClientSession:
+        """A session in place of `old`, which the server expired: its round ends and the next
+        one starts at once (`run`); waits up to `timeout_s` for it."""
+        current = self._round
+        if current is not None and current.session is old:
+            current.end.set()
+        deadline = anyio.current_time() + timeout_s
+        for _ in range(3):  # the old round ending, then the new one's handshake
+            if self.session is not None and self.session is not old:
+                return self.session
+            if self.outage is not None:
+                self.refused_calls += 1
+                raise Unavailable(self.key, self.outage.retry_in(time.monotonic()), self.last_error)
+            await self._next_change(deadline)
+        raise TimeoutError("no new session in time")
+
+    async def _next_change(self, deadline: float) -> None:
+        """Until the session is made or a try fails (`TimeoutError` past `deadline`)."""
+        assert self._changed is not None, "the connection runs on the hub's loop"
+        changed = self._changed
+        with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+            await changed.wait()
+
+    def _announce(self) -> None:
+        assert self._changed is not None
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _note_expired(self, number: int) -> None:
+        """The HTTP client saw a 404 to our session id (the transport spec's "session not found")."""
+        current = self._round
+        if current is not None and current.number == number and not current.expired:
+            current.expired = True
+            current.end.set()
+            log.warning("MCP server %s: it expired our session; making a new one", self.key)
 
     async def run(self) -> None:
         """Connect, serve, reconnect, until cancelled (the hub closing)."""
-        self.connected = asyncio.Event()
-        self._relist = asyncio.Event()
+        self._relist, self._wake, self._changed = asyncio.Event(), asyncio.Event(), asyncio.Event()
         backoff = MIN_BACKOFF_S
         while True:
-            started = time.monotonic()
             self.starts += 1
+            current = self._round = _Round(self.starts)
             try:
                 await self._one_round()
-                self.last_error = "the server closed the connection"
+                self.last_error = (
+                    "the server expired our session" if current.expired else "the server closed the connection"
+                )
             except Exception as error:  # a round's failure of any kind: logged, then the back-off
                 self.last_error = describe(error)
             finally:
                 self.session = None
-                self.connected.clear()
-            log.warning("MCP server %s: %s; reconnecting in %.1f s", self.key, self.last_error, backoff)
-            if time.monotonic() - started >= STABLE_S:
+            lasted = time.monotonic() - current.started
+            if (
+                current.expired and lasted >= RENEW_AFTER_S
+            ):  # once, not in a loop: a round that expires at once backs off
+                self.renewals += 1
+                self._announce()
+                continue
+            if lasted >= STABLE_S:
                 backoff = MIN_BACKOFF_S
-            await asyncio.sleep(backoff)
+            log.warning("MCP server %s: %s; reconnecting in %.1f s", self.key, self.last_error, backoff)
+            now = time.monotonic()
+            self.outage = Outage(failed_at=now, retry_at=now + backoff)
+            self._announce()
+            self._wake.clear()
+            with anyio.move_on_after(backoff):  # or until a call cuts it short (`wait_session`)
+                await self._wake.wait()
+            self.outage = None
             backoff = min(MAX_BACKOFF_S, backoff * 2)
 
     async def _one_round(self) -> None:
@@ -132,6 +218,9 @@ class ServerConnection:
             )
             await stack.enter_async_context(client)
             session = client.session
+            assert self._round is not None
+            current = self._round
+            current.session = session
             listed = await list_tools(session)
             self._on_tools(self, listed)
             if _announces_changes(session):  # 2026-07-28: change notices come on a listen stream only
@@ -141,17 +230,21 @@ class ServerConnection:
             handshake.deadline = math.inf
             self.protocol = session.protocol_version
             self.session = session
-            assert self.connected is not None and self._relist is not None
-            self.connected.set()
+            self._announce()
+            assert self._relist is not None
             log.info("MCP server %s: connected, protocol %s (start %d)", self.key, self.protocol, self.starts)
-            while not ended.is_set():
-                waiters = [asyncio.ensure_future(ended.wait()), asyncio.ensure_future(self._relist.wait())]
+            while not ended.is_set() and not current.end.is_set():
+                waiters = [
+                    asyncio.ensure_future(ended.wait()),
+                    asyncio.ensure_future(self._relist.wait()),
+                    asyncio.ensure_future(current.end.wait()),
+                ]
                 try:
                     await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     for waiter in waiters:
                         waiter.cancel()
-                if self._relist.is_set() and not ended.is_set():
+                if self._relist.is_set() and not ended.is_set() and not current.end.is_set():
                     self._relist.clear()
                     try:
                         with anyio.fail_after(HANDSHAKE_TIMEOUT_S):
@@ -199,10 +292,19 @@ class ServerConnection:
         if not config.trusted:  # a clear refusal up front; the pool checks every connection again
             url = anyio_url(config.url)
             await vetted_addresses(url[0], url[1])
+        number = self.starts
         client = await stack.enter_async_context(
-            http_client(config.headers, trusted=config.trusted, read_timeout_s=config.timeout_s + 5)
+            http_client(
+                config.headers,
+                trusted=config.trusted,
+                read_timeout_s=config.timeout_s + 5,
+                observer=HttpObserver(on_expired=lambda: self._note_expired(number), on_late=self._note_late),
+            )
         )
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=client))
+
+    def _note_late(self) -> None:
+        self.late_answers += 1
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification) and self._relist is not None:
