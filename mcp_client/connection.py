@@ -54,7 +54,7 @@ log = logging.getLogger("mcp")
 MIN_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
 STABLE_S = 60.0
-RENEW_AFTER_S = 1.0  # a session the server expires is made again at once if it lasted this long
+RENEW_AFTER_S = 1.0  # a renewed session that expires sooner than this waits the back-off
 HANDSHAKE_TIMEOUT_S = 20.0  # discover or initialize, + tools/list (a child's interpreter starting on a busy machine)
 MAX_LIST_PAGES = 10
 LISTEN_REOPEN_S = 5.0  # a modern server's change-notice stream is opened again at most this often
@@ -101,14 +101,16 @@ class ServerConnection:
         """The session, waiting up to `timeout_s` for the try under way, or making one try
         sooner than the back-off would (`outage.py`); `Unavailable` while known down."""
         deadline = anyio.current_time() + timeout_s
-        for _ in range(3):  # at most: the try under way, then one try this call prompts
+        prompted = False
+        for _ in range(3):  # at most: the try under way, then the one try this call prompts
             if self.session is not None:
                 return self.session
             outage = self.outage
             if outage is not None:
-                if not outage.may_prompt(time.monotonic()):
+                if prompted or not outage.may_prompt(time.monotonic()):
                     self.refused_calls += 1
                     raise Unavailable(self.key, outage.retry_in(time.monotonic()), self.last_error)
+                prompted = True
                 self.outage = None  # a try is under way: the calls behind this one wait for it
                 self.prompted_tries += 1
                 assert self._wake is not None
@@ -161,7 +163,7 @@ class ServerConnection:
     async def run(self) -> None:
         """Connect, serve, reconnect, until cancelled (the hub closing)."""
         self._relist, self._wake, self._changed = asyncio.Event(), asyncio.Event(), asyncio.Event()
-        backoff = MIN_BACKOFF_S
+        backoff, renewed = MIN_BACKOFF_S, False
         while True:
             self.starts += 1
             current = self._round = _Round(self.starts)
@@ -175,12 +177,13 @@ class ServerConnection:
             finally:
                 self.session = None
             lasted = time.monotonic() - current.started
-            if (
-                current.expired and lasted >= RENEW_AFTER_S
-            ):  # once, not in a loop: a round that expires at once backs off
+            # made again at once, but not in a loop: a new session that expires at once too backs off
+            if current.expired and (lasted >= RENEW_AFTER_S or not renewed):
                 self.renewals += 1
+                renewed = True
                 self._announce()
                 continue
+            renewed = False
             if lasted >= STABLE_S:
                 backoff = MIN_BACKOFF_S
             log.warning("MCP server %s: %s; reconnecting in %.1f s", self.key, self.last_error, backoff)

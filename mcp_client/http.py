@@ -13,7 +13,7 @@ HTTP library) with the operator's headers, the SSRF rules of `/open_url`, and a 
   notifications, an SSE answer) is bounded per event by the SDK (`max_sse_event_size`).
 - Late answers: a call puts its deadline in `CALL_DEADLINE` (the SDK runs a request's POST in
   the context of the task that sent it); the body of an answer to that POST is read only
-  until then, each chunk waited for no longer than the time left. An answer that arrives
+  until then (and `LATE_GRACE_S`), each chunk waited for no longer than the time left. An answer that arrives
   after the deadline (the call has already failed `TIMEOUT`) is dropped unread and its
   connection closed, so a hostile server cannot make us read and hold what nobody waits for.
 - Expired sessions: a 404 to a request that carried our `Mcp-Session-Id` is the transport
@@ -44,6 +44,7 @@ MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 MAX_CONNECTIONS = 16
 CONNECT_TIMEOUT_S = 10.0
 SESSION_HEADER = "mcp-session-id"
+LATE_GRACE_S = 0.25  # past the deadline, so the SDK's own timeout answers the call first (TIMEOUT)
 
 #: the deadline (anyio clock) of the call whose request is being sent; None: no call (a listing)
 CALL_DEADLINE: ContextVar[float | None] = ContextVar("mcp_call_deadline", default=None)
@@ -141,9 +142,10 @@ class _CappedStream(httpx2.AsyncByteStream):
         if self._deadline is None:
             return await anext(chunks, None)
         chunk: bytes | None = None
-        with anyio.move_on_at(self._deadline) as waiting:
+        late_at = self._deadline + LATE_GRACE_S
+        with anyio.move_on_at(late_at) as waiting:
             chunk = await anext(chunks, None)
-        if waiting.cancelled_caught or (chunk is not None and anyio.current_time() > self._deadline):
+        if waiting.cancelled_caught or (chunk is not None and anyio.current_time() > late_at):
             self._on_late()
             await self._inner.aclose()
             raise AnswerTooLate("the server's answer came after the call's deadline")
