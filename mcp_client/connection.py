@@ -6,8 +6,12 @@ on a protocol revision, lists the tools (they join the registry through `on_tool
 until the transport ends: the child exited, or the HTTP session failed. Then it waits a
 back-off (doubled after each quick failure, from `MIN_BACKOFF_S` to `MAX_BACKOFF_S`, back to
 the start after a round that stayed up `STABLE_S`) and starts again. So a crashing child is
-restarted, but never in a tight loop; and calls that arrive meanwhile wait for the session
-within their own deadline.
+restarted, but never in a tight loop. A call that arrives meanwhile waits for a try that is
+due within `outage.WAIT_FOR_TRY_S`, makes one try sooner when the last one failed a while
+ago, and otherwise fails at once, "unavailable (reconnecting in N s)" (`outage.py`). A
+session the server expired (HTTP 404 to our session id, `http.py`) ends its round and the
+next begins without a back-off (`renew`), once: a new session that expires at once too
+waits the back-off.
 
 Both protocol eras (SPEC 14): the SDK's `Client(mode="auto")` sends `server/discover`
 (revision 2026-07-28, stateless) and falls back to the `initialize` handshake (2025-11-25)
@@ -105,11 +109,13 @@ class ServerConnection:
         for _ in range(3):  # at most: the try under way, then the one try this call prompts
             if self.session is not None:
                 return self.session
-            outage = self.outage
-            if outage is not None:
-                if prompted or not outage.may_prompt(time.monotonic()):
+            outage, now = self.outage, time.monotonic()
+            if outage is not None and outage.due_soon(now, deadline - anyio.current_time()) and not prompted:
+                prompted = True  # the scheduled try is this call's one try
+            elif outage is not None:
+                if prompted or not outage.may_prompt(now):
                     self.refused_calls += 1
-                    raise Unavailable(self.key, outage.retry_in(time.monotonic()), self.last_error)
+                    raise Unavailable(self.key, outage.retry_in(now), self.last_error)
                 prompted = True
                 self.outage = None  # a try is under way: the calls behind this one wait for it
                 self.prompted_tries += 1

@@ -3,7 +3,8 @@
 A connection whose last try failed is *known down* until its next try (`Outage`). A call that
 arrives then does not wait its whole deadline for a session that cannot come: it fails at once
 with `Unavailable`, whose text says when the next try is due ("unavailable (reconnecting in
-12 s)"). But a back-off grows to 30 s, and a server that came back would stay unreachable that
+12 s)"), unless that try is due within `WAIT_FOR_TRY_S` (a crashed child restarting): then it
+waits for it. But a back-off grows to 30 s, and a server that came back would stay unreachable that
 long; so a call that arrives at least `PROMPT_AFTER_S` after the last failed try cuts the
 back-off short with ONE immediate try, and waits for its outcome only. So a down server costs
 at most one connection attempt per `PROMPT_AFTER_S` however many calls arrive, and a server
@@ -18,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 PROMPT_AFTER_S = 2.0  # after a failed try, calls fail at once this long before one may try again
+WAIT_FOR_TRY_S = 1.0  # a try due this soon is waited for (a child restarting after a crash)
 
 
 class Unavailable(Exception):
@@ -39,6 +41,10 @@ class Outage:
 
     def retry_in(self, now: float) -> float:
         return max(0.0, self.retry_at - now)
+
+    def due_soon(self, now: float, budget_s: float) -> bool:
+        """Whether the scheduled try comes soon enough, and within the call's time, to wait for."""
+        return self.retry_in(now) <= min(WAIT_FOR_TRY_S, budget_s)
 
     def may_prompt(self, now: float) -> bool:
         """Whether a call arriving `now` may cut this back-off short with a try of its own."""
