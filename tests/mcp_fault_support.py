@@ -41,6 +41,7 @@ LATE_AFTER_S = 3.0
 @dataclass
 class FaultsSeen:
     calls: list[str] = field(default_factory=list)  # tools called, in order (the late one included)
+    methods: list[str] = field(default_factory=list)  # JSON-RPC methods posted (not those refused 404)
     initializes: int = 0
     expired_hits: int = 0  # requests answered 404 for an expired session
     late_sent: int = 0
@@ -103,6 +104,7 @@ class FaultWrapper:
         except ValueError:
             parsed = {}
         parsed = parsed if isinstance(parsed, dict) else {}
+        self.seen.methods.append(str(parsed.get("method")))
         if parsed.get("method") == "initialize":
             self.seen.initializes += 1
         if parsed.get("method") == "tools/call":

@@ -186,7 +186,7 @@ def test_stop_cancels_a_slow_call_and_progress_reaches_the_stream(
     assert tool["meta"]["ok"] is False and tool["meta"]["code"] == "CANCELLED"
     wait_until(lambda: "slow" in mcp_server.observed.cancelled, "the server stopped the tool")  # SPEC 14: Stop cancels
     # over 2026-07-28 the SDK cancels by closing the call's request, without notifications/cancelled
-    # (the legacy era's notification is tested in tests/mcp_client/test_mcp_eras.py)
+    # (the 2025-11-25 notification: tests/mcp_client/test_mcp_http_faults.py, the late answer)
 
 
 def test_a_tool_added_at_run_time_appears_in_get_tools(http_app: Flask, fake_llm: Any) -> None:

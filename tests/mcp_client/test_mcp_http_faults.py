@@ -138,5 +138,6 @@ def test_an_answer_after_the_deadline_is_dropped_unread(make_app: Any, tmp_path:
     finally:
         tracemalloc.stop()
     assert server.seen.late_sent < LATE_TOTAL // 2  # the client closed the answer long before its end
+    assert server.seen.methods.count("notifications/cancelled") == 2  # 2025-11-25: the server is told
     assert peak - baseline < 4 * 1024 * 1024  # never read in full, nor up to the 8 MiB cap
     assert echo(app, "still").get_json()["text"] == "echo: still"  # the session goes on
