@@ -173,16 +173,16 @@ class CappedTransport(httpx2.AsyncBaseTransport):
         response = await self._inner.handle_async_request(request)
         if response.status_code == 404 and SESSION_HEADER in request.headers:
             self._observer.on_expired()
-        if request.method != "POST":
-            return response
         streamed = response.headers.get("content-type", "").startswith("text/event-stream")
-        if streamed and deadline is None:
-            return response  # a listing's events: bounded per event by the SDK
+        capped = request.method == "POST" and not streamed  # events are bounded one by one by the SDK
+        if deadline is None and not capped:
+            return response  # the stream of notifications, a listing's events
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         return httpx2.Response(
             status_code=response.status_code,
             headers=response.headers,
-            stream=_CappedStream(response.stream, None if streamed else self._max, deadline, self._observer.on_late),
+            # a call's events resumed by a GET (Last-Event-ID) keep its deadline too
+            stream=_CappedStream(response.stream, self._max if capped else None, deadline, self._observer.on_late),
             extensions=response.extensions,
         )
 
