@@ -7,10 +7,10 @@ into every system prompt). A tool whose schema is not a valid JSON Schema, or la
 `MAX_SCHEMA_BYTES`, is left out with a warning; so are tools past `MAX_TOOLS` of one server.
 
 A call runs on the turn's worker thread and waits on the hub's loop (`call`): the time left
-before the tool's deadline bounds the wait for a session and the request itself (the SDK
-sends the server `notifications/cancelled` when it runs out); the turn's cancel token
-cancels the waiting task at once (the same notification goes out) and the call ends
-`CANCELLED`. Progress notifications reach `ToolContext.report_progress`, at most one every
+before the tool's deadline bounds the wait for a session and the request itself (when it
+runs out the SDK tells the server: `notifications/cancelled` over 2025-11-25, the request
+closed over 2026-07-28); the turn's cancel token cancels the waiting task at once (the
+server is told the same way) and the call ends `CANCELLED`. Progress notifications reach `ToolContext.report_progress`, at most one every
 `PROGRESS_EVERY_S` and `MAX_PROGRESS_EVENTS` a call.
 
 Faults cost one fast, honest failure: while the server is known down the call fails at once,
