@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # not bench/: this file's own name would shadow the SDK (`mcp`)
 
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from bench.common import p50_p95, percentile  # noqa: E402
@@ -65,8 +66,9 @@ class DirectClient:
 
     async def _run(self) -> None:
         self.stop = asyncio.Event()
-        async with self.opener() as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
+        # the era our client agrees (server/discover, else initialize), so both paths speak the same one
+        async with Client(self.opener(), mode="auto", cache=None) as client:
+            session = client.session
             await session.list_tools()
             self.session = session
             self.ready.set()

@@ -11,6 +11,14 @@ HTTP library) with the operator's headers, the SSRF rules of `/open_url`, and a 
   fails as an unreadable answer, which the SDK turns into an error for that one call (the
   session and the other calls go on). A stream of server events (the GET stream of
   notifications, an SSE answer) is bounded per event by the SDK (`max_sse_event_size`).
+- Late answers: a call puts its deadline in `CALL_DEADLINE` (the SDK runs a request's POST in
+  the context of the task that sent it); the body of an answer to that POST is read only
+  until then (and `LATE_GRACE_S`), each chunk waited for no longer than the time left. An answer that arrives
+  after the deadline (the call has already failed `TIMEOUT`) is dropped unread and its
+  connection closed, so a hostile server cannot make us read and hold what nobody waits for.
+- Expired sessions: a 404 to a request that carried our `Mcp-Session-Id` is the transport
+  spec's "session not found"; the observer is told (`HttpObserver.on_expired`), and the
+  connection makes a new session.
 - Connections are kept alive and reused between calls (`MAX_CONNECTIONS` per server).
 """
 
@@ -18,7 +26,9 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -33,6 +43,19 @@ from tools.safe_http import address_problem
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 MAX_CONNECTIONS = 16
 CONNECT_TIMEOUT_S = 10.0
+SESSION_HEADER = "mcp-session-id"
+LATE_GRACE_S = 0.25  # past the deadline, so the SDK's own timeout answers the call first (TIMEOUT)
+
+#: the deadline (anyio clock) of the call whose request is being sent; None: no call (a listing)
+CALL_DEADLINE: ContextVar[float | None] = ContextVar("mcp_call_deadline", default=None)
+
+
+@dataclass(frozen=True)
+class HttpObserver:
+    """What the connection wants to hear from its HTTP client."""
+
+    on_expired: Callable[[], None] = lambda: None  # a 404 to our session id
+    on_late: Callable[[], None] = lambda: None  # an answer dropped: it came after the call's deadline
 
 
 class Refused(httpcore2.ConnectError):
@@ -41,6 +64,10 @@ class Refused(httpcore2.ConnectError):
 
 class ResponseTooLarge(httpx2.StreamError):
     """An answer longer than `MAX_RESPONSE_BYTES` (a `StreamError`: the SDK fails that one call)."""
+
+
+class AnswerTooLate(httpx2.StreamError):
+    """The rest of an answer came after the call's deadline: dropped unread."""
 
 
 async def vetted_addresses(host: str, port: int) -> list[str]:
@@ -91,36 +118,71 @@ class VettedBackend(AsyncNetworkBackend):
 
 
 class _CappedStream(httpx2.AsyncByteStream):
-    def __init__(self, inner: httpx2.AsyncByteStream, max_bytes: int) -> None:
-        self._inner, self._max = inner, max_bytes
+    """An answer's body: at most `max_bytes` (when capped), read only until `deadline`."""
+
+    def __init__(
+        self, inner: httpx2.AsyncByteStream, max_bytes: int | None, deadline: float | None, on_late: Callable[[], None]
+    ) -> None:
+        self._inner, self._max, self._deadline, self._on_late = inner, max_bytes, deadline, on_late
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         seen = 0
-        async for chunk in self._inner:
+        chunks = self._inner.__aiter__()
+        while True:
+            chunk = await self._next(chunks)
+            if chunk is None:
+                return
             seen += len(chunk)
-            if seen > self._max:
+            if self._max is not None and seen > self._max:
                 raise ResponseTooLarge(f"the server's answer is larger than {self._max // (1024 * 1024)} MiB")
             yield chunk
+
+    async def _next(self, chunks: AsyncIterator[bytes]) -> bytes | None:
+        """The next chunk (None at the end), waited for no longer than the deadline allows."""
+        if self._deadline is None:
+            return await anext(chunks, None)
+        chunk: bytes | None = None
+        late_at = self._deadline + LATE_GRACE_S
+        with anyio.move_on_at(late_at) as waiting:
+            chunk = await anext(chunks, None)
+        if waiting.cancelled_caught or (chunk is not None and anyio.current_time() > late_at):
+            self._on_late()
+            await self._inner.aclose()
+            raise AnswerTooLate("the server's answer came after the call's deadline")
+        return chunk
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
 
 class CappedTransport(httpx2.AsyncBaseTransport):
-    """The pool, with the body of each answer to a POST (a request's answer) capped."""
+    """The pool, with the body of each answer to a POST (a request's answer) capped and read
+    only until its call's deadline; a 404 to our session id reported."""
 
-    def __init__(self, inner: httpx2.AsyncHTTPTransport, max_bytes: int = MAX_RESPONSE_BYTES) -> None:
+    def __init__(
+        self,
+        inner: httpx2.AsyncHTTPTransport,
+        max_bytes: int = MAX_RESPONSE_BYTES,
+        observer: HttpObserver | None = None,
+    ) -> None:
         self._inner, self._max = inner, max_bytes
+        self._observer = observer or HttpObserver()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        deadline = CALL_DEADLINE.get()
         response = await self._inner.handle_async_request(request)
-        if request.method != "POST" or response.headers.get("content-type", "").startswith("text/event-stream"):
-            return response
+        if response.status_code == 404 and SESSION_HEADER in request.headers:
+            self._observer.on_expired()
+        streamed = response.headers.get("content-type", "").startswith("text/event-stream")
+        capped = request.method == "POST" and not streamed  # events are bounded one by one by the SDK
+        if deadline is None and not capped:
+            return response  # the stream of notifications, a listing's events
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         return httpx2.Response(
             status_code=response.status_code,
             headers=response.headers,
-            stream=_CappedStream(response.stream, self._max),
+            # a call's events resumed by a GET (Last-Event-ID) keep its deadline too
+            stream=_CappedStream(response.stream, self._max if capped else None, deadline, self._observer.on_late),
             extensions=response.extensions,
         )
 
@@ -128,7 +190,9 @@ class CappedTransport(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def http_client(headers: dict[str, str], *, trusted: bool, read_timeout_s: float) -> httpx2.AsyncClient:
+def http_client(
+    headers: dict[str, str], *, trusted: bool, read_timeout_s: float, observer: HttpObserver | None = None
+) -> httpx2.AsyncClient:
     """The client of one server (its connections live as long as the server's session)."""
     inner = httpx2.AsyncHTTPTransport(
         trust_env=False,
@@ -145,7 +209,7 @@ def http_client(headers: dict[str, str], *, trusted: bool, read_timeout_s: float
         )
     return httpx2.AsyncClient(
         headers=headers,
-        transport=CappedTransport(inner),
+        transport=CappedTransport(inner, observer=observer),
         timeout=httpx2.Timeout(CONNECT_TIMEOUT_S, read=read_timeout_s),
         follow_redirects=False,
     )

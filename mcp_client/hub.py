@@ -75,12 +75,20 @@ class McpHub:
             self._listed.notify_all()
 
     def status(self) -> dict[str, dict[str, Any]]:
-        """Each server: connected or not, how often it started, why it last stopped."""
+        """Each server: connected or not, the protocol revision agreed, how often it started,
+        why it last stopped, when it is tried again while known down, and the fault counters."""
+        now = time.monotonic()
         return {
             key: {
                 "connected": c.session is not None,
+                "protocol": c.protocol,
                 "starts": c.starts,
                 "error": c.last_error,
+                "retry_in_s": None if c.outage is None else round(c.outage.retry_in(now), 1),
+                "prompted_tries": c.prompted_tries,
+                "refused_calls": c.refused_calls,
+                "renewals": c.renewals,
+                "late_answers": c.late_answers,
                 "tools": [tool.name for tool in self.registry.group(GROUP_PREFIX + key)],
             }
             for key, c in self.connections.items()

@@ -7,11 +7,16 @@ into every system prompt). A tool whose schema is not a valid JSON Schema, or la
 `MAX_SCHEMA_BYTES`, is left out with a warning; so are tools past `MAX_TOOLS` of one server.
 
 A call runs on the turn's worker thread and waits on the hub's loop (`call`): the time left
-before the tool's deadline bounds the wait for a session and the request itself (the SDK
-sends the server `notifications/cancelled` when it runs out); the turn's cancel token
-cancels the waiting task at once (the same notification goes out) and the call ends
-`CANCELLED`. Progress notifications reach `ToolContext.report_progress`, at most one every
+before the tool's deadline bounds the wait for a session and the request itself (when it
+runs out the SDK tells the server: `notifications/cancelled` over 2025-11-25, the request
+closed over 2026-07-28); the turn's cancel token cancels the waiting task at once (the
+server is told the same way) and the call ends `CANCELLED`. Progress notifications reach `ToolContext.report_progress`, at most one every
 `PROGRESS_EVERY_S` and `MAX_PROGRESS_EVENTS` a call.
+
+Faults cost one fast, honest failure: while the server is known down the call fails at once,
+"unavailable (reconnecting in N s)" (`outage.py`), or makes the one early try a back-off
+allows; a session the server expired (HTTP 404) is made again once and the call sent once
+more; an answer that comes after the deadline is dropped unread (`http.py`).
 """
 
 from __future__ import annotations
@@ -23,14 +28,18 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import anyio
 import jsonschema
 import mcp_types as types
+from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from foundation.cancellation import Cancelled
 from mcp_client.config import prefix_of
 from mcp_client.connection import ServerConnection, describe
+from mcp_client.http import CALL_DEADLINE
+from mcp_client.outage import Unavailable
 from mcp_client.results import McpOutput, as_output
 from storage.roles import MCP_TOOLS
 from tools.base import ASKS, NEVER_ASKS, Approval, ErrorCode, Tool, ToolContext, ToolFailure, ToolHints
@@ -173,10 +182,16 @@ def call(
     progress = _Progress(ctx)
 
     async def request() -> types.CallToolResult:
-        started = time.monotonic()
+        deadline = anyio.current_time() + budget
         session = await connection.wait_session(budget)
-        left = max(0.05, budget - (time.monotonic() - started))
-        return await session.call_tool(tool_name, arguments, read_timeout_seconds=left, progress_callback=progress)
+        try:
+            return await call_once(session, tool_name, arguments, deadline, progress)
+        except MCPError:
+            if not connection.expired(session):
+                raise
+        # the server expired our session (HTTP 404): one new session, the call once again
+        renewed = await connection.renew(session, deadline - anyio.current_time())
+        return await call_once(renewed, tool_name, arguments, deadline, progress)
 
     future = submit(request())
 
@@ -188,6 +203,8 @@ def call(
         return future.result(timeout=budget + LATE_S)
     except concurrent.futures.CancelledError:
         raise Cancelled("stopped by the user") from None
+    except Unavailable as error:
+        raise ToolFailure(ErrorCode.UPSTREAM_ERROR, f"{error}; try again later.") from None
     except (concurrent.futures.TimeoutError, TimeoutError):
         future.cancel()
         raise ToolFailure(ErrorCode.TIMEOUT, f"the MCP server {connection.key} did not answer in time.") from None
@@ -200,6 +217,20 @@ def call(
         ) from None
     finally:
         remove()
+
+
+async def call_once(
+    session: ClientSession, tool_name: str, arguments: dict[str, Any], deadline: float, progress: _Progress
+) -> types.CallToolResult:
+    """One `tools/call` within the deadline; its answer is read only until then (`http.py`)."""
+    token = CALL_DEADLINE.set(deadline)
+    try:
+        left = max(0.05, deadline - anyio.current_time())
+        result = await session.call_tool(tool_name, arguments, read_timeout_seconds=left, progress_callback=progress)
+    finally:
+        CALL_DEADLINE.reset(token)
+    assert isinstance(result, types.CallToolResult)
+    return result
 
 
 def failure_of(connection: ServerConnection, error: MCPError) -> ToolFailure:

@@ -95,7 +95,8 @@ def build_server(observed: Observed) -> MCPServer:
         def late(word: str) -> str:
             return f"late: {word}"
 
-        await ctx.session.send_tool_list_changed()
+        await ctx.session.send_tool_list_changed()  # 2025-11-25: a notification on the session
+        await ctx.notify_tools_changed()  # 2026-07-28: an event on the listen streams
         return "grown"
 
     @server.tool(description="Answer garbage (the wrapper answers instead).")
