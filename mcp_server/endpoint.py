@@ -52,6 +52,7 @@ from mcp_server.calls import FairThreads, call, user_of
 from mcp_server.listing import error_result, is_served, listed, served
 from mcp_server.openapi import path_item
 from mcp_server.origins import OriginCheck
+from mcp_server.read_handlers import ReadHandlers
 from storage.users import User
 from tools.base import ErrorCode
 
@@ -66,6 +67,7 @@ class McpEndpoint:
     def __init__(self, flask_app: Flask, *, threads: int) -> None:
         self.flask_app = flask_app
         self.threads = threads
+        reads = ReadHandlers(flask_app, lambda: self.pool)  # resources, prompts, completions
         with warnings.catch_warnings():  # logging is deprecated from 2026-07-28 on; 2025-11-25 hosts still set it
             warnings.filterwarnings("ignore", "The logging capability is deprecated", MCPDeprecationWarning)
             self.server: Server[Any] = Server(
@@ -74,6 +76,12 @@ class McpEndpoint:
                 on_list_tools=self.list_tools,
                 on_call_tool=self.call_tool,
                 on_set_logging_level=set_logging_level,
+                on_list_resources=reads.list_resources,
+                on_list_resource_templates=reads.list_resource_templates,
+                on_read_resource=reads.read_resource,
+                on_list_prompts=reads.list_prompts,
+                on_get_prompt=reads.get_prompt,
+                on_completion=reads.complete,
             )
         self.manager: StreamableHTTPSessionManager | None = None
         self.pool: FairThreads | None = None

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from tests.bearer_proxy import bearer_proxy
 from tests.mcp_support import mcp_server
@@ -46,6 +47,9 @@ APPLICABLE = (
     "tools-list",
     "logging-set-level",
     "dns-rebinding-protection",
+    "resources-list",
+    "prompts-list",
+    "completion-complete",
 )
 FIXTURE_TOOL = "calls a fixture tool of the suite's reference server ({}); our tools are the product's"
 FIXTURE_RESOURCE = "reads a fixture resource of the suite's reference server ({}); ours are memories and files"
@@ -70,9 +74,6 @@ NOT_APPLICABLE: dict[str, str] = {
     + "; /mcp is stateless and answers JSON, never an SSE stream to resume",
     "server-sse-multiple-streams": "needs a session id; /mcp is stateless (any process of a cluster answers any "
     "request), so the suite only warns and checks nothing",
-    "completion-complete": "completes a fixture prompt's argument (test_prompt_with_arguments); /mcp offers no "
-    "completions",
-    "resources-list": "/mcp serves no resources yet (resources/list is method-not-found)",
     "resources-read-text": FIXTURE_RESOURCE.format("test://static-text"),
     "resources-read-binary": FIXTURE_RESOURCE.format("test://static-binary"),
     "resources-templates-read": FIXTURE_RESOURCE.format("test://template/{id}/data"),
@@ -80,12 +81,12 @@ NOT_APPLICABLE: dict[str, str] = {
     + "; a stateless server holds no subscriptions",
     "resources-unsubscribe": FIXTURE_RESOURCE.format("test://watched-resource")
     + "; a stateless server holds no subscriptions",
-    "prompts-list": "/mcp serves no prompts yet (prompts/list is method-not-found)",
     "prompts-get-simple": FIXTURE_PROMPT.format("test_simple_prompt"),
     "prompts-get-with-args": FIXTURE_PROMPT.format("test_prompt_with_arguments"),
     "prompts-get-embedded-resource": FIXTURE_PROMPT.format("test_prompt_with_embedded_resource"),
     "prompts-get-with-image": FIXTURE_PROMPT.format("test_prompt_with_image"),
 }
+WRITTEN = {"path": "notes/plan.txt", "content": "step one\n"}
 SCENARIO_LINE = re.compile(r"^\s+- (?P<name>[a-z0-9-]+) \[")
 
 
@@ -130,6 +131,10 @@ def mcp_url(suite: Suite, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         mcp_server(tmp_path_factory.mktemp("mcp-conformance"), MCP_ALLOWED_ORIGINS=origins) as server,
         bearer_proxy(server.base_url, server.alice, port) as proxy,
     ):
+        auth = {"Authorization": f"Bearer {server.alice}"}  # something to list: a memory and a file
+        for name, body in (("remember", {"fact": "alice drinks green tea"}), ("write_file", WRITTEN)):
+            answer = requests.post(f"{server.base_url}/tools/{name}", json=body, headers=auth, timeout=30)
+            assert answer.status_code == 200, answer.text
         yield f"{proxy}/mcp"
 
 
