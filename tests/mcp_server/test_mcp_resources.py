@@ -4,7 +4,7 @@ real server process (SPEC 14; `mcp_server/resources.py`, `prompts.py`, `completi
 Two users, alice and bob, each with memories and workspace files: each lists and reads only
 their own (another's URI is `NOT_FOUND`, as a missing one), pages through everything once, hits
 the read caps with a clear error, gets a clear error for a URI that is not ours, and spends the
-`tools` budget on every read.
+`tools` budget on every read, in both protocol eras (`initialize` and `server/discover`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import mcp_types as types
 import pytest
 import requests
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from mcp_server.resources import BLOB_CAP, PAGE_SIZE, TEXT_CAP
@@ -300,3 +303,27 @@ def test_every_read_spends_the_tools_budget(tmp_path: Path) -> None:
         assert isinstance(refused, MCPError) and refused.data["code"] == "rate_limited"
         assert refused.data["limit"] == "tools" and refused.data["retry_after_s"] >= 1
         assert len(prompts.prompts) == 2
+
+
+def test_the_2026_07_28_era_reads_the_same_way(server: McpServer) -> None:
+    """`server/discover` (stateless, revision 2026-07-28) instead of `initialize`: the same
+    resources, the same errors, and results marked private to the user (`cacheScope`)."""
+
+    async def scenario() -> tuple[str | None, types.ReadResourceResult, MCPError]:
+        headers = {"Authorization": f"Bearer {server.bob}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60)) as http,
+            streamable_http_client(server.url, http_client=http) as (read_stream, write_stream),
+            ClientSession(read_stream, write_stream) as client,
+        ):
+            await client.discover()
+            read = await client.read_resource("file:///bob/secret.txt")
+            assert isinstance(read, types.ReadResourceResult)
+            with pytest.raises(MCPError) as raised:
+                await client.read_resource("file:///notes/plan.txt")  # alice's
+            return client.protocol_version, read, raised.value
+
+    version, read, refused = run_async(scenario)
+    assert version == "2026-07-28" and read.cache_scope == "private"
+    assert text_of(read) == "bob's secret\n"
+    assert refused.code == types.INVALID_PARAMS and refused.data["code"] == "NOT_FOUND"
