@@ -18,13 +18,15 @@ The SDK runs stateless (no session to remember between requests, so any server p
 a cluster answers any request) and answers JSON, not an event stream: our tools send no
 progress. A GET, which would open a stream for messages the server never sends (held open
 until the client gives up), answers 405 as the transport spec allows. Its task group lives as long as the app (`running`, entered by the ASGI
-lifespan); before that, or after, `/mcp` answers 503 `mcp_unavailable`.
+lifespan); before that, or after, `/mcp` answers 503 `mcp_unavailable`. `logging/setLevel` is
+accepted (a host may set a level; `/mcp` logs nothing to hosts, so any level holds).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import cached_property
@@ -35,7 +37,7 @@ import mcp_types as types
 from flask import Flask
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from api.auth import USER_KEY
 from api.bodies import MAX_BODY_BYTES
@@ -50,6 +52,7 @@ from mcp_server.calls import FairThreads, call, user_of
 from mcp_server.listing import error_result, is_served, listed, served
 from mcp_server.openapi import path_item
 from mcp_server.origins import OriginCheck
+from mcp_server.read_handlers import ReadHandlers
 from storage.users import User
 from tools.base import ErrorCode
 
@@ -64,9 +67,22 @@ class McpEndpoint:
     def __init__(self, flask_app: Flask, *, threads: int) -> None:
         self.flask_app = flask_app
         self.threads = threads
-        self.server: Server[Any] = Server(
-            SERVER_NAME, version=VERSION, on_list_tools=self.list_tools, on_call_tool=self.call_tool
-        )
+        reads = ReadHandlers(flask_app, lambda: self.pool)  # resources, prompts, completions
+        with warnings.catch_warnings():  # logging is deprecated from 2026-07-28 on; 2025-11-25 hosts still set it
+            warnings.filterwarnings("ignore", "The logging capability is deprecated", MCPDeprecationWarning)
+            self.server: Server[Any] = Server(
+                SERVER_NAME,
+                version=VERSION,
+                on_list_tools=self.list_tools,
+                on_call_tool=self.call_tool,
+                on_set_logging_level=set_logging_level,
+                on_list_resources=reads.list_resources,
+                on_list_resource_templates=reads.list_resource_templates,
+                on_read_resource=reads.read_resource,
+                on_list_prompts=reads.list_prompts,
+                on_get_prompt=reads.get_prompt,
+                on_completion=reads.complete,
+            )
         self.manager: StreamableHTTPSessionManager | None = None
         self.pool: FairThreads | None = None
         flask_app.extensions.setdefault(EXTRA_PATHS_KEY, {})[PATH] = path_item()  # in /openapi.json
@@ -150,6 +166,13 @@ class McpEndpoint:
             return await self.pool.run(user.id, lambda: call(self.flask_app, tool, arguments, user.id))
         except Busy as busy:
             return error_result(ErrorCode.BUSY, busy.message)
+
+
+async def set_logging_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+    """`logging/setLevel`, accepted: we declare the `logging` capability so that hosts (and the
+    conformance suite's `logging-set-level`) may set a level, and since `/mcp` sends no log
+    notifications at all, every level is already honoured; there is nothing to store."""
+    return types.EmptyResult()
 
 
 def bearer_token(scope: dict[str, Any]) -> str | None:

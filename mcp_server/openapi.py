@@ -20,7 +20,10 @@ class JsonRpcMessage(BaseModel):
     """A JSON-RPC 2.0 request (with an `id`) or notification (without) of MCP."""
 
     jsonrpc: Literal["2.0"]
-    method: str = Field(description="`initialize`, `tools/list`, `tools/call`, `ping`, a notification…")
+    method: str = Field(
+        description="`initialize`, `tools/list`, `tools/call`, `resources/list`, `resources/read`, `prompts/get`, "
+        "`ping`, a notification…"
+    )
     id: Any = Field(default=None, description="a string or an integer; absent in a notification")
     params: dict[str, Any] | None = None
 

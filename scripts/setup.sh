@@ -41,6 +41,8 @@ pip_install requirements.txt
 # --test: also what the test suite and the benchmarks need (make test, make bench).
 if [ "${1:-}" = "--test" ]; then
   pip_install requirements-test.txt
+  # The MCP conformance suite and the Node.js 22 it runs on (tests/mcp_server/test_mcp_conformance.py).
+  bash scripts/services/mcp_conformance.sh
 fi
 
 # Browser libraries of the web UI (marked, DOMPurify, highlight.js, KaTeX; axe-core is read by the

@@ -1,6 +1,7 @@
 """`/mcp` driven by the MCP Inspector's CLI mode (npm's `@modelcontextprotocol/inspector`), software
 nobody here wrote, against a real server process: it lists our tools, calls each with good
-arguments and with bad ones, and sees another user's data invisible and a wrong token refused.
+arguments and with bad ones, lists and reads resources and gets a prompt, and sees another
+user's data invisible and a wrong token refused.
 
 The Inspector is built on the TypeScript SDK, whose client checks `structuredContent` against the
 tool's `outputSchema` on every result, errors included, and throws on a mismatch (the CLI then
@@ -127,3 +128,27 @@ def test_the_inspector_with_a_wrong_token_is_refused(server: McpServer, tmp_path
     done = run_cli(server.url, "not-a-token", "--method", "tools/list", home=tmp_path)
     assert done.returncode != 0
     assert "unauthorized" in done.stderr and "memory_search" not in done.stdout
+
+
+def test_the_inspector_lists_and_reads_our_resources_and_gets_a_prompt(server: McpServer, tmp_path: Path) -> None:
+    """The TypeScript SDK checks each result against MCP's schema: a resource, a template, a
+    prompt of ours that did not fit would make the CLI fail (exit 1) instead of printing it."""
+    written = ("--method", "tools/call", "--tool-name", "write_file")
+    answer(
+        run_cli(server.url, server.bob, *written, "--tool-arg", "path=inspect/me.py", "content=x = 1\n", home=tmp_path)
+    )
+    listed = answer(run_cli(server.url, server.bob, "--method", "resources/list", home=tmp_path))
+    assert "file:///inspect/me.py" in [resource["uri"] for resource in listed["resources"]]
+    read = answer(
+        run_cli(server.url, server.bob, "--method", "resources/read", "--uri", "file:///inspect/me.py", home=tmp_path)
+    )
+    (content,) = read["contents"]
+    assert (content["uri"], content["text"]) == ("file:///inspect/me.py", "x = 1\n")
+    assert content["mimeType"].startswith("text/")  # from the machine's MIME table: text/x-python
+    templates = answer(run_cli(server.url, server.bob, "--method", "resources/templates/list", home=tmp_path))
+    assert len(templates["resourceTemplates"]) == 2
+    prompt = ("--method", "prompts/get", "--prompt-name", "review_file", "--prompt-args", "path=inspect/me.py")
+    review = answer(run_cli(server.url, server.bob, *prompt, home=tmp_path))
+    assert review["messages"][0]["content"]["resource"]["text"] == "x = 1\n"
+    refused = run_cli(server.url, server.bob, "--method", "resources/read", "--uri", "file:///../x", home=tmp_path)
+    assert refused.returncode != 0 and "not allowed" in refused.stderr

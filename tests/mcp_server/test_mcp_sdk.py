@@ -164,6 +164,17 @@ def test_an_unknown_or_unserved_tool_is_a_protocol_error(server: McpServer) -> N
     assert "unknown tool 'ask_choice'" in run_async(scenario, "ask_choice")  # a widget is not served
 
 
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")  # the client warns too (2026-07-28)
+def test_logging_is_declared_and_any_level_accepted(server: McpServer) -> None:
+    async def scenario() -> tuple[Any, Any]:
+        async with session(server.url, server.alice) as client:
+            return client.initialize_result, await client.set_logging_level("debug")  # type: ignore[attr-defined]
+
+    initialized, answered = run_async(scenario)
+    assert initialized.capabilities.logging is not None
+    assert answered.model_dump(exclude_none=True) == {}
+
+
 @pytest.mark.parametrize("header", [None, "Bearer not-a-token", "Basic YWxpY2U6eA=="])
 def test_a_missing_or_wrong_token_is_401_with_a_bearer_challenge(server: McpServer, header: str | None) -> None:
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
