@@ -28,7 +28,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.llm]
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "examples" / "eval" / "cases.jsonl"
 BFCL = ROOT / "tests" / "fixtures" / "bfcl"
-SAMPLING = {"llm_temperature": 0.0, "llm_seed": 1234, "llm_timeout_s": 300}
+# Answers capped at 128 tokens: these tests are about a first pass's first line, and an answer
+# let run to the end of the context cost most of their minutes.
+SAMPLING = {"llm_temperature": 0.0, "llm_seed": 1234, "llm_timeout_s": 300, "llm_max_tokens": 128}
 
 
 def product(make_app: Any, server: LlamaServer, **settings: Any) -> Any:
@@ -113,13 +115,13 @@ def test_the_reads_and_the_pass_keep_the_servers_prefix_cache(make_app: Any, lla
 
 
 def run_eval(server: LlamaServer, *args: str) -> dict[str, Any]:
-    # at most 512 tokens an answer: llama-cpp-python refuses a prompt and answer past its context
+    # a bound on the answer: llama-cpp-python refuses a prompt and answer past its context
     settings = Settings(
         llm_provider="openai",
         llm_base_url=server.base_url,
         llm_model=server.model,
         llm_timeout_s=300,
-        llm_max_tokens=512,
+        llm_max_tokens=128,
     )
     group = click.Group()
     register(group, lambda: settings)
