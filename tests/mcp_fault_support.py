@@ -15,20 +15,16 @@ tests/fixtures/mcp_one_era.py (sessions exist only in that era), behind a wrappe
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import uvicorn
 from mcp.server.mcpserver import MCPServer
 
-from testing.hostile import free_port
-from testing.waiting import wait_until
 from tests.fixtures.mcp_one_era import LEGACY, http_gate
+from tests.mcp_http_support import ThreadedAsgiServer
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -167,44 +163,18 @@ class FaultWrapper:
             group.cancel_scope.cancel()
 
 
-class FaultServer:
-    """The server on `url`, in a thread; `stop()` and `start()` again on the same port."""
+class FaultServer(ThreadedAsgiServer):
+    """The old-era server behind a `FaultWrapper`, in a thread; `stop()` and `start()` again on the same port."""
 
     def __init__(self) -> None:
-        self.port = free_port()
+        super().__init__()
         self.seen = FaultsSeen()
         self.wrapper: FaultWrapper | None = None
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
 
     def expire(self) -> None:
         assert self.wrapper is not None
         self.wrapper.expire()
 
-    def start(self) -> None:
+    def _app(self) -> Any:
         self.wrapper = FaultWrapper(http_gate(LEGACY, build_server().streamable_http_app()), self.seen)
-        config = uvicorn.Config(self.wrapper, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
-        config.timeout_graceful_shutdown = 0
-        self._server = uvicorn.Server(config)
-        server = self._server
-        self._thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
-        self._thread.start()
-        wait_until(lambda: server.started, "the MCP fault server starts")
-
-    def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._server.force_exit = True
-            self._thread.join(timeout=10)
-            self._server = None
-
-    def __enter__(self) -> FaultServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return self.wrapper

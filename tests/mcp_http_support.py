@@ -17,7 +17,7 @@ import json
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import anyio
 import mcp_types as types
@@ -147,13 +147,12 @@ def garbage_wrapper(inner: Callable[[Scope, Receive, Send], Awaitable[None]], ob
     return app
 
 
-class HttpMcpServer:
-    """The server on `url`, in a thread; `stop()` and `start()` again on the same port."""
+class ThreadedAsgiServer:
+    """An ASGI app (`_app`, made anew at each start) served by uvicorn in a thread on `url`;
+    `stop()` and `start()` again on the same port."""
 
-    def __init__(self, json_response: bool = False) -> None:
-        self.json_response = json_response  # answer each POST with one JSON body instead of a stream of events
+    def __init__(self) -> None:
         self.port = free_port()
-        self.observed = Observed()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -161,16 +160,17 @@ class HttpMcpServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
 
+    def _app(self) -> Any:
+        raise NotImplementedError
+
     def start(self) -> None:
-        mcp = build_server(self.observed)
-        app = garbage_wrapper(mcp.streamable_http_app(json_response=self.json_response), self.observed)
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        config = uvicorn.Config(self._app(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
         config.timeout_graceful_shutdown = 0
         self._server = uvicorn.Server(config)
         server = self._server
         self._thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
         self._thread.start()
-        wait_until(lambda: server.started, "the MCP test server starts")
+        wait_until(lambda: server.started, f"the {type(self).__name__} starts")
 
     def stop(self) -> None:
         if self._server is not None and self._thread is not None:
@@ -179,9 +179,22 @@ class HttpMcpServer:
             self._thread.join(timeout=10)
             self._server = None
 
-    def __enter__(self) -> HttpMcpServer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class HttpMcpServer(ThreadedAsgiServer):
+    """The test MCP server on `url`, in a thread; `stop()` and `start()` again on the same port."""
+
+    def __init__(self, json_response: bool = False) -> None:
+        super().__init__()
+        self.json_response = json_response  # answer each POST with one JSON body instead of a stream of events
+        self.observed = Observed()
+
+    def _app(self) -> Any:
+        mcp = build_server(self.observed)
+        return garbage_wrapper(mcp.streamable_http_app(json_response=self.json_response), self.observed)
