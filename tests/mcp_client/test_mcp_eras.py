@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from flask import Flask
 from mcp.client import Client
@@ -21,6 +20,7 @@ from mcp.shared.exceptions import MCPError
 
 from api.services import services_of
 from testing.waiting import wait_until
+from tests.async_support import run_async
 from tests.conftest import new_token
 from tests.mcp_client_support import write_servers
 from tests.process_support import free_port, stop_process
@@ -101,5 +101,5 @@ def test_each_fixture_refuses_the_other_era(http_server: str, pinned: str) -> No
         except* MCPError as group:
             refusals.extend(str(error) for error in leaves(group))
 
-    anyio.run(pinned_call)
+    run_async(pinned_call)  # its own thread: a browser module before this one leaves a loop running
     assert len(refusals) == 1 and "Unsupported protocol version" in refusals[0]
